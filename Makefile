@@ -1,0 +1,32 @@
+# The two entry points: `make demo` and `make test`. Each bootstraps .venv by itself.
+VENV := .venv
+PY := $(VENV)/bin/python
+FLOWPROOF := $(VENV)/bin/flowproof
+
+.PHONY: bootstrap demo test test-quick lint typecheck bench clean
+
+bootstrap:
+	@bash scripts/bootstrap.sh
+
+demo: bootstrap
+	@env -u OPENAI_API_KEY -u ANTHROPIC_API_KEY -u FLOWPROOF_AGENT_KEY -u FLOWPROOF_AGENT_UPSTREAM \
+		$(FLOWPROOF) run examples/
+
+test: bootstrap lint typecheck
+	$(PY) -m pytest -n 2 -q
+
+test-quick: bootstrap
+	$(PY) -m pytest -n 2 -q -m "not slow"
+
+lint: bootstrap
+	$(VENV)/bin/ruff check addons flowproof_cli tests examples benchmarks
+	$(VENV)/bin/ruff format --check addons flowproof_cli tests examples benchmarks
+
+typecheck: bootstrap
+	$(VENV)/bin/mypy
+
+bench: bootstrap
+	$(PY) benchmarks/run.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

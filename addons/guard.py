@@ -1,0 +1,41 @@
+"""Refuse everything that would make the proxy a relay.
+
+The proxy is an unauthenticated loopback endpoint with a fixed upstream. It must not tunnel
+(CONNECT), must not honour absolute-form request lines (`GET http://elsewhere/ HTTP/1.1`),
+and answers only model routes (and, later, MCP routes): anything else is a 404 with a JSON
+body saying so.
+"""
+
+from __future__ import annotations
+
+import json
+
+from mitmproxy import http
+
+from flowproof_cli.routes import is_claimed
+
+
+def _refuse(flow: http.HTTPFlow, status: int, message: str) -> None:
+    body = json.dumps({"error": {"message": f"flowproof: {message}", "type": "flowproof_refused"}})
+    flow.response = http.Response.make(status, body, {"content-type": "application/json"})
+
+
+class RequestGuard:
+    def requestheaders(self, flow: http.HTTPFlow) -> None:
+        request = flow.request
+        if request.method == "CONNECT":
+            _refuse(flow, 405, "CONNECT is refused: this proxy is not a tunnel")
+        elif request.authority and request.http_version.startswith("HTTP/1"):
+            _refuse(flow, 400, "absolute-form request lines are refused: this proxy is not a relay")
+
+    def request(self, flow: http.HTTPFlow) -> None:
+        if flow.response is None and not is_claimed(flow.request.path):
+            _refuse(
+                flow,
+                404,
+                f"{flow.request.method} {flow.request.path.split('?', 1)[0]} is not a model route "
+                "(flowproof answers .../chat/completions)",
+            )
+
+
+addons = [RequestGuard()]

@@ -1,0 +1,158 @@
+"""The model boundary: answer model API calls from a cassette, or record them upstream.
+
+Thin glue between mitmproxy and `flowproof_cli.cassette.CassetteSession`, which holds the
+logic. Under `flowproof run`/`record` the runner hands this addon one session per listening
+port. Loaded into stock mitmdump/mitmweb with `-s`, it builds its own session from options:
+
+    mitmdump -s addons/model.py --mode reverse:http://127.0.0.1:9@127.0.0.1:8080 \
+        --set connection_strategy=lazy --set flowproof_trace=x.trace.yaml
+
+With `flowproof_mode=record` it forwards to `flowproof_upstream` (default: the
+FLOWPROOF_AGENT_UPSTREAM / OPENAI_BASE_URL of its environment) and writes the trace on exit.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from mitmproxy import ctx, exceptions, http
+
+from flowproof_cli import trace as traces
+from flowproof_cli.cassette import CassetteSession, Forward, Mode, Upstream
+from flowproof_cli.dialects import Rendered, route
+from flowproof_cli.runner.upstream import upstream_from_environment
+from flowproof_addons.guard import RequestGuard
+
+log = logging.getLogger(__name__)
+
+PENDING = "flowproof_pending"
+# Headers of the agent's own that never travel upstream: its placeholder credentials,
+# and content negotiation flowproof does not want to decode.
+_DROPPED_HEADERS = ("authorization", "x-api-key", "api-key", "accept-encoding", "host")
+
+
+def _respond(flow: http.HTTPFlow, rendered: Rendered) -> None:
+    headers = {"content-type": rendered.content_type}
+    if rendered.status >= 400:
+        headers["x-should-retry"] = "false"  # SDKs would otherwise retry a 409 divergence
+    flow.response = http.Response.make(rendered.status, rendered.body, headers)
+
+
+class ModelBoundary:
+    def __init__(self, sessions: dict[int, CassetteSession] | None = None):
+        self.sessions: dict[int, CassetteSession] = dict(sessions or {})
+        self.default: CassetteSession | None = None
+        self._trace_path: Path | None = None
+
+    # -- stock mitmproxy use ------------------------------------------------------------
+
+    def load(self, loader: Any) -> None:
+        loader.add_option(
+            "flowproof_trace", str, "", "Trace file to replay from, or to write when recording."
+        )
+        loader.add_option(
+            "flowproof_mode",
+            str,
+            "replay",
+            "replay: answer from flowproof_trace; record: forward upstream and write it.",
+            choices=("replay", "record"),
+        )
+        loader.add_option(
+            "flowproof_upstream",
+            str,
+            "",
+            "Record only: the model base URL (default: FLOWPROOF_AGENT_UPSTREAM, OPENAI_BASE_URL).",
+        )
+
+    def configure(self, updated: set[str]) -> None:
+        if not {"flowproof_trace", "flowproof_mode", "flowproof_upstream"} & updated:
+            return
+        path = ctx.options.flowproof_trace
+        if not path:
+            return
+        self._trace_path = Path(path)
+        try:
+            if ctx.options.flowproof_mode == Mode.RECORD:
+                upstream = (
+                    Upstream(ctx.options.flowproof_upstream, None)
+                    if ctx.options.flowproof_upstream
+                    else upstream_from_environment(os.environ)
+                )
+                self.default = CassetteSession(Mode.RECORD, upstream=upstream)
+            else:
+                trace = traces.load(self._trace_path)
+                self.default = CassetteSession(
+                    Mode.REPLAY, mocks=trace.mocks, recorded=list(trace.turns)
+                )
+        except Exception as exc:
+            raise exceptions.OptionsError(str(exc)) from exc
+
+    def done(self) -> None:
+        session = self.default
+        if session is None or session.mode is not Mode.RECORD or self._trace_path is None:
+            return
+        if session.recorded and not session.errors:
+            trace = traces.Trace(flow=self._trace_path.name, turns=session.recorded)
+            traces.save(self._trace_path, trace)
+            log.info("flowproof: wrote %d turn(s) to %s", len(session.recorded), self._trace_path)
+
+    # -- the hooks ----------------------------------------------------------------------
+
+    def _session_for(self, flow: http.HTTPFlow) -> CassetteSession | None:
+        sockname = flow.client_conn.sockname
+        port = sockname[1] if sockname else None
+        return self.sessions.get(port, self.default) if port is not None else self.default
+
+    def request(self, flow: http.HTTPFlow) -> None:
+        if flow.response is not None or route(flow.request.path) is None:
+            return
+        session = self._session_for(flow)
+        if session is None:
+            return
+        outcome = session.on_request(flow.request.path, flow.request.get_content() or b"")
+        if isinstance(outcome, Rendered):
+            _respond(flow, outcome)
+            flow.comment = "flowproof: answered from the trace"
+            if session.divergence is not None and outcome.status >= 400:
+                flow.marked = ":warning:"
+                flow.comment = f"flowproof: {session.divergence.summary}"
+            return
+        self._forward(flow, outcome)
+
+    @staticmethod
+    def _forward(flow: http.HTTPFlow, forward: Forward) -> None:
+        target = urlsplit(forward.url)
+        request = flow.request
+        for name in _DROPPED_HEADERS:
+            request.headers.pop(name, None)
+        request.url = forward.url
+        request.host_header = target.netloc
+        request.content = forward.body
+        request.headers["content-type"] = "application/json"
+        for name, value in forward.headers.items():
+            request.headers[name] = value
+        flow.metadata[PENDING] = forward.pending
+
+    def response(self, flow: http.HTTPFlow) -> None:
+        pending = flow.metadata.pop(PENDING, None)
+        session = self._session_for(flow)
+        if pending is None or session is None or flow.response is None:
+            return
+        content = flow.response.get_content(strict=False) or b""
+        _respond(flow, session.on_upstream_response(pending, flow.response.status_code, content))
+        flow.comment = "flowproof: recorded"
+
+    def error(self, flow: http.HTTPFlow) -> None:
+        pending = flow.metadata.pop(PENDING, None)
+        session = self._session_for(flow)
+        if pending is not None and session is not None:
+            reason = flow.error.msg if flow.error else "connection failed"
+            session.on_upstream_error(pending, reason)
+
+
+# Stock mitmdump/mitmweb: the guard first, so non-model routes are refused.
+addons = [RequestGuard(), ModelBoundary()]

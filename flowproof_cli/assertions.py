@@ -1,0 +1,337 @@
+"""Check a flow's steps against a Trajectory; failures are values with actionable messages.
+
+`assert_tool_call` steps are an ordered subsequence of the tool calls: each consumes the first
+matching call after the previous match, so unrelated calls in between are fine (`strict: true`
+forbids them). `assert_no_tool_call` looks at every call; `assert: reply ...` at the reply.
+A failure says what was expected, what the agent actually did, and where to look.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
+from flowproof_cli.errors import SpecError
+from flowproof_cli.spec.grammar import (
+    Clause,
+    Matcher,
+    ToolCallAssertion,
+    compile_regex,
+)
+from flowproof_cli.spec.models import FlowSpec, NoToolCallStep, ReplyStep, StepBase, ToolCallStep
+from flowproof_cli.spec.variables import resolve_variables
+from flowproof_cli.trajectory import ToolCall, Trajectory
+
+_MAX_CALLS_SHOWN = 5
+_MAX_TEXT = 300
+
+
+@dataclass(frozen=True)
+class AssertionFailure:
+    """One failed check; `step_line` is the spec line (None for flow-wide checks)."""
+
+    step_line: int | None
+    message: str
+
+    def __str__(self) -> str:
+        return f"line {self.step_line}: {self.message}" if self.step_line else self.message
+
+
+class _Missing:
+    """The value at a path that does not resolve (distinct from a present null)."""
+
+
+_MISSING = _Missing()
+
+
+def evaluate(
+    spec: FlowSpec,
+    trajectory: Trajectory,
+    environ: Mapping[str, str],
+    handles: Mapping[str, str] | None = None,
+) -> list[AssertionFailure]:
+    """Every failed assertion of `spec` against `trajectory`, in step order."""
+    resolver = _Resolver(spec, environ, handles)
+    calls = trajectory.tool_calls
+    failures: list[AssertionFailure] = []
+    position = 0  # first call the next assert_tool_call may consume
+    previous: tuple[int, StepBase] | None = None  # (step number, step) of the last match
+    consumed: set[int] = set()
+    for number, step in enumerate(spec.steps, start=1):
+        if isinstance(step, ToolCallStep):
+            assertion = resolver.tool_assertion(step)
+            found = next(
+                (i for i in range(position, len(calls)) if _matches(calls[i], assertion)), None
+            )
+            if found is None:
+                message = _explain_missing(assertion, calls, position, previous)
+                failures.append(_failure(step, message))
+            else:
+                consumed.add(found)
+                position = found + 1
+                previous = (number, step)
+        elif isinstance(step, NoToolCallStep):
+            assertion = resolver.tool_assertion(step)
+            hits = [i for i, call in enumerate(calls) if _matches(call, assertion)]
+            if hits:
+                failures.append(_failure(step, _explain_forbidden(assertion, calls, hits)))
+        elif isinstance(step, ReplyStep):
+            text = resolver.text(step, step.assertion.text)
+            problem = _check_reply(text, trajectory)
+            if problem is not None:
+                failures.append(_failure(step, problem))
+    if spec.strict:
+        unexpected = next((i for i in range(len(calls)) if i not in consumed), None)
+        if unexpected is not None:
+            failures.append(AssertionFailure(None, _explain_unexpected(calls, unexpected)))
+    return failures
+
+
+class _Resolver:
+    """Resolves `${VAR}` in assertion values at evaluation time, naming the step if unset."""
+
+    def __init__(
+        self, spec: FlowSpec, environ: Mapping[str, str], handles: Mapping[str, str] | None
+    ) -> None:
+        self.spec = spec
+        self.environ = environ
+        self.handles = handles
+
+    def text(self, step: StepBase, value: str) -> str:
+        where = f"`{step.kind}` step at line {step.line}" if step.line else f"`{step.kind}` step"
+        return resolve_variables(value, self.environ, self.handles, where=where)
+
+    def tool_assertion(self, step: ToolCallStep | NoToolCallStep) -> ToolCallAssertion:
+        assertion = step.assertion
+        clauses = []
+        for clause in assertion.clauses:
+            value = clause.value
+            if value is not None and "${" in value:
+                value = self.text(step, value)
+                if clause.matcher is Matcher.MATCHES:
+                    try:
+                        compile_regex(value)
+                    except SpecError as exc:
+                        path = self.spec.source_path
+                        raise SpecError(
+                            f"after resolving variables, {exc.detail}",
+                            path=str(path) if path else None,
+                            line=step.line,
+                        ) from None
+            clauses.append(
+                Clause(
+                    path=clause.path,
+                    path_text=clause.path_text,
+                    matcher=clause.matcher,
+                    value=value,
+                )
+            )
+        return ToolCallAssertion(
+            tool=assertion.tool, clauses=tuple(clauses), source=assertion.source
+        )
+
+
+def _failure(step: StepBase, message: str) -> AssertionFailure:
+    return AssertionFailure(step.line, f"{step.kind} {step.text.strip()}: {message}")
+
+
+# --- matching -----------------------------------------------------------------------------
+
+
+def _matches(call: ToolCall, assertion: ToolCallAssertion) -> bool:
+    if call.name != assertion.tool:
+        return False
+    arguments = call.arguments
+    return all(clause_matches(clause, arguments) for clause in assertion.clauses)
+
+
+def clause_matches(clause: Clause, arguments: Any) -> bool:
+    """Whether one clause holds for a call's parsed arguments."""
+    actual = resolve_path(arguments, clause.path)
+    if clause.matcher is Matcher.EXISTS:
+        return actual is not _MISSING
+    if clause.matcher is Matcher.ABSENT:
+        return actual is _MISSING
+    if actual is _MISSING or clause.value is None:
+        return False
+    if clause.matcher is Matcher.EQUALS:
+        return _equals(actual, clause.value)
+    if clause.matcher is Matcher.CONTAINS:
+        return _contains(actual, clause.value)
+    return re.search(clause.value, _as_text(actual)) is not None
+
+
+def resolve_path(value: Any, path: Sequence[str | int]) -> Any:
+    """The value at `path`, or the missing marker; an int indexes a list (or a "0" key)."""
+    current = value
+    for part in path:
+        if isinstance(current, dict) and str(part) in current:
+            current = current[str(part)]
+        elif isinstance(current, list) and isinstance(part, int) and part < len(current):
+            current = current[part]
+        else:
+            return _MISSING
+    return current
+
+
+def _equals(actual: Any, value: str) -> bool:
+    """Compare a JSON value with prose text: numbers numerically, bool/null by keyword."""
+    if isinstance(actual, bool):
+        return value.strip().lower() == ("true" if actual else "false")
+    if actual is None:
+        return value.strip() == "null"
+    if isinstance(actual, int | float):
+        return _numbers_equal(actual, value.strip())
+    if isinstance(actual, str):
+        if actual == value:
+            return True
+        quoted = _json_or_missing(value) if value.startswith('"') else _MISSING
+        return isinstance(quoted, str) and quoted == actual
+    expected = _json_or_missing(value)
+    return expected is not _MISSING and _json_equal(actual, expected)
+
+
+def _numbers_equal(actual: int | float, value: str) -> bool:
+    try:
+        return Decimal(value) == Decimal(str(actual))
+    except (InvalidOperation, ValueError):
+        return False
+
+
+def _json_equal(left: Any, right: Any) -> bool:
+    """Deep equality where true is not 1 but 1 is 1.0."""
+    if isinstance(left, bool) or isinstance(right, bool):
+        return isinstance(left, bool) and isinstance(right, bool) and left == right
+    if isinstance(left, int | float) and isinstance(right, int | float):
+        return left == right
+    if isinstance(left, dict) and isinstance(right, dict):
+        return left.keys() == right.keys() and all(_json_equal(left[k], right[k]) for k in left)
+    if isinstance(left, list) and isinstance(right, list):
+        return len(left) == len(right) and all(map(_json_equal, left, right))
+    return type(left) is type(right) and left == right
+
+
+def _contains(actual: Any, value: str) -> bool:
+    if isinstance(actual, str):
+        return value in actual
+    if isinstance(actual, list):
+        return any(_equals(element, value) for element in actual)
+    if isinstance(actual, dict):
+        return value in actual
+    return value in _as_text(actual)
+
+
+def _json_or_missing(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError:
+        return _MISSING
+
+
+def _as_text(actual: Any) -> str:
+    return actual if isinstance(actual, str) else _compact(actual)
+
+
+def _compact(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+# --- failure messages -------------------------------------------------------------------------
+
+
+def _explain_missing(
+    assertion: ToolCallAssertion,
+    calls: list[ToolCall],
+    position: int,
+    previous: tuple[int, StepBase] | None,
+) -> str:
+    named = [i for i, call in enumerate(calls) if call.name == assertion.tool]
+    if not named:
+        if not calls:
+            return f"{assertion.tool} was never called; the agent made no tool calls"
+        called = ", ".join(call.name for call in calls)
+        return (
+            f"{assertion.tool} was never called; tools called, in order: {called}. "
+            "Check the tool name and the prompt"
+        )
+    if previous is not None and any(_matches(calls[i], assertion) for i in named):
+        number, step = previous
+        where = f"step {number}" + (f", line {step.line}" if step.line else "")
+        return (
+            f"{assertion.tool} was called, but only before the call matched by the previous "
+            f"assertion ({where}). Fix the order of the steps, or the agent's"
+        )
+    candidates = [i for i in named if i >= position] or named
+    shown = [
+        f"call {named.index(i) + 1} {_describe_mismatch(calls[i], assertion)}"
+        for i in candidates[:_MAX_CALLS_SHOWN]
+    ]
+    if len(candidates) > _MAX_CALLS_SHOWN:
+        shown.append(f"... and {len(candidates) - _MAX_CALLS_SHOWN} more")
+    return f"{assertion.tool} was called {len(named)} time(s) but no call matched: " + "; ".join(
+        shown
+    )
+
+
+def _describe_mismatch(call: ToolCall, assertion: ToolCallAssertion) -> str:
+    """The actual values behind the clauses that failed, e.g. `city = "Paris"`."""
+    arguments = call.arguments
+    if not call.arguments_are_json:
+        return f"has arguments that are not JSON: {_shorten(call.raw_arguments)}"
+    parts = []
+    for clause in assertion.clauses:
+        if clause_matches(clause, arguments):
+            continue
+        actual = resolve_path(arguments, clause.path)
+        if actual is _MISSING:
+            parts.append(f"{clause.path_text} is absent")
+        else:
+            parts.append(f"{clause.path_text} = {_shorten(_compact(actual))}")
+    return ", ".join(parts)
+
+
+def _explain_forbidden(assertion: ToolCallAssertion, calls: list[ToolCall], hits: list[int]) -> str:
+    first = calls[hits[0]]
+    times = f" ({len(hits)} matching calls)" if len(hits) > 1 else ""
+    return (
+        f"{assertion.tool} was called at position {hits[0] + 1} of {len(calls)} (turn "
+        f"{first.turn}) with arguments {_shorten(first.raw_arguments)}{times}"
+    )
+
+
+def _explain_unexpected(calls: list[ToolCall], index: int) -> str:
+    call = calls[index]
+    sequence = ", ".join(c.name for c in calls)
+    return (
+        f"strict: unexpected tool call {call.name} at position {index + 1} of {len(calls)} "
+        f"(turn {call.turn}) is not matched by any assert_tool_call step; tools called, in "
+        f"order: {sequence}. Fix: assert it with assert_tool_call, or set `strict: false`"
+    )
+
+
+def _check_reply(text: str, trajectory: Trajectory) -> str | None:
+    reply = trajectory.reply
+    if reply is None:
+        if not trajectory.turns:
+            return "there is no reply: the agent made no model call"
+        names = trajectory.last_turn_tool_names
+        if names:
+            return (
+                f"there is no reply: the trajectory ends in a tool call ({', '.join(names)}) "
+                "with no model answer after it; did the agent stop or time out before the "
+                "final turn?"
+            )
+        return "there is no reply: the last model response has no text"
+    if text in reply:
+        return None
+    if not reply:
+        return f'the reply is empty, so it does not contain "{text}"'
+    return f'the reply does not contain "{text}"; the reply was: {_shorten(json.dumps(reply))}'
+
+
+def _shorten(text: str) -> str:
+    return text if len(text) <= _MAX_TEXT else text[: _MAX_TEXT - 3] + "..."

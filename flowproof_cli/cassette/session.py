@@ -1,0 +1,196 @@
+"""The cassette in use during one flow: record turns, or answer requests from recorded ones.
+
+This is the model boundary's logic with HTTP left out: the addon hands it a path and a body
+and gets back either an answer to send or a request to forward upstream (record only).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+from urllib.parse import urlsplit
+
+from flowproof_cli.cassette.divergence import Divergence, explain, nearest_turn
+from flowproof_cli.cassette.index import TurnIndex
+from flowproof_cli.cassette.turn import Turn, canonical_json
+from flowproof_cli.dialects import Dialect, Rendered, dialect_named, route
+from flowproof_cli.trajectory import Trajectory
+
+DIVERGENCE_STATUS = 409
+
+
+class Mode(StrEnum):
+    RECORD = "record"
+    REPLAY = "replay"
+
+
+@dataclass(frozen=True)
+class Upstream:
+    """The one real model endpoint record forwards to; fixed when the proxy starts."""
+
+    base_url: str
+    key: str | None = None
+
+    def url_for(self, dialect: Dialect, path: str) -> str:
+        query = path.split("?", 1)[1] if "?" in path else ""
+        suffix = dialect.route_suffixes[0]
+        url = f"{self.base_url.rstrip('/')}/{suffix}"
+        return f"{url}?{query}" if query else url
+
+    def auth_headers(self, dialect: Dialect, agent_headers: Mapping[str, str]) -> dict[str, str]:
+        """The key goes into the outbound auth header and nowhere else."""
+        if not self.key:
+            return {}
+        value = self.key if self.key.lower().startswith("bearer ") else f"Bearer {self.key}"
+        return {"authorization": value}
+
+    @property
+    def host(self) -> str:
+        return urlsplit(self.base_url).netloc
+
+
+@dataclass(frozen=True)
+class Forward:
+    """Record: send this request upstream, then hand its answer to `on_upstream_response`."""
+
+    url: str
+    body: bytes
+    headers: dict[str, str]
+    pending: PendingTurn
+
+
+@dataclass(frozen=True)
+class PendingTurn:
+    dialect: Dialect
+    live_request: dict[str, Any]  # as the agent sent it (mocks applied), for rendering
+    canonical: dict[str, Any]
+
+
+def _error(dialect: Dialect | None, status: int, message: str, kind: str) -> Rendered:
+    body = dialect.error_body(message, kind) if dialect else {"error": {"message": message}}
+    return Rendered(status, "application/json", json.dumps(body).encode())
+
+
+@dataclass
+class CassetteSession:
+    mode: Mode
+    mocks: Mapping[str, Any] = field(default_factory=dict)
+    recorded: list[Turn] = field(default_factory=list)  # replay: the cassette; record: output
+    upstream: Upstream | None = None
+
+    requests: int = 0
+    served: list[int] = field(default_factory=list)  # replay: recorded positions used
+    divergence: Divergence | None = None
+    errors: list[str] = field(default_factory=list)
+    routes: dict[str, int] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self._mock_text = {name: canonical_json(value) for name, value in self.mocks.items()}
+        self._index = TurnIndex(self.recorded) if self.mode is Mode.REPLAY else None
+
+    # -- requests -----------------------------------------------------------------------
+
+    def on_request(self, path: str, raw_body: bytes) -> Rendered | Forward:
+        dialect = route(path)
+        if dialect is None:
+            return _error(None, 404, f"flowproof: no model route at {path}", "not_found")
+        self.requests += 1
+        clean_path = path.split("?", 1)[0]
+        self.routes[clean_path] = self.routes.get(clean_path, 0) + 1
+        try:
+            body = json.loads(raw_body or b"null")
+        except ValueError:
+            body = None
+        if not isinstance(body, dict):
+            message = f"flowproof: the request to {clean_path} is not a JSON object"
+            self.errors.append(message)
+            return _error(dialect, 400, message, "invalid_request_error")
+        live = dialect.apply_mocks(body, self._mock_text)
+        canonical = dialect.canonical_request(live)
+        if self.mode is Mode.RECORD:
+            return self._forward(dialect, path, live, canonical)
+        return self._replay(dialect, live, canonical)
+
+    def _forward(
+        self, dialect: Dialect, path: str, live: dict[str, Any], canonical: dict[str, Any]
+    ) -> Forward | Rendered:
+        if self.upstream is None:
+            message = "flowproof: record has no upstream configured"
+            self.errors.append(message)
+            return _error(dialect, 502, message, "flowproof_no_upstream")
+        body = json.dumps(dialect.upstream_body(live), ensure_ascii=False).encode()
+        return Forward(
+            url=self.upstream.url_for(dialect, path),
+            body=body,
+            headers=self.upstream.auth_headers(dialect, {}),
+            pending=PendingTurn(dialect, live, canonical),
+        )
+
+    def on_upstream_response(self, pending: PendingTurn, status: int, raw: bytes) -> Rendered:
+        try:
+            response: Any = json.loads(raw)
+        except ValueError:
+            response = raw.decode("utf-8", "replace")
+        self.recorded.append(Turn(pending.dialect.name, pending.canonical, status, response))
+        return self.render(pending.dialect, pending.live_request, status, response)
+
+    def on_upstream_error(self, pending: PendingTurn, reason: str) -> Rendered:
+        message = f"flowproof: could not reach the upstream model: {reason}"
+        self.errors.append(message)
+        return _error(pending.dialect, 502, message, "flowproof_upstream_error")
+
+    def _replay(
+        self, dialect: Dialect, live: dict[str, Any], canonical: dict[str, Any]
+    ) -> Rendered:
+        assert self._index is not None
+        if self.divergence is not None:
+            message = f"flowproof: replay stopped after a divergence: {self.divergence.summary}"
+            return _error(dialect, DIVERGENCE_STATUS, message, "flowproof_divergence")
+        position = self._index.claim(dialect.name, canonical)
+        if position is not None:
+            self.served.append(position)
+            turn = self.recorded[position]
+            return self.render(dialect, live, turn.status, turn.response)
+        self.divergence = self._explain(dialect, canonical)
+        return _error(
+            dialect, DIVERGENCE_STATUS, f"flowproof: {self.divergence.message}", "flowproof_divergence"
+        )
+
+    def _explain(self, dialect: Dialect, canonical: dict[str, Any]) -> Divergence:
+        assert self._index is not None
+        free = self._index.unconsumed()
+        if not free:
+            return Divergence(
+                0,
+                f"extra call: the agent made a model call beyond the {len(self.recorded)} "
+                "recorded (every recorded turn was already used)",
+            )
+        position = nearest_turn(self.recorded, free, dialect.name, canonical)
+        return explain(position + 1, self.recorded[position], dialect.name, canonical)
+
+    @staticmethod
+    def render(dialect: Dialect, live: dict[str, Any], status: int, response: Any) -> Rendered:
+        if not isinstance(response, dict):
+            return Rendered(status, "text/plain; charset=utf-8", str(response).encode())
+        return dialect.render(live, status, response, stream=dialect.wants_stream(live))
+
+    # -- results ------------------------------------------------------------------------
+
+    def used_turns(self) -> list[int]:
+        if self.mode is Mode.RECORD:
+            return list(range(len(self.recorded)))
+        return sorted(self.served)
+
+    def trajectory(self) -> Trajectory:
+        """The served turns in recorded order, so record and replay agree."""
+        trajectory = Trajectory()
+        for position in self.used_turns():
+            turn = self.recorded[position]
+            if turn.status != 200 or not isinstance(turn.response, dict):
+                continue
+            dialect = dialect_named(turn.protocol)
+            trajectory.turns.append(dialect.assistant_turn(turn.request, turn.response, position + 1))
+        return trajectory

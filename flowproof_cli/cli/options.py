@@ -1,0 +1,13 @@
+"""Options shared by several commands, defined once."""
+
+from __future__ import annotations
+
+import click
+
+timeout_option = click.option(
+    "--timeout",
+    type=click.FloatRange(min=0, min_open=True),
+    default=None,
+    help="Seconds before the agent is killed (default: the spec's timeout, else 300).",
+)
+json_option = click.option("--json", "as_json", is_flag=True, help="Print a machine-readable result.")

@@ -1,0 +1,39 @@
+"""`flowproof record SPEC`: run the agent against the real model once and write its trace."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from pathlib import Path
+
+import click
+
+from flowproof_cli.cassette import Mode
+from flowproof_cli.cli.options import json_option, timeout_option
+from flowproof_cli.cli.output import print_results
+from flowproof_cli.runner.flow import run_flow
+from flowproof_cli.spec import load_spec
+from flowproof_cli.trace import trace_path_for
+
+
+@click.command()
+@click.argument("spec_path", metavar="SPEC", type=click.Path(dir_okay=False, path_type=Path))
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Where to write the trace (default: x.trace.yaml beside x.flow.yaml).",
+)
+@timeout_option
+@json_option
+def record(spec_path: Path, output: Path | None, timeout: float | None, as_json: bool) -> None:
+    """Record SPEC against the real model (FLOWPROOF_AGENT_UPSTREAM, FLOWPROOF_AGENT_KEY).
+
+    The trace is written only when every assertion of the flow passes.
+    """
+    spec = load_spec(spec_path)
+    trace_path = output or trace_path_for(spec_path)
+    result = asyncio.run(
+        run_flow(spec, mode=Mode.RECORD, trace_path=trace_path, timeout_s=timeout)
+    )
+    sys.exit(print_results([result], as_json=as_json, summary=False))

@@ -1,0 +1,37 @@
+"""Wire dialects, and the routing of a request path to the one that speaks it."""
+
+from __future__ import annotations
+
+from flowproof_cli.dialects.base import Dialect, Rendered, RequestOutline
+from flowproof_cli.dialects.openai_chat import OpenAIChat
+
+#: The protocol a turn has when its trace entry names none (traces before dialect tags).
+DEFAULT_PROTOCOL = OpenAIChat.name
+
+DIALECTS: tuple[Dialect, ...] = (OpenAIChat(),)
+_BY_NAME = {dialect.name: dialect for dialect in DIALECTS}
+
+
+def dialect_named(name: str) -> Dialect:
+    """The dialect for a protocol tag stored in a trace."""
+    try:
+        return _BY_NAME[name]
+    except KeyError:
+        known = ", ".join(sorted(_BY_NAME))
+        raise KeyError(f"unknown protocol {name!r} (known: {known})") from None
+
+
+def route(path: str) -> Dialect | None:
+    """The dialect whose route suffix ends this path (query string ignored).
+
+    Matching on the suffix lets a doubled `/v1/v1/...` or a base without `/v1` still work.
+    """
+    clean = path.split("?", 1)[0].rstrip("/")
+    for dialect in DIALECTS:
+        for suffix in dialect.route_suffixes:
+            if clean == f"/{suffix}" or clean.endswith(f"/{suffix}"):
+                return dialect
+    return None
+
+
+__all__ = ["DEFAULT_PROTOCOL", "DIALECTS", "Dialect", "Rendered", "RequestOutline", "dialect_named", "route"]

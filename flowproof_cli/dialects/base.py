@@ -1,0 +1,92 @@
+"""The contract every model wire dialect implements.
+
+A dialect knows one API's JSON shapes and nothing about files, HTTP servers or matching:
+it turns a request body into its canonical form, rewrites mocked tool results, extracts the
+assistant's tool calls and text, outlines a request for divergence reports, and renders a
+recorded response back to the client (as JSON or as a synthesized SSE stream).
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Any
+
+from flowproof_cli.trajectory import AssistantTurn
+
+JSON = dict[str, Any]
+
+# Fields that only steer the transport; never stored, never matched.
+TRANSPORT_FIELDS = frozenset({"stream", "stream_options"})
+
+
+@dataclass(frozen=True)
+class MessageOutline:
+    """One conversation entry reduced to what a divergence report compares."""
+
+    role: str
+    content: Any  # text, or the dialect's content blocks
+    tool_calls: tuple[tuple[str, str], ...] = ()  # (name, raw arguments) asked for by it
+
+
+@dataclass(frozen=True)
+class RequestOutline:
+    """The envelope of a request, compared coarse-to-fine when a replay diverges."""
+
+    model: Any
+    tools: dict[str, Any]  # name -> full declaration (schema, description)
+    messages: tuple[MessageOutline, ...]
+    parameters: dict[str, Any] = field(default_factory=dict)  # everything else
+
+
+@dataclass(frozen=True)
+class Rendered:
+    """A response ready to send to the client."""
+
+    status: int
+    content_type: str
+    body: bytes
+
+
+class Dialect(ABC):
+    """One model API wire format."""
+
+    #: Stable tag stored on each turn of the cassette.
+    name: str
+    #: Path suffixes this dialect answers (matched on the last segments of the path).
+    route_suffixes: tuple[str, ...]
+
+    def canonical_request(self, body: JSON) -> JSON:
+        """The request as stored and matched: every field except transport-only ones."""
+        return {key: value for key, value in body.items() if key not in TRANSPORT_FIELDS}
+
+    def wants_stream(self, body: JSON) -> bool:
+        return bool(body.get("stream"))
+
+    @abstractmethod
+    def apply_mocks(self, body: JSON, mocks: dict[str, str]) -> JSON:
+        """Replace the content of every tool result whose call named a mocked tool.
+
+        ``mocks`` maps tool name -> the mock's canonical JSON text. Returns a new body.
+        """
+
+    @abstractmethod
+    def assistant_turn(self, request: JSON, response: JSON, turn: int) -> AssistantTurn:
+        """The text and tool calls of a recorded response, for the trajectory."""
+
+    @abstractmethod
+    def outline(self, request: JSON) -> RequestOutline:
+        """The request's model, tools and conversation, for divergence reports."""
+
+    @abstractmethod
+    def render(self, request: JSON, status: int, response: JSON, *, stream: bool) -> Rendered:
+        """The recorded response as the client expects it (SSE when ``stream``)."""
+
+    def upstream_body(self, body: JSON) -> JSON:
+        """What record forwards upstream: always non-streaming, so record and replay
+        serve the same synthesized bytes."""
+        return {key: value for key, value in body.items() if key not in TRANSPORT_FIELDS}
+
+    def error_body(self, message: str, kind: str) -> JSON:
+        """A JSON error in the dialect's own error shape."""
+        return {"error": {"message": message, "type": kind, "code": kind}}

@@ -1,0 +1,58 @@
+"""The environment a command agent starts with: pointed at the proxy, holding no real key."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from flowproof_cli.runner.upstream import KEY_VARIABLES, UPSTREAM_VARIABLES
+
+PLACEHOLDER_KEY = "flowproof-placeholder-key"
+
+#: Base-URL variables set to the proxy with `/v1` (what OpenAI-style clients append to).
+OPENAI_URL_VARIABLES = ("OPENAI_BASE_URL", "OPENAI_API_BASE", "OPENAI_BASE", "FLOWPROOF_LLM_PROXY")
+#: Set to the proxy without `/v1` (Anthropic SDKs append `/v1/messages` themselves).
+ANTHROPIC_URL_VARIABLES = ("ANTHROPIC_BASE_URL",)
+PLACEHOLDER_KEY_VARIABLES = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY")
+#: flowproof's own record configuration: never handed to the agent.
+REMOVED_VARIABLES = tuple(
+    name for name in (*KEY_VARIABLES, *UPSTREAM_VARIABLES) if name not in OPENAI_URL_VARIABLES
+)
+
+
+def proxy_handles(port: int) -> dict[str, str]:
+    """The `${flowproof.*}` runtime handles an agent's `env:` may reference."""
+    base = f"http://127.0.0.1:{port}"
+    return {"proxy_url": f"{base}/v1", "proxy_url_no_v1": base}
+
+
+def injected_variables(port: int, prompt: str) -> dict[str, str]:
+    handles = proxy_handles(port)
+    injected = dict.fromkeys(OPENAI_URL_VARIABLES, handles["proxy_url"])
+    injected.update(dict.fromkeys(ANTHROPIC_URL_VARIABLES, handles["proxy_url_no_v1"]))
+    injected.update(dict.fromkeys(PLACEHOLDER_KEY_VARIABLES, PLACEHOLDER_KEY))
+    injected["FLOWPROOF_PROMPT"] = prompt
+    return injected
+
+
+def agent_environment(
+    inherited: Mapping[str, str],
+    *,
+    port: int,
+    prompt: str,
+    spec_env: Mapping[str, str],
+) -> dict[str, str]:
+    """Inherited environment, minus flowproof's keys, plus the injection; `agent.env` last."""
+    environment = {k: v for k, v in inherited.items() if k not in REMOVED_VARIABLES}
+    environment.update(injected_variables(port, prompt))
+    environment.update(spec_env)
+    return environment
+
+
+def wiring_hint() -> str:
+    """What to check when no request reached the proxy."""
+    names = ", ".join((*OPENAI_URL_VARIABLES, *ANTHROPIC_URL_VARIABLES))
+    return (
+        f"flowproof injected {names}; if the agent's model client reads another variable "
+        "(or a config file), map it in the spec's agent.env with the handle "
+        '"${flowproof.proxy_url}" (includes /v1) or "${flowproof.proxy_url_no_v1}"'
+    )

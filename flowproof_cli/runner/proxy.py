@@ -1,0 +1,90 @@
+"""An in-process mitmproxy master, bound to 127.0.0.1, carrying only flowproof's addons.
+
+Why not DumpMaster: it loads ~30 default addons whose hooks run on every flow; a master with
+the five it needs answers faster and starts sooner. Lazy connections matter: with the
+default eager strategy mitmproxy dials the (dummy) upstream even for requests an addon
+answered, and resets the client when that fails.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import tempfile
+from collections.abc import Sequence
+from typing import Any
+
+from mitmproxy import master, options
+from mitmproxy.addons import core, disable_h2c, next_layer, proxyserver, tlsconfig
+
+from flowproof_cli.errors import ConfigError
+
+# Never dialled: replay answers everything in the request hook, and record rewrites each
+# forwarded request to the configured upstream. A reverse mode still needs a target.
+_PLACEHOLDER_TARGET = "http://127.0.0.1:9"
+_START_TIMEOUT_S = 10.0
+
+
+class ProxyHost:
+    """Start with `await start()`, read `port`, stop with `await stop()`."""
+
+    def __init__(self, addons: Sequence[Any], *, port: int = 0):
+        self._addons = list(addons)
+        self._requested_port = port
+        self._master: master.Master | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._confdir = tempfile.TemporaryDirectory(prefix="flowproof-mitm-")
+        self.port: int = 0
+
+    async def start(self) -> int:
+        logging.getLogger("mitmproxy").setLevel(logging.WARNING)
+        opts = options.Options()
+        self._master = master.Master(opts, event_loop=asyncio.get_running_loop())
+        self._master.addons.add(
+            core.Core(),
+            disable_h2c.DisableH2C(),
+            proxyserver.Proxyserver(),
+            next_layer.NextLayer(),
+            tlsconfig.TlsConfig(),
+            *self._addons,
+        )
+        opts.update(
+            mode=[f"reverse:{_PLACEHOLDER_TARGET}@127.0.0.1:{self._requested_port}"],
+            connection_strategy="lazy",
+            confdir=self._confdir.name,
+        )
+        self._task = asyncio.create_task(self._master.run())
+        server = self._master.addons.get("proxyserver")
+        deadline = asyncio.get_running_loop().time() + _START_TIMEOUT_S
+        while True:
+            addresses = server.listen_addrs()
+            if addresses:
+                self.port = int(addresses[0][1])
+                return self.port
+            if self._task.done():
+                await self.stop()
+                raise ConfigError(
+                    f"the proxy could not listen on 127.0.0.1:{self._requested_port or 'any'}"
+                )
+            if asyncio.get_running_loop().time() > deadline:
+                await self.stop()
+                raise ConfigError("the proxy did not start listening within 10 s")
+            await asyncio.sleep(0.005)
+
+    async def stop(self) -> None:
+        if self._master is not None:
+            self._master.shutdown()
+        if self._task is not None:
+            with contextlib.suppress(Exception, asyncio.CancelledError):
+                await asyncio.wait_for(self._task, timeout=5)
+        self._master = None
+        self._task = None
+        self._confdir.cleanup()
+
+    async def __aenter__(self) -> ProxyHost:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.stop()

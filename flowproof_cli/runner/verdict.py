@@ -1,0 +1,54 @@
+"""The result of one flow: pass or fail with reasons, plus what was observed."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from flowproof_cli.errors import ExitCode
+
+
+@dataclass
+class FlowResult:
+    name: str
+    spec_path: Path
+    mode: str  # "record" | "replay"
+    trace_path: Path
+    failures: list[str] = field(default_factory=list)
+    error: str | None = None  # set when flowproof could not run the flow (exit 2)
+    skipped: str | None = None
+    duration_s: float = 0.0
+    model_calls: int = 0
+    recorded_turns: int = 0
+    trace_written: bool = False
+    agent_exit_code: int | None = None
+    stdout_tail: str = ""
+    stderr_tail: str = ""
+    notes: list[str] = field(default_factory=list)  # warnings worth printing on success too
+
+    @property
+    def passed(self) -> bool:
+        return self.error is None and not self.failures
+
+    @property
+    def exit_code(self) -> ExitCode:
+        if self.error is not None:
+            return ExitCode.ERROR
+        return ExitCode.PASSED if self.passed else ExitCode.FAILED
+
+    @property
+    def status(self) -> str:
+        if self.skipped is not None:
+            return "skipped"
+        if self.error is not None:
+            return "error"
+        return "passed" if self.passed else "failed"
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["spec_path"] = str(self.spec_path)
+        data["trace_path"] = str(self.trace_path)
+        data["status"] = self.status
+        data["passed"] = self.passed
+        return data

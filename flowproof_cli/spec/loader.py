@@ -1,0 +1,294 @@
+"""Load a `*.flow.yaml` into a FlowSpec; every problem becomes a SpecError with file and line.
+
+YAML is composed into nodes first (nodes keep their marks), then constructed into data. Two
+passes use the nodes: a key check that names unknown or duplicate keys at their own line (with
+"did you mean"), and a mapping from a pydantic error `loc` to the line of that node.
+"""
+
+from __future__ import annotations
+
+import difflib
+from pathlib import Path
+from typing import Any, get_args, get_origin
+
+import yaml
+from pydantic import BaseModel, ValidationError
+from pydantic_core import ErrorDetails
+
+from flowproof_cli.errors import SpecError
+from flowproof_cli.spec.models import SPEC_ERROR_TYPE, STEP_KINDS, FlowSpec
+
+_Loc = tuple[str | int, ...]
+
+
+class _SpecYamlLoader(yaml.SafeLoader):
+    """SafeLoader that keeps timestamps as text, so mock results stay JSON."""
+
+
+def _timestamp_as_text(loader: _SpecYamlLoader, node: yaml.Node) -> str:
+    return str(node.value)
+
+
+_SpecYamlLoader.add_constructor("tag:yaml.org,2002:timestamp", _timestamp_as_text)
+
+
+def load_spec(path: Path | str) -> FlowSpec:
+    """Read and validate one spec file."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise SpecError("file not found. Fix: check the path", path=str(path)) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SpecError(
+            f"cannot read the file: {exc}. Fix: pass a UTF-8 text file", path=str(path)
+        ) from None
+    return parse_spec(text, str(path))
+
+
+def parse_spec(text: str, path: str) -> FlowSpec:
+    """Validate spec text; `path` is used in error messages and kept as `source_path`."""
+    root, data = _compose(text, path)
+    _check_duplicates(root, path, set())
+    _check_keys(root, FlowSpec, (), path)
+    steps_node = _child(root, "steps")
+    step_lines = (
+        [_line(item) for item in steps_node.value]
+        if isinstance(steps_node, yaml.SequenceNode)
+        else []
+    )
+    try:
+        return FlowSpec.model_validate(
+            data, context={"source_path": path, "step_lines": step_lines}
+        )
+    except ValidationError as exc:
+        raise _to_spec_error(exc, root, path) from None
+
+
+def _compose(text: str, path: str) -> tuple[yaml.MappingNode, Any]:
+    """The root node (for lines) and the data built from it (for validation)."""
+    loader = _SpecYamlLoader(text)
+    try:
+        root = loader.get_single_node()
+        data = loader.construct_document(root) if root is not None else None
+    except yaml.YAMLError as exc:
+        raise _yaml_error(exc, path) from None
+    finally:
+        loader.dispose()
+    if root is None:
+        raise SpecError(
+            "the file is empty. Fix: write a mapping with `name`, `app`, `agent` and `steps`",
+            path=path,
+            line=1,
+        )
+    if not isinstance(root, yaml.MappingNode):
+        raise SpecError(
+            f"the top level is a {_kind(root)}, not a mapping. Fix: write `key: value` lines "
+            "(`name`, `app`, `agent`, `steps`, ...)",
+            path=path,
+            line=_line(root),
+        )
+    return root, data
+
+
+def _yaml_error(exc: yaml.YAMLError, path: str) -> SpecError:
+    mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+    line = mark.line + 1 if mark is not None else None
+    problem = getattr(exc, "problem", None) or str(exc)
+    context = getattr(exc, "context", None)
+    what = f"{context}, {problem}" if context else str(problem)
+    return SpecError(
+        f"invalid YAML: {what}. Fix: check indentation and quoting on this line (quote values "
+        "containing `: ` or starting with `{`, `[`, `*`, `&`, `!`, `%`, `@`)",
+        path=path,
+        line=line,
+    )
+
+
+# --- unknown and duplicate keys --------------------------------------------------------------
+
+
+def _check_duplicates(node: yaml.Node, path: str, visited: set[int]) -> None:
+    """YAML keeps the last of two equal keys silently; a spec must not."""
+    if id(node) in visited:
+        return
+    visited.add(id(node))
+    if isinstance(node, yaml.MappingNode):
+        seen: set[str] = set()
+        for key_node, value_node in node.value:
+            if isinstance(key_node, yaml.ScalarNode):
+                if key_node.value in seen:
+                    raise SpecError(
+                        f"duplicate key `{key_node.value}`. Fix: keep only one of them",
+                        path=path,
+                        line=_line(key_node),
+                    )
+                seen.add(key_node.value)
+            _check_duplicates(value_node, path, visited)
+    elif isinstance(node, yaml.SequenceNode):
+        for item in node.value:
+            _check_duplicates(item, path, visited)
+
+
+def _check_keys(node: yaml.Node, model: type[BaseModel], loc: _Loc, path: str) -> None:
+    """Reject keys the model does not know, at the key's own line, naming the allowed ones."""
+    if not isinstance(node, yaml.MappingNode):
+        return  # a wrong type is reported by pydantic, with its loc
+    allowed = {(info.alias or name): info for name, info in model.model_fields.items()}
+    where = "at the top level" if not loc else f"in `{_dotted(loc)}`"
+    for key_node, value_node in node.value:
+        key = _key_text(key_node, path)
+        info = allowed.get(key)
+        if info is None:
+            raise SpecError(
+                f"unknown key `{key}` {where}.{_did_you_mean(key, allowed)} Fix: use one of the "
+                f"allowed keys: {', '.join(allowed)}",
+                path=path,
+                line=_line(key_node),
+            )
+        if key == "steps" and model is FlowSpec:
+            _check_steps(value_node, path)
+            continue
+        annotation = info.annotation
+        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+            _check_keys(value_node, annotation, (*loc, key), path)
+        elif get_origin(annotation) is list and isinstance(value_node, yaml.SequenceNode):
+            (item_type,) = get_args(annotation)
+            if isinstance(item_type, type) and issubclass(item_type, BaseModel):
+                for index, item in enumerate(value_node.value):
+                    _check_keys(item, item_type, (*loc, key, index), path)
+
+
+def _check_steps(node: yaml.Node, path: str) -> None:
+    if not isinstance(node, yaml.SequenceNode):
+        return
+    kinds = ", ".join(STEP_KINDS)
+    for index, item in enumerate(node.value):
+        number = index + 1
+        if not isinstance(item, yaml.MappingNode):
+            raise SpecError(
+                f"step {number} is a {_kind(item)}, not a one-key mapping. Fix: write "
+                f"`- KIND: VALUE` with KIND one of {kinds}",
+                path=path,
+                line=_line(item),
+            )
+        keys = [_key_text(key_node, path) for key_node, _ in item.value]
+        if len(keys) != 1:
+            what = "no key" if not keys else f"{len(keys)} keys ({', '.join(keys)})"
+            raise SpecError(
+                f"step {number} has {what}; a step has exactly one. Fix: split it into "
+                f"separate `- KIND: VALUE` entries, KIND one of {kinds} (is the indentation of "
+                "the next line off?)",
+                path=path,
+                line=_line(item),
+            )
+        if keys[0] not in STEP_KINDS:
+            raise SpecError(
+                f"unknown step `{keys[0]}` in step {number}."
+                f"{_did_you_mean(keys[0], STEP_KINDS)} Fix: use one of {kinds}",
+                path=path,
+                line=_line(item.value[0][0]),
+            )
+
+
+def _did_you_mean(key: str, allowed: Any) -> str:
+    close = difflib.get_close_matches(key, list(allowed), n=1, cutoff=0.6)
+    return f" Did you mean `{close[0]}`?" if close else ""
+
+
+def _key_text(key_node: yaml.Node, path: str) -> str:
+    if not isinstance(key_node, yaml.ScalarNode):
+        raise SpecError(
+            f"a {_kind(key_node)} is used as a key. Fix: keys are plain words like `name`",
+            path=path,
+            line=_line(key_node),
+        )
+    return str(key_node.value)
+
+
+# --- pydantic errors -> file:line: message. Fix: ... --------------------------------------
+
+
+def _to_spec_error(exc: ValidationError, root: yaml.Node, path: str) -> SpecError:
+    error = exc.errors()[0]
+    loc: _Loc = tuple(error["loc"])
+    if error["type"] == SPEC_ERROR_TYPE:
+        ctx = error.get("ctx") or {}
+        loc = (*loc, *ctx.get("at", ()))
+        message = str(ctx.get("detail", error["msg"]))
+    else:
+        message = _describe(error, loc)
+    more = exc.error_count() - 1
+    if more:
+        message += f" ({more} more problem(s) after this one)"
+    return SpecError(message, path=path, line=_line_of(root, loc))
+
+
+def _describe(error: ErrorDetails, loc: _Loc) -> str:
+    kind = error["type"]
+    field = f"`{_dotted(loc)}`" if loc else "the spec"
+    value = error.get("input")
+    if kind == "missing":
+        key = loc[-1] if loc else "?"
+        parent = f"`{_dotted(loc[:-1])}`" if len(loc) > 1 else "the top level"
+        return f"missing required key `{key}` in {parent}. Fix: add `{key}: ...`"
+    if kind == "literal_error":
+        expected = (error.get("ctx") or {}).get("expected", "")
+        return f"{field} is {value!r} but must be {expected}. Fix: write `{loc[-1]}: {expected}`"
+    if kind in ("string_type", "string_too_short"):
+        return (
+            f"{field} must be non-empty text, got {value!r}. Fix: write text, and quote values "
+            "YAML reads as something else (yes, no, on, off, numbers, null)"
+        )
+    if kind in ("greater_than", "float_type", "float_parsing", "finite_number"):
+        return f"{field} must be a number of seconds > 0, got {value!r}. Fix: e.g. `timeout: 300`"
+    if kind == "bool_type":
+        return f"{field} must be true or false, got {value!r}. Fix: write `true` or `false`"
+    if kind in ("list_type", "dict_type", "model_type"):
+        shape = {"list_type": "a list (`- item` lines)"}.get(kind, "a mapping (`key: value`)")
+        return f"{field} must be {shape}, got {type(value).__name__}. Fix: see docs/spec.md"
+    return f"{field}: {error['msg']}. Fix: see docs/spec.md or `flowproof schema`"
+
+
+def _line_of(root: yaml.Node, loc: _Loc) -> int:
+    """Line of the deepest node `loc` reaches; a key's own line when it ends on a key."""
+    node: yaml.Node = root
+    line = _line(root)
+    for part in loc:
+        if isinstance(node, yaml.MappingNode):
+            for key_node, value_node in node.value:
+                if isinstance(key_node, yaml.ScalarNode) and key_node.value == str(part):
+                    node, line = value_node, _line(key_node)
+                    break
+            else:
+                return line
+        elif isinstance(node, yaml.SequenceNode) and isinstance(part, int):
+            if not 0 <= part < len(node.value):
+                return line
+            node = node.value[part]
+            line = _line(node)
+        else:
+            return line
+    return line
+
+
+def _child(node: yaml.MappingNode, key: str) -> yaml.Node | None:
+    for key_node, value_node in node.value:
+        if isinstance(key_node, yaml.ScalarNode) and key_node.value == key:
+            return value_node
+    return None
+
+
+def _line(node: yaml.Node) -> int:
+    return int(node.start_mark.line) + 1
+
+
+def _kind(node: yaml.Node) -> str:
+    if isinstance(node, yaml.SequenceNode):
+        return "list"
+    if isinstance(node, yaml.MappingNode):
+        return "mapping"
+    return "scalar"
+
+
+def _dotted(loc: _Loc) -> str:
+    return ".".join(str(part) for part in loc)

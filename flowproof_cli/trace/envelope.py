@@ -1,0 +1,92 @@
+"""The trace: a versioned, committed, reviewable record of one flow's boundary traffic.
+
+Layout (YAML; docs/trace-format.md is the reference):
+
+    flowproof_trace: 1          # format version
+    flow: <spec name>
+    mocks: {tool: result}       # the spec's tools: mocks, snapshotted
+    turns:                      # model turns in recorded order
+      - protocol: <tag>         # omitted for openai-chat, the default
+        request: {...}          # canonical request, keys sorted
+        response: {status: 200, body: {...}}
+
+Never headers, never keys: only bodies cross into this file.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from flowproof_cli.cassette.turn import Turn
+from flowproof_cli.dialects import DEFAULT_PROTOCOL
+
+FORMAT_VERSION = 1
+
+
+@dataclass
+class Trace:
+    flow: str
+    turns: list[Turn] = field(default_factory=list)
+    mocks: dict[str, Any] = field(default_factory=dict)
+    version: int = FORMAT_VERSION
+
+
+def _sorted(value: Any) -> Any:
+    """Deep copy with dict keys sorted, so serialization never depends on arrival order."""
+    if isinstance(value, dict):
+        return {key: _sorted(value[key]) for key in sorted(value)}
+    if isinstance(value, list):
+        return [_sorted(item) for item in value]
+    return value
+
+
+def to_document(trace: Trace) -> dict[str, Any]:
+    turns = []
+    for turn in trace.turns:
+        entry: dict[str, Any] = {}
+        if turn.protocol != DEFAULT_PROTOCOL:
+            entry["protocol"] = turn.protocol
+        entry["request"] = _sorted(turn.request)
+        entry["response"] = {"status": turn.status, "body": _sorted(turn.response)}
+        turns.append(entry)
+    return {
+        "flowproof_trace": trace.version,
+        "flow": trace.flow,
+        "mocks": _sorted(trace.mocks),
+        "turns": turns,
+    }
+
+
+def from_document(document: Any, source: str) -> Trace:
+    """Rebuild a Trace, naming what is wrong when the document is not one."""
+    from flowproof_cli.errors import TraceError
+
+    if not isinstance(document, dict) or "flowproof_trace" not in document:
+        raise TraceError(f"{source}: not a flowproof trace (no 'flowproof_trace' version key)")
+    version = document["flowproof_trace"]
+    if version != FORMAT_VERSION:
+        raise TraceError(
+            f"{source}: trace format version {version!r} is not supported by this flowproof "
+            f"(it reads version {FORMAT_VERSION}); re-record it with `flowproof record`"
+        )
+    turns = []
+    for number, entry in enumerate(document.get("turns") or [], start=1):
+        try:
+            response = entry["response"]
+            turns.append(
+                Turn(
+                    protocol=entry.get("protocol", DEFAULT_PROTOCOL),
+                    request=entry["request"],
+                    status=int(response["status"]),
+                    response=response["body"],
+                )
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise TraceError(f"{source}: turn {number} is malformed ({exc!r})") from exc
+    return Trace(
+        flow=str(document.get("flow", "")),
+        turns=turns,
+        mocks=dict(document.get("mocks") or {}),
+        version=version,
+    )

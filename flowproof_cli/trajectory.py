@@ -1,0 +1,95 @@
+"""What the agent did, as seen at the model boundary: its tool calls and its reply.
+
+A trajectory is derived from the served turns (recorded or replayed) in recorded order, so
+record and replay of the same run yield the same trajectory whatever order concurrent calls
+arrived in. Assertions read only this; they never see HTTP or a dialect.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """One tool call the model asked for."""
+
+    name: str
+    raw_arguments: str
+    turn: int  # 1-based index of the recorded turn whose response carried the call
+    call_id: str | None = None
+
+    @property
+    def arguments(self) -> Any:
+        """The arguments parsed as JSON; the raw string when they are not JSON."""
+        try:
+            return json.loads(self.raw_arguments) if self.raw_arguments.strip() else {}
+        except ValueError:
+            return self.raw_arguments
+
+    @property
+    def arguments_are_json(self) -> bool:
+        try:
+            json.loads(self.raw_arguments) if self.raw_arguments.strip() else None
+        except ValueError:
+            return False
+        return True
+
+
+@dataclass(frozen=True)
+class AssistantTurn:
+    """The neutral view of one model response: text, tool calls, and the thread it belongs to."""
+
+    turn: int
+    text: str | None
+    tool_calls: tuple[ToolCall, ...]
+    thread_key: str = ""  # the system prompt of the request; groups side conversations
+    request_size: int = 0  # characters of request text, for the main-thread tie-break
+
+
+@dataclass
+class Trajectory:
+    """Tool calls in order, and the final reply of the main conversation (None = no reply)."""
+
+    turns: list[AssistantTurn] = field(default_factory=list)
+
+    @property
+    def tool_calls(self) -> list[ToolCall]:
+        return [call for turn in self.turns for call in turn.tool_calls]
+
+    @property
+    def main_thread(self) -> list[AssistantTurn]:
+        """Turns of the conversation the flow is about.
+
+        Turns are grouped by system prompt; the group with the most turns wins, ties go to
+        the group carrying the most request text. Both rules are order-independent, so a
+        concurrent side call (a session title) cannot steal the reply.
+        """
+        groups: dict[str, list[AssistantTurn]] = {}
+        for turn in self.turns:
+            groups.setdefault(turn.thread_key, []).append(turn)
+        if not groups:
+            return []
+        best = max(
+            groups.values(),
+            key=lambda group: (len(group), sum(t.request_size for t in group), -group[0].turn),
+        )
+        return sorted(best, key=lambda t: t.turn)
+
+    @property
+    def reply(self) -> str | None:
+        """The final assistant message's text; None when it ends in a tool call or has none."""
+        thread = self.main_thread
+        if not thread:
+            return None
+        last = thread[-1]
+        if last.tool_calls:
+            return None
+        return last.text
+
+    @property
+    def last_turn_tool_names(self) -> list[str]:
+        thread = self.main_thread
+        return [call.name for call in thread[-1].tool_calls] if thread else []

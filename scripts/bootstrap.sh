@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# Create .venv with a Python >= 3.12 and install flowproof with its test dependencies.
+# Finds the interpreter by itself (PATH, then pyenv), and says clearly when none exists.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+VENV=.venv
+STAMP="$VENV/.bootstrap-stamp"
+
+is_ok_python() {
+    "$1" -c 'import sys; raise SystemExit(0 if sys.version_info >= (3, 12) else 1)' 2>/dev/null
+}
+
+find_python() {
+    if [[ -n "${FLOWPROOF_PYTHON:-}" ]] && is_ok_python "$FLOWPROOF_PYTHON"; then
+        echo "$FLOWPROOF_PYTHON"; return 0
+    fi
+    local candidate
+    for candidate in python3.13 python3.12 python3 python; do
+        if command -v "$candidate" >/dev/null 2>&1 && is_ok_python "$(command -v "$candidate")"; then
+            command -v "$candidate"; return 0
+        fi
+    done
+    local pyenv_root="${PYENV_ROOT:-$HOME/.pyenv}"
+    for candidate in "$pyenv_root"/versions/3.1[2-9]*/bin/python3 /usr/local/bin/python3.1[2-9] /usr/bin/python3.1[2-9]; do
+        if [[ -x "$candidate" ]] && is_ok_python "$candidate"; then
+            echo "$candidate"; return 0
+        fi
+    done
+    return 1
+}
+
+fingerprint() {
+    local f
+    for f in pyproject.toml package.json package-lock.json; do
+        if [[ -f "$f" ]]; then cat "$f"; fi
+    done | sha256sum | cut -d' ' -f1
+}
+
+if [[ -x "$VENV/bin/python" ]] && [[ -f "$STAMP" ]] && [[ "$(cat "$STAMP")" == "$(fingerprint)" ]]; then
+    exit 0
+fi
+
+if ! PY="$(find_python)"; then
+    echo "bootstrap: flowproof needs Python >= 3.12 (mitmproxy 12 requires it), and none was found." >&2
+    echo "bootstrap: looked on PATH (python3.13, python3.12, python3) and in \$PYENV_ROOT/versions." >&2
+    echo "bootstrap: install one (for example 'pyenv install 3.12') or set FLOWPROOF_PYTHON=/path/to/python3.12." >&2
+    exit 2
+fi
+
+echo "bootstrap: using $PY ($("$PY" --version 2>&1))"
+if [[ ! -x "$VENV/bin/python" ]] || ! is_ok_python "$VENV/bin/python"; then
+    rm -rf "$VENV"
+    "$PY" -m venv "$VENV"
+fi
+# This machine's pip config names local mirror folders that may not exist: hide that noise.
+quiet_pip() { "$VENV/bin/python" -m pip "$@" 2>&1 | grep -v "is ignored: it is neither" || true; }
+quiet_pip install --quiet --upgrade pip
+"$VENV/bin/python" -m pip install --quiet -e ".[dev,agents]" 2> >(grep -v "is ignored: it is neither" >&2)
+
+if [[ -f package.json ]]; then
+    if command -v npm >/dev/null 2>&1; then
+        npm ci --no-audit --no-fund --loglevel=error
+    else
+        echo "bootstrap: npm not found; Node agent tests will be skipped" >&2
+    fi
+fi
+
+fingerprint > "$STAMP"
+echo "bootstrap: ready ($VENV)"
