@@ -96,6 +96,9 @@ def _yaml_error(exc: yaml.YAMLError, path: str) -> SpecError:
     problem = getattr(exc, "problem", None) or str(exc)
     context = getattr(exc, "context", None)
     what = f"{context}, {problem}" if context else str(problem)
+    context_mark = getattr(exc, "context_mark", None)
+    if context and context_mark is not None and mark is not None and context_mark.line != mark.line:
+        what += f" (it starts at line {context_mark.line + 1})"
     return SpecError(
         f"invalid YAML: {what}. Fix: check indentation and quoting on this line (quote values "
         "containing `: ` or starting with `{`, `[`, `*`, `&`, `!`, `%`, `@`)",
@@ -243,9 +246,16 @@ def _describe(error: ErrorDetails, loc: _Loc) -> str:
         return f"{field} must be a number of seconds > 0, got {value!r}. Fix: e.g. `timeout: 300`"
     if kind == "bool_type":
         return f"{field} must be true or false, got {value!r}. Fix: write `true` or `false`"
-    if kind in ("list_type", "dict_type", "model_type"):
-        shape = {"list_type": "a list (`- item` lines)"}.get(kind, "a mapping (`key: value`)")
-        return f"{field} must be {shape}, got {type(value).__name__}. Fix: see docs/spec.md"
+    if kind == "list_type":
+        return (
+            f"{field} must be a list, got {type(value).__name__}. Fix: write indented "
+            "`- item` lines under it"
+        )
+    if kind in ("dict_type", "model_type"):
+        return (
+            f"{field} must be a mapping, got {type(value).__name__}. Fix: write indented "
+            "`key: value` lines under it"
+        )
     return f"{field}: {error['msg']}. Fix: see docs/spec.md or `flowproof schema`"
 
 
@@ -291,4 +301,9 @@ def _kind(node: yaml.Node) -> str:
 
 
 def _dotted(loc: _Loc) -> str:
-    return ".".join(str(part) for part in loc)
+    """`("steps", 2, "prompt", "prompt")` -> `steps.2.prompt` (the union tag repeats the key)."""
+    parts: list[str] = []
+    for part in loc:
+        if not parts or parts[-1] != str(part):
+            parts.append(str(part))
+    return ".".join(parts)

@@ -25,9 +25,11 @@ from pydantic import (
     Discriminator,
     Field,
     PrivateAttr,
+    SerializerFunctionWrapHandler,
     Tag,
     ValidationInfo,
     field_validator,
+    model_serializer,
     model_validator,
 )
 from pydantic_core import PydanticCustomError
@@ -106,6 +108,14 @@ class ToolSpec(_Model):
                 "booleans, null, lists and mappings only"
             ) from None
         return value
+
+    @model_serializer(mode="wrap")
+    def _omit_unmocked_result(self, handler: SerializerFunctionWrapHandler) -> Any:
+        """Dump a declared-only tool without `result`, so a dump loads back the same."""
+        data = handler(self)
+        if not self.is_mocked and isinstance(data, dict):
+            data.pop("result", None)
+        return data
 
     @property
     def is_mocked(self) -> bool:

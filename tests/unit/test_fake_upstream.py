@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import urllib.error
@@ -453,3 +454,28 @@ def test_runs_as_a_process() -> None:
     finally:
         process.terminate()
         process.wait(timeout=10)
+
+
+def test_weather_agent_example_runs_against_the_fake(fake: FakeUpstream) -> None:
+    env = {
+        **os.environ,
+        "OPENAI_BASE_URL": f"{fake.base_url}/v1",
+        "OPENAI_API_KEY": "test-key",
+        "FLOWPROOF_PROMPT": PROMPT,
+    }
+    done = subprocess.run(
+        [sys.executable, "weather_agent.py"],
+        check=False,
+        cwd=ROOT / "examples" / "agent-demo",
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("The weather in Nairobi is sunny.")
+    assert len(fake.requests) == 2
+    offered = [t["function"]["name"] for t in fake.requests[0].body["tools"]]
+    assert offered == ["get_weather", "get_time", "delete_city"]
+    assistant = fake.requests[1].body["messages"][2]
+    assert [c["function"]["name"] for c in assistant["tool_calls"]] == ["get_weather", "get_time"]

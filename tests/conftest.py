@@ -1,0 +1,74 @@
+"""Shared fixtures: the fake model upstream and a way to run the real `flowproof` CLI."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tests.fakes.fake_upstream import FakeUpstream
+
+REPO = Path(__file__).resolve().parent.parent
+#: Variables that would leak the developer's real model setup into a test.
+_SCRUBBED = (
+    "OPENAI_API_KEY",
+    "OPENAI_BASE_URL",
+    "ANTHROPIC_API_KEY",
+    "ANTHROPIC_BASE_URL",
+    "FLOWPROOF_AGENT_KEY",
+    "FLOWPROOF_AGENT_UPSTREAM",
+)
+
+
+@dataclass
+class CliResult:
+    code: int
+    stdout: str
+    stderr: str
+
+    @property
+    def output(self) -> str:
+        return self.stdout + self.stderr
+
+
+def clean_environ(extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    environ = {k: v for k, v in os.environ.items() if k not in _SCRUBBED}
+    environ["PYTHONPATH"] = str(REPO)
+    environ["OPENAI_AGENTS_DISABLE_TRACING"] = "1"
+    environ.update(extra or {})
+    return environ
+
+
+def run_cli(
+    *args: str | Path,
+    env: Mapping[str, str] | None = None,
+    cwd: Path | None = None,
+    timeout: float = 120,
+) -> CliResult:
+    """Run `flowproof ARGS` as a real process, the way a user or CI does."""
+    completed = subprocess.run(
+        [sys.executable, "-m", "flowproof_cli", *map(str, args)],
+        env=clean_environ(env),
+        cwd=cwd or REPO,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+    return CliResult(completed.returncode, completed.stdout, completed.stderr)
+
+
+@pytest.fixture
+def fake_upstream() -> Iterator[FakeUpstream]:
+    with FakeUpstream() as fake:
+        yield fake
+
+
+@pytest.fixture
+def flowproof():
+    return run_cli

@@ -1,0 +1,427 @@
+"""Loading `*.flow.yaml`: the model it builds, and a SpecError with file, line and fix."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from flowproof_cli.errors import SpecError
+from flowproof_cli.spec import (
+    STEP_KINDS,
+    FlowSpec,
+    NoToolCallStep,
+    PromptStep,
+    ReplyStep,
+    ToolCallStep,
+    load_spec,
+    parse_spec,
+    spec_json_schema,
+)
+
+EXAMPLE = """\
+name: Weather agent reports Nairobi
+app: agent
+agent:
+  command: "python agent.py --city ${CITY}"
+  env: { MY_VAR: "${HOME}/x" }
+timeout: 300
+strict: false
+tools:
+  - name: get_time
+    result: { now: "2026-01-01T00:00:00Z" }
+  - name: get_weather
+steps:
+  - prompt: What's the weather in Nairobi?
+  - assert_tool_call: get_weather where city equals Nairobi and units is metric
+  - assert_no_tool_call: get_time where tz is absent
+  - assert: reply contains sunny
+"""
+
+HEAD = """\
+name: n
+app: agent
+agent:
+  command: run
+"""
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "case.flow.yaml"
+    path.write_text(textwrap.dedent(text), encoding="utf-8")
+    return path
+
+
+def spec_error(tmp_path: Path, text: str) -> SpecError:
+    path = write(tmp_path, text)
+    with pytest.raises(SpecError) as info:
+        load_spec(path)
+    error = info.value
+    assert error.path == str(path)
+    assert str(error).startswith(f"{path}:")
+    assert "Fix:" in str(error)
+    return error
+
+
+# --- the model ------------------------------------------------------------------------------
+
+
+def test_example_loads(tmp_path: Path) -> None:
+    path = write(tmp_path, EXAMPLE)
+    spec = load_spec(path)
+    assert spec.name == "Weather agent reports Nairobi"
+    assert spec.app == "agent"
+    assert spec.agent.command == "python agent.py --city ${CITY}"  # kept unresolved
+    assert spec.agent.env == {"MY_VAR": "${HOME}/x"}
+    assert spec.timeout == 300
+    assert spec.strict is False
+    assert spec.source_path == path
+    assert [step.kind for step in spec.steps] == list(STEP_KINDS)
+    assert isinstance(spec.steps[0], PromptStep)
+    assert isinstance(spec.steps[2], NoToolCallStep)
+    assert [step.line for step in spec.steps] == [13, 14, 15, 16]
+    assert spec.task_prompt == "What's the weather in Nairobi?"
+    call = spec.steps[1]
+    assert isinstance(call, ToolCallStep)
+    assert call.assertion.tool == "get_weather"
+    assert len(call.assertion.clauses) == 2
+    reply = spec.steps[3]
+    assert isinstance(reply, ReplyStep)
+    assert reply.assertion.text == "sunny"
+
+
+def test_source_path_and_lines_stay_out_of_serialization(tmp_path: Path) -> None:
+    spec = load_spec(write(tmp_path, EXAMPLE))
+    dumped = spec.model_dump(by_alias=True)
+    assert "source_path" not in dumped
+    assert dumped["steps"][0] == {"prompt": "What's the weather in Nairobi?"}
+    assert dumped["steps"][3] == {"assert": "reply contains sunny"}
+    assert dumped["tools"][1] == {"name": "get_weather"}  # declared only: no `result`
+    again = FlowSpec.model_validate(dumped)
+    assert again.mocks == spec.mocks
+    assert again.model_dump(by_alias=True) == dumped
+
+
+def test_defaults() -> None:
+    spec = parse_spec(HEAD + "steps:\n  - prompt: hi\n", "x.flow.yaml")
+    assert spec.timeout == 300
+    assert spec.strict is False
+    assert spec.tools == []
+    assert spec.agent.env == {}
+    assert spec.mocks == {}
+    assert spec.source_path == Path("x.flow.yaml")
+
+
+def test_prompts_join_into_one_task_wherever_they_are() -> None:
+    text = HEAD + textwrap.dedent(
+        """\
+        steps:
+          - prompt: first
+          - assert: reply contains x
+          - prompt: |
+              second
+              third
+        """
+    )
+    spec = parse_spec(text, "x")
+    assert spec.task_prompt == "first\nsecond\nthird\n"
+
+
+def test_mocks_distinguish_declared_from_null_result() -> None:
+    text = HEAD + textwrap.dedent(
+        """\
+        tools:
+          - name: declared
+          - name: returns_null
+            result: null
+          - name: returns_list
+            result: [1, "two", {three: 3}]
+          - name: when
+            result: 2026-01-01T00:00:00Z
+        steps:
+          - prompt: hi
+        """
+    )
+    spec = parse_spec(text, "x")
+    assert [tool.is_mocked for tool in spec.tools] == [False, True, True, True]
+    assert spec.mocks == {
+        "returns_null": None,
+        "returns_list": [1, "two", {"three": 3}],
+        "when": "2026-01-01T00:00:00Z",  # a YAML timestamp stays JSON text
+    }
+    assert spec.declared_tools == ["declared", "returns_null", "returns_list", "when"]
+
+
+def test_undeclared_target_allowed_without_tools() -> None:
+    spec = parse_spec(HEAD + "steps:\n  - prompt: hi\n  - assert_tool_call: anything\n", "x")
+    assert isinstance(spec.steps[1], ToolCallStep)
+
+
+def test_resolved_agent() -> None:
+    spec = parse_spec(EXAMPLE, "x")
+    environ = {"CITY": "Nairobi", "HOME": "/h"}
+    assert spec.agent.resolved_command(environ) == "python agent.py --city Nairobi"
+    assert spec.agent.resolved_env(environ) == {"MY_VAR": "/h/x"}
+
+
+# --- errors: file, line, fix ------------------------------------------------------------------
+
+
+def test_unknown_top_level_key(tmp_path: Path) -> None:
+    error = spec_error(tmp_path, HEAD + "stpes:\n  - prompt: hi\n")
+    assert error.line == 5
+    assert "unknown key `stpes`" in str(error)
+    assert "Did you mean `steps`?" in str(error)
+    assert "name, app, agent, tools, strict, timeout, steps" in str(error)
+
+
+def test_unknown_nested_key(tmp_path: Path) -> None:
+    text = """\
+        name: n
+        app: agent
+        agent:
+          command: run
+          enviroment: {A: b}
+        steps:
+          - prompt: hi
+        """
+    error = spec_error(tmp_path, text)
+    assert error.line == 5
+    assert "unknown key `enviroment` in `agent`" in str(error)
+    assert "command, env" in str(error)
+
+
+def test_unknown_key_in_a_tool(tmp_path: Path) -> None:
+    text = HEAD + "tools:\n  - name: t\n    returns: 1\nsteps:\n  - prompt: hi\n"
+    error = spec_error(tmp_path, text)
+    assert error.line == 7
+    assert "in `tools.0`" in str(error)
+    assert "name, result" in str(error)
+
+
+def test_unknown_step_kind(tmp_path: Path) -> None:
+    error = spec_error(tmp_path, HEAD + "steps:\n  - prompt: hi\n  - assert_tool_cal: t\n")
+    assert error.line == 7
+    assert "unknown step `assert_tool_cal`" in str(error)
+    assert "Did you mean `assert_tool_call`?" in str(error)
+
+
+def test_step_with_two_keys(tmp_path: Path) -> None:
+    text = HEAD + "steps:\n  - prompt: hi\n    assert: reply contains x\n"
+    error = spec_error(tmp_path, text)
+    assert error.line == 6
+    assert "2 keys" in str(error)
+
+
+def test_step_that_is_not_a_mapping(tmp_path: Path) -> None:
+    error = spec_error(tmp_path, HEAD + "steps:\n  - prompt: hi\n  - just text\n")
+    assert error.line == 7
+    assert "one-key mapping" in str(error)
+
+
+def test_duplicate_key(tmp_path: Path) -> None:
+    error = spec_error(tmp_path, HEAD + "name: again\nsteps:\n  - prompt: hi\n")
+    assert error.line == 5
+    assert "duplicate key `name`" in str(error)
+
+
+def test_bad_regex(tmp_path: Path) -> None:
+    text = HEAD + "steps:\n  - prompt: hi\n  - assert_tool_call: t where city matches (Nai\n"
+    error = spec_error(tmp_path, text)
+    assert error.line == 7
+    assert "not a valid regular expression" in str(error)
+    assert "missing )" in str(error)
+
+
+def test_bad_matcher(tmp_path: Path) -> None:
+    text = HEAD + "steps:\n  - prompt: hi\n  - assert_no_tool_call: t where city near x\n"
+    error = spec_error(tmp_path, text)
+    assert error.line == 7
+    assert "unknown matcher `near`" in str(error)
+    assert "is absent" in str(error)
+
+
+def test_bad_reply_assertion(tmp_path: Path) -> None:
+    error = spec_error(tmp_path, HEAD + "steps:\n  - prompt: hi\n  - assert: answer is x\n")
+    assert error.line == 7
+    assert "expected `reply contains TEXT`" in str(error)
+
+
+def test_no_prompt(tmp_path: Path) -> None:
+    error = spec_error(tmp_path, HEAD + "steps:\n  - assert: reply contains x\n")
+    assert error.line == 5
+    assert "no `prompt` step" in str(error)
+
+
+def test_empty_steps(tmp_path: Path) -> None:
+    error = spec_error(tmp_path, HEAD + "steps: []\n")
+    assert error.line == 5
+    assert "`steps` is empty" in str(error)
+
+
+def test_missing_steps(tmp_path: Path) -> None:
+    error = spec_error(tmp_path, HEAD)
+    assert error.line == 1
+    assert "missing required key `steps`" in str(error)
+
+
+def test_missing_nested_key(tmp_path: Path) -> None:
+    error = spec_error(tmp_path, "name: n\napp: agent\nagent:\n  env: {}\nsteps:\n  - prompt: x\n")
+    assert error.line == 3
+    assert "missing required key `command` in `agent`" in str(error)
+
+
+def test_tool_mocked_twice(tmp_path: Path) -> None:
+    text = HEAD + textwrap.dedent(
+        """\
+        tools:
+          - name: get_time
+            result: 1
+          - name: other
+          - name: get_time
+            result: 2
+        steps:
+          - prompt: hi
+        """
+    )
+    error = spec_error(tmp_path, text)
+    assert error.line == 9
+    assert "`get_time` is mocked twice" in str(error)
+
+
+def test_tool_listed_twice(tmp_path: Path) -> None:
+    text = HEAD + "tools:\n  - name: a\n  - name: a\nsteps:\n  - prompt: hi\n"
+    error = spec_error(tmp_path, text)
+    assert error.line == 7
+    assert "listed twice" in str(error)
+
+
+def test_undeclared_assert_target(tmp_path: Path) -> None:
+    text = HEAD + textwrap.dedent(
+        """\
+        tools:
+          - name: get_time
+          - name: get_weather
+        steps:
+          - prompt: hi
+          - assert_tool_call: get_weather
+          - assert_no_tool_call: delete_everything
+        """
+    )
+    error = spec_error(tmp_path, text)
+    assert error.line == 11
+    assert "`delete_everything`" in str(error)
+    assert "declared: get_time, get_weather" in str(error)
+
+
+def test_yaml_syntax_error(tmp_path: Path) -> None:
+    text = HEAD + "steps:\n  - prompt: hi\n  - assert: [unclosed\n"
+    error = spec_error(tmp_path, text)
+    assert "invalid YAML" in str(error)
+    assert error.line is not None
+    assert error.line >= 7
+
+
+def test_yaml_syntax_error_bad_indentation(tmp_path: Path) -> None:
+    error = spec_error(tmp_path, "name: n\n  app: agent\n")
+    assert error.line == 2
+    assert "invalid YAML" in str(error)
+
+
+def test_top_level_not_a_mapping(tmp_path: Path) -> None:
+    error = spec_error(tmp_path, "- prompt: hi\n")
+    assert error.line == 1
+    assert "not a mapping" in str(error)
+
+
+def test_empty_file(tmp_path: Path) -> None:
+    error = spec_error(tmp_path, "# nothing\n")
+    assert "empty" in str(error)
+
+
+@pytest.mark.parametrize(
+    ("replace", "line", "expected"),
+    [
+        (("app: agent", "app: web"), 2, "must be 'agent'"),
+        (("command: run", "command: 42"), 4, "`agent.command` must be non-empty text"),
+        (("name: n", "name: yes"), 1, "quote"),
+        (("name: n", "name: n\ntimeout: 0"), 2, "`timeout` must be a number of seconds > 0"),
+        (("name: n", "name: n\nstrict: maybe"), 2, "`strict` must be true or false"),
+        (("name: n", "name: n\ntools: {a: 1}"), 2, "`tools` must be a list"),
+    ],
+)
+def test_type_errors(tmp_path: Path, replace: tuple[str, str], line: int, expected: str) -> None:
+    text = (HEAD + "steps:\n  - prompt: hi\n").replace(*replace)
+    error = spec_error(tmp_path, text)
+    assert error.line == line
+    assert expected in str(error)
+
+
+def test_missing_file(tmp_path: Path) -> None:
+    with pytest.raises(SpecError, match="not found"):
+        load_spec(tmp_path / "nope.flow.yaml")
+
+
+# --- JSON Schema ------------------------------------------------------------------------------
+
+
+def _example_data() -> Any:
+    return yaml.safe_load(EXAMPLE)
+
+
+def test_schema_contains_every_step_kind() -> None:
+    schema = spec_json_schema()
+    json.dumps(schema, sort_keys=True)  # serializable as the CLI prints it
+    step_keys = set()
+    for definition in schema["$defs"].values():
+        if definition["title"].endswith("Step"):
+            step_keys.update(definition["properties"])
+    assert step_keys == set(STEP_KINDS)
+    assert set(schema["properties"]) == {
+        "name",
+        "app",
+        "agent",
+        "tools",
+        "strict",
+        "timeout",
+        "steps",
+    }
+    assert schema["additionalProperties"] is False
+    assert "pattern" in schema["$defs"]["ToolCallStep"]["properties"]["assert_tool_call"]
+    assert "default" not in schema["$defs"]["ToolSpec"]["properties"]["result"]
+
+
+def test_schema_validates_the_example() -> None:
+    jsonschema = pytest.importorskip("jsonschema")
+    schema = spec_json_schema()
+    jsonschema.Draft202012Validator.check_schema(schema)
+    validator = jsonschema.Draft202012Validator(schema)
+    assert list(validator.iter_errors(_example_data())) == []
+    bad = _example_data()
+    bad["steps"].append({"asert": "reply contains x"})
+    bad["agent"]["url"] = "http://x"
+    assert len(list(validator.iter_errors(bad))) == 2
+    bad_reply = _example_data()
+    bad_reply["steps"][3] = {"assert": "answer has x"}
+    assert list(validator.iter_errors(bad_reply))
+
+
+def test_schema_validates_the_reference_example_verbatim() -> None:
+    jsonschema = pytest.importorskip("jsonschema")
+    reference = EXAMPLE.replace(
+        "assert_no_tool_call: get_time where tz is absent", "assert_no_tool_call: delete_everything"
+    )
+    jsonschema.validate(yaml.safe_load(reference), spec_json_schema())
+    # The loader is stricter: with `tools` declared, assertion targets must be declared too.
+    with pytest.raises(SpecError, match="delete_everything"):
+        parse_spec(reference, "x")
+
+
+def test_model_accepts_what_the_schema_describes() -> None:
+    spec = FlowSpec.model_validate(_example_data())
+    assert spec.source_path is None
+    assert spec.steps[0].line is None
