@@ -55,7 +55,7 @@ class AgentStartError(FlowproofError):
     """The agent command could not be started (not found, not executable)."""
 
 
-class FlowFailure(Exception):  # noqa: N818 - a verdict, not an error of flowproof
+class FlowFailure(Exception):
     """The flow ran and failed a check (exit 1)."""
 
     exit_code = ExitCode.FAILED

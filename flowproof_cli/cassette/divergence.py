@@ -73,7 +73,8 @@ def explain(turn_number: int, recorded: Turn, protocol: str, request: dict[str, 
     old, new = dialect.outline(recorded.request), dialect.outline(request)
     if old.model != new.model:
         return Divergence(
-            turn_number, f"{here}: model changed: recorded {show(old.model)}, replayed {show(new.model)}"
+            turn_number,
+            f"{here}: model changed: recorded {show(old.model)}, replayed {show(new.model)}",
         )
     if old.tools != new.tools:
         added = sorted(set(new.tools) - set(old.tools))
@@ -114,7 +115,10 @@ def explain(turn_number: int, recorded: Turn, protocol: str, request: dict[str, 
             )
         details: tuple[str, ...]
         if isinstance(r_msg.content, str) and isinstance(p_msg.content, str):
-            details = (f"recorded: {show(r_msg.content, 300)}", f"replayed: {show(p_msg.content, 300)}")
+            details = (
+                f"recorded: {show(r_msg.content, 300)}",
+                f"replayed: {show(p_msg.content, 300)}",
+            )
         else:
             details = tuple(field_changes(r_msg.content, p_msg.content, prefix="content", limit=5))
         return Divergence(
@@ -138,7 +142,9 @@ def _common_prefix(a: RequestOutline, b: RequestOutline) -> int:
     return count
 
 
-def nearest_turn(turns: list[Turn], candidates: list[int], protocol: str, request: dict[str, Any]) -> int:
+def nearest_turn(
+    turns: list[Turn], candidates: list[int], protocol: str, request: dict[str, Any]
+) -> int:
     """The candidate turn most like the request; ties go to the earliest."""
 
     def score(position: int) -> tuple[int, int, int, int, int, int]:

@@ -156,7 +156,10 @@ class CassetteSession:
             return self.render(dialect, live, turn.status, turn.response)
         self.divergence = self._explain(dialect, canonical)
         return _error(
-            dialect, DIVERGENCE_STATUS, f"flowproof: {self.divergence.message}", "flowproof_divergence"
+            dialect,
+            DIVERGENCE_STATUS,
+            f"flowproof: {self.divergence.message}",
+            "flowproof_divergence",
         )
 
     def _explain(self, dialect: Dialect, canonical: dict[str, Any]) -> Divergence:
@@ -192,5 +195,7 @@ class CassetteSession:
             if turn.status != 200 or not isinstance(turn.response, dict):
                 continue
             dialect = dialect_named(turn.protocol)
-            trajectory.turns.append(dialect.assistant_turn(turn.request, turn.response, position + 1))
+            trajectory.turns.append(
+                dialect.assistant_turn(turn.request, turn.response, position + 1)
+            )
         return trajectory

@@ -10,4 +10,6 @@ timeout_option = click.option(
     default=None,
     help="Seconds before the agent is killed (default: the spec's timeout, else 300).",
 )
-json_option = click.option("--json", "as_json", is_flag=True, help="Print a machine-readable result.")
+json_option = click.option(
+    "--json", "as_json", is_flag=True, help="Print a machine-readable result."
+)

@@ -33,7 +33,5 @@ def record(spec_path: Path, output: Path | None, timeout: float | None, as_json:
     """
     spec = load_spec(spec_path)
     trace_path = output or trace_path_for(spec_path)
-    result = asyncio.run(
-        run_flow(spec, mode=Mode.RECORD, trace_path=trace_path, timeout_s=timeout)
-    )
+    result = asyncio.run(run_flow(spec, mode=Mode.RECORD, trace_path=trace_path, timeout_s=timeout))
     sys.exit(print_results([result], as_json=as_json, summary=False))

@@ -34,4 +34,12 @@ def route(path: str) -> Dialect | None:
     return None
 
 
-__all__ = ["DEFAULT_PROTOCOL", "DIALECTS", "Dialect", "Rendered", "RequestOutline", "dialect_named", "route"]
+__all__ = [
+    "DEFAULT_PROTOCOL",
+    "DIALECTS",
+    "Dialect",
+    "Rendered",
+    "RequestOutline",
+    "dialect_named",
+    "route",
+]

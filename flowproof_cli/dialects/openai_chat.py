@@ -23,9 +23,7 @@ def _text_of(content: Any) -> str:
     if isinstance(content, str):
         return content
     if isinstance(content, list):
-        return "".join(
-            part.get("text", "") for part in content if isinstance(part, dict)
-        )
+        return "".join(part.get("text", "") for part in content if isinstance(part, dict))
     return json.dumps(content, sort_keys=True)
 
 
@@ -50,8 +48,10 @@ class OpenAIChat(Dialect):
                 and message.get("role") == "tool"
                 and call_names.get(str(message.get("tool_call_id"))) in mocks
             ):
-                message = {**message, "content": mocks[call_names[str(message["tool_call_id"])]]}
-            rewritten.append(message)
+                name = call_names[str(message["tool_call_id"])]
+                rewritten.append({**message, "content": mocks[name]})
+            else:
+                rewritten.append(message)
         return {**body, "messages": rewritten}
 
     def assistant_turn(self, request: JSON, response: JSON, turn: int) -> AssistantTurn:
@@ -90,7 +90,8 @@ class OpenAIChat(Dialect):
         tools: dict[str, Any] = {}
         for tool in request.get("tools") or []:
             if isinstance(tool, dict):
-                function = tool.get("function") if isinstance(tool.get("function"), dict) else {}
+                function = tool.get("function")
+                function = function if isinstance(function, dict) else {}
                 tools[str(function.get("name", tool.get("type", "?")))] = tool
         messages = []
         for message in request.get("messages") or []:
@@ -150,8 +151,18 @@ class OpenAIChat(Dialect):
                     "finish_reason": finish,
                 }
 
-            events.append(chunk([delta({"role": "assistant", "content": "" if message.get(
-                "content") is not None else None})]))
+            events.append(
+                chunk(
+                    [
+                        delta(
+                            {
+                                "role": "assistant",
+                                "content": "" if message.get("content") is not None else None,
+                            }
+                        )
+                    ]
+                )
+            )
             if message.get("refusal"):
                 events.append(chunk([delta({"refusal": message["refusal"]})]))
             for fragment in split_deltas(_text_of(message.get("content"))):

@@ -1,6 +1,6 @@
 """One flow's lifecycle: proxy up, agent run, proxy down, verdict, trace (record only).
 
-    spec -> session (cassette) -> proxy -> agent -> trajectory -> assertions -> verdict
+spec -> session (cassette) -> proxy -> agent -> trajectory -> assertions -> verdict
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from pathlib import Path
 
 from flowproof_addons.guard import RequestGuard
 from flowproof_addons.model import ModelBoundary
+
 from flowproof_cli import trace as traces
 from flowproof_cli.assertions import evaluate
 from flowproof_cli.cassette import CassetteSession, Mode
@@ -52,9 +53,7 @@ async def run_flow(
     result = FlowResult(spec.name, spec_path, mode.value, trace_path)
     started = time.monotonic()
     if mode is Mode.REPLAY and not trace_path.exists():
-        raise TraceError(
-            f"no trace at {trace_path}; record it first: {_record_command(spec_path)}"
-        )
+        raise TraceError(f"no trace at {trace_path}; record it first: {_record_command(spec_path)}")
     session, trace = _open_session(spec, mode, trace_path, environ)
     timeout = timeout_s if timeout_s is not None else spec.timeout
     argv = split_command(resolve_variables(spec.agent.command, environ))
@@ -79,7 +78,9 @@ async def run_flow(
     result.agent_exit_code = outcome.exit_code
     result.stdout_tail = outcome.stdout
     result.stderr_tail = outcome.stderr
-    result.failures = _judge(spec, session, outcome, mode, timeout, environ)
+    result.failures = _judge(
+        spec, session=session, outcome=outcome, mode=mode, timeout=timeout, environ=environ
+    )
     if result.failures and trace is not None and trace.mocks != dict(spec.mocks):
         result.notes.append(
             "the spec's tools: mocks differ from the ones snapshotted in the trace; "
@@ -99,6 +100,7 @@ async def run_flow(
 
 def _judge(
     spec: FlowSpec,
+    *,
     session: CassetteSession,
     outcome: AgentOutcome,
     mode: Mode,
@@ -141,4 +143,3 @@ def _judge(
         else failure.message
         for failure in failures
     ]
-

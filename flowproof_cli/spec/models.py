@@ -101,7 +101,7 @@ class ToolSpec(_Model):
     @classmethod
     def _json_result(cls, value: Any) -> Any:
         try:
-            json.dumps(value)
+            json.dumps(value, allow_nan=False)
         except (TypeError, ValueError):
             raise spec_problem(
                 "the result is not JSON (a YAML tag or a set?). Fix: use strings, numbers, "

@@ -20,6 +20,7 @@ from typing import Any
 
 from flowproof_cli.cassette.turn import Turn
 from flowproof_cli.dialects import DEFAULT_PROTOCOL
+from flowproof_cli.errors import TraceError
 
 FORMAT_VERSION = 1
 
@@ -60,8 +61,6 @@ def to_document(trace: Trace) -> dict[str, Any]:
 
 def from_document(document: Any, source: str) -> Trace:
     """Rebuild a Trace, naming what is wrong when the document is not one."""
-    from flowproof_cli.errors import TraceError
-
     if not isinstance(document, dict) or "flowproof_trace" not in document:
         raise TraceError(f"{source}: not a flowproof trace (no 'flowproof_trace' version key)")
     version = document["flowproof_trace"]

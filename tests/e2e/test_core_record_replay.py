@@ -5,6 +5,7 @@ Every behaviour has its red path: each failure checks the exit code and the mess
 
 from __future__ import annotations
 
+import json
 import signal
 import subprocess
 import sys
@@ -22,7 +23,10 @@ pytestmark = pytest.mark.slow
 
 
 def record(spec: Path, fake: FakeUpstream, *extra: str, **env: str):
-    variables = {"FLOWPROOF_AGENT_UPSTREAM": f"{fake.base_url}/v1", "FLOWPROOF_AGENT_KEY": "sk-secret-123"}
+    variables = {
+        "FLOWPROOF_AGENT_UPSTREAM": f"{fake.base_url}/v1",
+        "FLOWPROOF_AGENT_KEY": "sk-secret-123",
+    }
     variables.update(env)
     return run_cli("record", spec, *extra, env=variables)
 
@@ -58,8 +62,6 @@ def test_record_then_replay_offline(recorded: Path) -> None:
 def test_directory_run_and_json(recorded: Path) -> None:
     result = run_cli("run", recorded.parent, "--json")
     assert result.code == 0, result.output
-    import json
-
     payload = json.loads(result.stdout)
     assert payload["passed"] is True
     assert payload["flows"][0]["model_calls"] == 2
@@ -76,7 +78,10 @@ def test_changed_prompt_diverges(recorded: Path) -> None:
     recorded.write_text(yaml.safe_dump(spec, sort_keys=False))
     result = run_cli("run", recorded)
     assert result.code == 1
-    assert "FAIL: weather flow - divergence at turn 1: message 1 (user) content changed" in result.stdout
+    assert (
+        "FAIL: weather flow - divergence at turn 1: message 1 (user) content changed"
+        in result.stdout
+    )
     assert "replayed: What's the weather in Nairobi today?" in result.stdout
 
 
@@ -99,7 +104,10 @@ def test_changed_tool_schema_diverges(recorded: Path) -> None:
     result = run_cli("run", recorded)
     assert result.code == 1
     assert "turn 1: tools offered changed: the declaration of get_weather changed" in result.stdout
-    assert "get_weather.function.parameters.properties.city.type: recorded string, replayed integer" in result.stdout
+    assert (
+        "get_weather.function.parameters.properties.city.type: recorded string, replayed integer"
+        in result.stdout
+    )
 
 
 def test_changed_model_diverges(recorded: Path) -> None:
@@ -119,7 +127,10 @@ def test_argument_drift_names_the_path(recorded: Path) -> None:
     trace.write_text(text.split("- request:", 1)[0] + "- request:" + first + "- request:" + rest)
     result = run_cli("run", recorded)
     assert result.code == 1
-    assert "turn 2: tool-call arguments drifted in message 2 (assistant): get_weather.city: recorded Nairobi, replayed Paris" in result.stdout
+    assert (
+        "turn 2: tool-call arguments drifted in message 2 (assistant): get_weather.city: recorded Nairobi, replayed Paris"
+        in result.stdout
+    )
 
 
 def test_extra_call_fails(recorded: Path) -> None:
@@ -133,7 +144,10 @@ def test_missing_call_fails(recorded: Path) -> None:
     set_agent_env(recorded, AGENT_STOP_AFTER="1")
     result = run_cli("run", recorded)
     assert result.code == 1
-    assert "the agent made 1 model call(s), the recording has 2 (turn(s) never requested: 2)" in result.stdout
+    assert (
+        "the agent made 1 model call(s), the recording has 2 (turn(s) never requested: 2)"
+        in result.stdout
+    )
 
 
 def test_swallowed_divergence_still_fails(recorded: Path) -> None:
@@ -157,7 +171,10 @@ def test_hung_agent_is_killed_on_timeout(recorded: Path) -> None:
     result = run_cli("run", recorded, "--timeout", "3")
     assert time.monotonic() - started < 30
     assert result.code == 1
-    assert "did not finish within 3 s and was killed; it made 1 model call(s) of 2 recorded" in result.stdout
+    assert (
+        "did not finish within 3 s and was killed; it made 1 model call(s) of 2 recorded"
+        in result.stdout
+    )
 
 
 def test_missing_trace_is_an_error_naming_the_record_command(tmp_path: Path) -> None:
@@ -224,7 +241,9 @@ def test_interrupted_record_writes_nothing(tmp_path: Path) -> None:
     assert list(tmp_path.iterdir()) == [spec]
 
 
-def test_zero_request_record_fails_and_names_the_wiring(tmp_path: Path, fake_upstream: FakeUpstream) -> None:
+def test_zero_request_record_fails_and_names_the_wiring(
+    tmp_path: Path, fake_upstream: FakeUpstream
+) -> None:
     spec = write_flow(tmp_path, env={"AGENT_NO_MODEL": "1"})
     result = record(spec, fake_upstream)
     assert result.code == 1
@@ -243,7 +262,9 @@ def test_agent_never_sees_flowproof_keys(tmp_path: Path, fake_upstream: FakeUpst
         "assert os.environ['MAPPED'] == os.environ['OPENAI_BASE_URL']\n"
         f"sys.argv = ['agent']; runpy.run_path({str(REPO / 'tests/e2e/agents/tool_loop_agent.py')!r}, run_name='__main__')\n"
     )
-    spec = write_flow(tmp_path, command=f"{sys.executable} {probe}", env={"MAPPED": "${flowproof.proxy_url}"})
+    spec = write_flow(
+        tmp_path, command=f"{sys.executable} {probe}", env={"MAPPED": "${flowproof.proxy_url}"}
+    )
     result = record(spec, fake_upstream)
     assert result.code == 0, result.output
 
@@ -308,8 +329,6 @@ def test_bad_spec_is_an_error_with_file_and_line(tmp_path: Path) -> None:
 
 
 def test_schema_command_prints_json_schema() -> None:
-    import json
-
     result = run_cli("schema")
     assert result.code == 0
     schema = json.loads(result.stdout)

@@ -78,23 +78,21 @@ def main() -> int:
     ]
     stop_after = int(env("AGENT_STOP_AFTER", "0"))
     hang_after = int(env("AGENT_HANG_AFTER", "-1"))
-    calls = 0
-    for _ in range(8):
+    for calls in range(8):
         if hang_after == calls:
             time.sleep(3600)
         try:
             response = client.chat.completions.create(
                 model=env("AGENT_MODEL", "gpt-4o-mini"), messages=messages, tools=tools()
             )
-        except Exception as exc:  # noqa: BLE001 - the swallowing agent is a test case
+        except Exception as exc:
             if env("AGENT_SWALLOW_ERRORS"):
                 print(f"agent: model error ignored: {exc}")
                 return 0
             raise
-        calls += 1
         message = response.choices[0].message
         messages.append(message.model_dump(exclude_none=True))
-        if stop_after and calls >= stop_after:
+        if stop_after and calls + 1 >= stop_after:
             return 0
         if not message.tool_calls:
             print(message.content)
