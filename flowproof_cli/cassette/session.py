@@ -36,16 +36,11 @@ class Upstream:
 
     def url_for(self, dialect: Dialect, path: str) -> str:
         query = path.split("?", 1)[1] if "?" in path else ""
-        suffix = dialect.route_suffixes[0]
-        url = f"{self.base_url.rstrip('/')}/{suffix}"
-        return f"{url}?{query}" if query else url
+        return dialect.upstream_url(self.base_url, query)
 
-    def auth_headers(self, dialect: Dialect, agent_headers: Mapping[str, str]) -> dict[str, str]:
+    def auth_headers(self, dialect: Dialect) -> dict[str, str]:
         """The key goes into the outbound auth header and nowhere else."""
-        if not self.key:
-            return {}
-        value = self.key if self.key.lower().startswith("bearer ") else f"Bearer {self.key}"
-        return {"authorization": value}
+        return dialect.upstream_auth(self.key) if self.key else {}
 
     @property
     def host(self) -> str:
@@ -90,6 +85,7 @@ class CassetteSession:
     def __post_init__(self) -> None:
         self._mock_text = {name: canonical_json(value) for name, value in self.mocks.items()}
         self._index = TurnIndex(self.recorded) if self.mode is Mode.REPLAY else None
+        self._known_calls: dict[str, str] = {}  # call id -> tool name, from served responses
 
     # -- requests -----------------------------------------------------------------------
 
@@ -108,7 +104,7 @@ class CassetteSession:
             message = f"flowproof: the request to {clean_path} is not a JSON object"
             self.errors.append(message)
             return _error(dialect, 400, message, "invalid_request_error")
-        live = dialect.apply_mocks(body, self._mock_text)
+        live = dialect.apply_mocks(body, self._mock_text, self._known_calls)
         canonical = dialect.canonical_request(live)
         if self.mode is Mode.RECORD:
             return self._forward(dialect, path, live, canonical)
@@ -125,7 +121,7 @@ class CassetteSession:
         return Forward(
             url=self.upstream.url_for(dialect, path),
             body=body,
-            headers=self.upstream.auth_headers(dialect, {}),
+            headers=self.upstream.auth_headers(dialect),
             pending=PendingTurn(dialect, live, canonical),
         )
 
@@ -174,8 +170,11 @@ class CassetteSession:
         position = nearest_turn(self.recorded, free, dialect.name, canonical)
         return explain(position + 1, self.recorded[position], dialect.name, canonical)
 
-    @staticmethod
-    def render(dialect: Dialect, live: dict[str, Any], status: int, response: Any) -> Rendered:
+    def render(
+        self, dialect: Dialect, live: dict[str, Any], status: int, response: Any
+    ) -> Rendered:
+        if isinstance(response, dict) and status == 200:
+            self._known_calls.update(dialect.call_names(response))
         if not isinstance(response, dict):
             return Rendered(status, "text/plain; charset=utf-8", str(response).encode())
         return dialect.render(live, status, response, stream=dialect.wants_stream(live))

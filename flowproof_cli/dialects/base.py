@@ -64,11 +64,23 @@ class Dialect(ABC):
         return bool(body.get("stream"))
 
     @abstractmethod
-    def apply_mocks(self, body: JSON, mocks: dict[str, str]) -> JSON:
+    def apply_mocks(self, body: JSON, mocks: dict[str, str], known_calls: dict[str, str]) -> JSON:
         """Replace the content of every tool result whose call named a mocked tool.
 
-        ``mocks`` maps tool name -> the mock's canonical JSON text. Returns a new body.
+        ``mocks`` maps tool name -> the mock's canonical JSON text. ``known_calls`` maps
+        call ids seen in earlier responses of this run -> tool name, for dialects whose
+        requests may answer a call made in an earlier response (Responses API chains via
+        ``previous_response_id``). A result whose call id is unknown is left alone.
+        Returns a new body; the input is not modified.
         """
+
+    def call_names(self, response: JSON) -> dict[str, str]:
+        """Tool call id -> tool name for the calls a response asked for."""
+        return {
+            call.call_id: call.name
+            for call in self.assistant_turn({}, response, 0).tool_calls
+            if call.call_id
+        }
 
     @abstractmethod
     def assistant_turn(self, request: JSON, response: JSON, turn: int) -> AssistantTurn:
@@ -81,6 +93,16 @@ class Dialect(ABC):
     @abstractmethod
     def render(self, request: JSON, status: int, response: JSON, *, stream: bool) -> Rendered:
         """The recorded response as the client expects it (SSE when ``stream``)."""
+
+    def upstream_url(self, base_url: str, query: str) -> str:
+        """The upstream endpoint for this dialect under the configured base URL."""
+        url = f"{base_url.rstrip('/')}/{self.route_suffixes[0]}"
+        return f"{url}?{query}" if query else url
+
+    def upstream_auth(self, key: str) -> dict[str, str]:
+        """Headers carrying the record key upstream (a bare key is Bearer-wrapped)."""
+        value = key if key.lower().startswith("bearer ") else f"Bearer {key}"
+        return {"authorization": value}
 
     def upstream_body(self, body: JSON) -> JSON:
         """What record forwards upstream: always non-streaming, so record and replay

@@ -31,11 +31,11 @@ class OpenAIChat(Dialect):
     name = "openai-chat"
     route_suffixes = ("chat/completions",)
 
-    def apply_mocks(self, body: JSON, mocks: dict[str, str]) -> JSON:
+    def apply_mocks(self, body: JSON, mocks: dict[str, str], known_calls: dict[str, str]) -> JSON:
         messages = body.get("messages")
         if not mocks or not isinstance(messages, list):
             return body
-        call_names: dict[str, str] = {}
+        call_names: dict[str, str] = dict(known_calls)
         for message in messages:
             if isinstance(message, dict) and message.get("role") == "assistant":
                 for call in message.get("tool_calls") or []:

@@ -1,0 +1,57 @@
+"""Routing a request path to the dialect that speaks it."""
+
+from __future__ import annotations
+
+import pytest
+
+from flowproof_cli.dialects import DEFAULT_PROTOCOL, dialect_named, route
+from flowproof_cli.dialects.openai_chat import OpenAIChat
+from flowproof_cli.routes import is_claimed
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/v1/chat/completions",
+        "/chat/completions",
+        "/v1/v1/chat/completions",
+        "/v1/chat/completions?api-version=2024-01-01",
+        "/chat/completions?x=1&y=2",
+        "/v1/chat/completions/",
+        "/chat/completions/",
+        "/v1/chat/completions/?api-version=1",
+        "/openai/deployments/gpt/chat/completions",
+    ],
+)
+def test_chat_completion_paths_route_to_openai_chat(path: str) -> None:
+    dialect = route(path)
+    assert isinstance(dialect, OpenAIChat)
+    assert is_claimed(path) is True
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/v1/models",
+        "/v1/chat",
+        "/completions",
+        "/v1/completions",
+        "/",
+        "",
+        "/v1/chat/completionsx",
+        "/v1/xchat/completions",
+        "/v1/chat/completions/extra",
+        "/v1/models?q=/chat/completions",
+    ],
+)
+def test_other_paths_route_nowhere(path: str) -> None:
+    assert route(path) is None
+    assert is_claimed(path) is False
+
+
+def test_dialect_named() -> None:
+    assert isinstance(dialect_named("openai-chat"), OpenAIChat)
+    assert DEFAULT_PROTOCOL == "openai-chat"
+    with pytest.raises(KeyError) as info:
+        dialect_named("klingon")
+    assert info.value.args[0] == "unknown protocol 'klingon' (known: openai-chat)"
