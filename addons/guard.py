@@ -34,7 +34,7 @@ class RequestGuard:
                 flow,
                 404,
                 f"{flow.request.method} {flow.request.path.split('?', 1)[0]} is not a model route "
-                "(flowproof answers .../chat/completions)",
+                "(flowproof answers .../chat/completions, .../responses and .../messages)",
             )
 
 

@@ -135,6 +135,8 @@ class ModelBoundary:
         request.headers["content-type"] = "application/json"
         for name, value in forward.headers.items():
             request.headers[name] = value
+        for name, value in forward.default_headers.items():
+            request.headers.setdefault(name, value)
         flow.metadata[PENDING] = forward.pending
 
     def response(self, flow: http.HTTPFlow) -> None:

@@ -76,7 +76,7 @@ def explain(turn_number: int, recorded: Turn, protocol: str, request: dict[str, 
             turn_number,
             f"{here}: model changed: recorded {show(old.model)}, replayed {show(new.model)}",
         )
-    if old.tools != new.tools:
+    if old.tools != new.tools or list(old.tools) != list(new.tools):
         added = sorted(set(new.tools) - set(old.tools))
         removed = sorted(set(old.tools) - set(new.tools))
         if added or removed:
@@ -103,7 +103,7 @@ def explain(turn_number: int, recorded: Turn, protocol: str, request: dict[str, 
             (f"recorded: {_roles(old)}", f"replayed: {_roles(new)}"),
         )
     for position, (r_msg, p_msg) in enumerate(zip(old.messages, new.messages, strict=True)):
-        if r_msg == p_msg:
+        if r_msg == p_msg and r_msg.raw == p_msg.raw:
             continue
         drift = _argument_drift(r_msg, p_msg) if r_msg.tool_calls or p_msg.tool_calls else None
         if drift:
@@ -114,6 +114,13 @@ def explain(turn_number: int, recorded: Turn, protocol: str, request: dict[str, 
                 tuple(drift[1:]),
             )
         details: tuple[str, ...]
+        if r_msg.content == p_msg.content and r_msg.tool_calls == p_msg.tool_calls:
+            changes = field_changes(r_msg.raw, p_msg.raw, limit=5)
+            return Divergence(
+                turn_number,
+                f"{here}: message {position} ({r_msg.role}) changed: {changes[0]}",
+                tuple(changes[1:]),
+            )
         if isinstance(r_msg.content, str) and isinstance(p_msg.content, str):
             details = (
                 f"recorded: {show(r_msg.content, 300)}",
@@ -136,7 +143,7 @@ def explain(turn_number: int, recorded: Turn, protocol: str, request: dict[str, 
 def _common_prefix(a: RequestOutline, b: RequestOutline) -> int:
     count = 0
     for left, right in zip(a.messages, b.messages, strict=False):
-        if left != right:
+        if left != right or left.raw != right.raw:
             break
         count += 1
     return count

@@ -35,8 +35,7 @@ class Upstream:
     key: str | None = None
 
     def url_for(self, dialect: Dialect, path: str) -> str:
-        query = path.split("?", 1)[1] if "?" in path else ""
-        return dialect.upstream_url(self.base_url, query)
+        return dialect.upstream_url_for_path(self.base_url, path)
 
     def auth_headers(self, dialect: Dialect) -> dict[str, str]:
         """The key goes into the outbound auth header and nowhere else."""
@@ -53,7 +52,8 @@ class Forward:
 
     url: str
     body: bytes
-    headers: dict[str, str]
+    headers: dict[str, str]  # set, replacing the agent's (the record key)
+    default_headers: dict[str, str]  # set only when the agent sent none
     pending: PendingTurn
 
 
@@ -104,7 +104,9 @@ class CassetteSession:
             message = f"flowproof: the request to {clean_path} is not a JSON object"
             self.errors.append(message)
             return _error(dialect, 400, message, "invalid_request_error")
-        live = dialect.apply_mocks(body, self._mock_text, self._known_calls)
+        live = dialect.apply_mocks(
+            dialect.normalize(path, body), self._mock_text, self._known_calls
+        )
         canonical = dialect.canonical_request(live)
         if self.mode is Mode.RECORD:
             return self._forward(dialect, path, live, canonical)
@@ -122,6 +124,7 @@ class CassetteSession:
             url=self.upstream.url_for(dialect, path),
             body=body,
             headers=self.upstream.auth_headers(dialect),
+            default_headers=dialect.upstream_default_headers(),
             pending=PendingTurn(dialect, live, canonical),
         )
 

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from flowproof_cli.dialects.anthropic import AnthropicMessages
 from flowproof_cli.dialects.base import Dialect, Rendered, RequestOutline
 from flowproof_cli.dialects.openai_chat import OpenAIChat
+from flowproof_cli.dialects.openai_responses import OpenAIResponses
 
 #: The protocol a turn has when its trace entry names none (traces before dialect tags).
 DEFAULT_PROTOCOL = OpenAIChat.name
 
-DIALECTS: tuple[Dialect, ...] = (OpenAIChat(),)
+DIALECTS: tuple[Dialect, ...] = (OpenAIChat(), OpenAIResponses(), AnthropicMessages())
 _BY_NAME = {dialect.name: dialect for dialect in DIALECTS}
 
 

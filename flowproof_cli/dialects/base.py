@@ -27,6 +27,8 @@ class MessageOutline:
     role: str
     content: Any  # text, or the dialect's content blocks
     tool_calls: tuple[tuple[str, str], ...] = ()  # (name, raw arguments) asked for by it
+    # The whole entry as sent, so a change in any other field is seen (compared separately).
+    raw: Any = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)
@@ -55,6 +57,11 @@ class Dialect(ABC):
     name: str
     #: Path suffixes this dialect answers (matched on the last segments of the path).
     route_suffixes: tuple[str, ...]
+
+    def normalize(self, path: str, body: JSON) -> JSON:
+        """The body with whatever the dialect carries in the path folded in (Gemini puts the
+        model and streaming in the URL). Called before mocks and matching."""
+        return body
 
     def canonical_request(self, body: JSON) -> JSON:
         """The request as stored and matched: every field except transport-only ones."""
@@ -99,10 +106,19 @@ class Dialect(ABC):
         url = f"{base_url.rstrip('/')}/{self.route_suffixes[0]}"
         return f"{url}?{query}" if query else url
 
+    def upstream_url_for_path(self, base_url: str, path: str) -> str:
+        """The upstream endpoint for an agent request path (its query string kept)."""
+        query = path.split("?", 1)[1] if "?" in path else ""
+        return self.upstream_url(base_url, query)
+
     def upstream_auth(self, key: str) -> dict[str, str]:
         """Headers carrying the record key upstream (a bare key is Bearer-wrapped)."""
         value = key if key.lower().startswith("bearer ") else f"Bearer {key}"
         return {"authorization": value}
+
+    def upstream_default_headers(self) -> dict[str, str]:
+        """Headers the upstream requires, added at record only when the agent sent none."""
+        return {}
 
     def upstream_body(self, body: JSON) -> JSON:
         """What record forwards upstream: always non-streaming, so record and replay

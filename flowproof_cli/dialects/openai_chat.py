@@ -104,7 +104,10 @@ class OpenAIChat(Dialect):
             )
             messages.append(
                 MessageOutline(
-                    role=str(message.get("role")), content=message.get("content"), tool_calls=calls
+                    role=str(message.get("role")),
+                    content=message.get("content"),
+                    tool_calls=calls,
+                    raw=message,
                 )
             )
         parameters = {

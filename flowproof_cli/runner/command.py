@@ -9,11 +9,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import shlex
 import signal
+import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 from flowproof_cli.errors import AgentStartError
 
@@ -33,15 +34,65 @@ class AgentOutcome:
         return "\n".join(self.stderr.rstrip().splitlines()[-lines:])
 
 
+_DOUBLE_QUOTE_ESCAPABLE = frozenset('$`"\\\n')
+
+
 def split_command(command: str) -> list[str]:
-    """POSIX shell-word splitting: quotes and escapes as a shell would read them."""
-    try:
-        argv = shlex.split(command)
-    except ValueError as exc:
-        raise AgentStartError(f"cannot parse agent.command {command!r}: {exc}") from exc
-    if not argv:
+    """POSIX shell-word splitting: quotes, escapes and line continuations as `sh` reads them.
+
+    Python's shlex keeps the backslash of `\\$` and `\\``inside double quotes and keeps
+    backslash-newline continuations, so this follows the POSIX rules itself. No expansion
+    happens: `$`, globs and redirections are literal, as the command is not run by a shell.
+    """
+    words: list[str] = []
+    word: list[str] = []
+    in_word = False
+    position, end = 0, len(command)
+    while position < end:
+        char = command[position]
+        if char == "\\":
+            following = command[position + 1 : position + 2]
+            if following == "\n":
+                position += 2
+                continue
+            if not following:
+                raise AgentStartError(f"cannot parse agent.command {command!r}: trailing backslash")
+            word.append(following)
+            in_word, position = True, position + 2
+        elif char == "'":
+            closing = command.find("'", position + 1)
+            if closing < 0:
+                raise AgentStartError(f"cannot parse agent.command {command!r}: unclosed '")
+            word.append(command[position + 1 : closing])
+            in_word, position = True, closing + 1
+        elif char == '"':
+            position += 1
+            while position < end and command[position] != '"':
+                if command[position] == "\\" and command[position + 1 : position + 2] in (
+                    _DOUBLE_QUOTE_ESCAPABLE
+                ):
+                    if command[position + 1] != "\n":
+                        word.append(command[position + 1])
+                    position += 2
+                    continue
+                word.append(command[position])
+                position += 1
+            if position >= end:
+                raise AgentStartError(f'cannot parse agent.command {command!r}: unclosed "')
+            in_word, position = True, position + 1
+        elif char in " \t\n":
+            if in_word:
+                words.append("".join(word))
+                word, in_word = [], False
+            position += 1
+        else:
+            word.append(char)
+            in_word, position = True, position + 1
+    if in_word:
+        words.append("".join(word))
+    if not words:
         raise AgentStartError("agent.command is empty")
-    return argv
+    return words
 
 
 def _signal_group(pgid: int, sig: signal.Signals) -> None:
@@ -49,17 +100,12 @@ def _signal_group(pgid: int, sig: signal.Signals) -> None:
         os.killpg(pgid, sig)
 
 
-async def _drain(stream: asyncio.StreamReader | None) -> str:
-    if stream is None:
-        return ""
-    chunks: list[bytes] = []
-    size = 0
-    while block := await stream.read(65536):
-        chunks.append(block)
-        size += len(block)
-        while size > 4 * OUTPUT_TAIL and len(chunks) > 1:
-            size -= len(chunks.pop(0))
-    return b"".join(chunks).decode("utf-8", "replace")[-OUTPUT_TAIL:]
+def _tail(stream: IO[bytes]) -> str:
+    """The last OUTPUT_TAIL characters written to a capture file."""
+    stream.seek(0, os.SEEK_END)
+    size = stream.tell()
+    stream.seek(max(0, size - 4 * OUTPUT_TAIL))
+    return stream.read().decode("utf-8", "replace")[-OUTPUT_TAIL:]
 
 
 async def run_agent(
@@ -67,47 +113,46 @@ async def run_agent(
 ) -> AgentOutcome:
     loop = asyncio.get_running_loop()
     started = loop.time()
-    try:
-        process = await asyncio.create_subprocess_exec(
-            *argv,
-            env=dict(env),
-            cwd=cwd,
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-            start_new_session=True,
-        )
-    except FileNotFoundError as exc:
-        raise AgentStartError(f"cannot start the agent: {argv[0]!r} was not found") from exc
-    except PermissionError as exc:
-        raise AgentStartError(f"cannot start the agent: {argv[0]!r} is not executable") from exc
-    except OSError as exc:
-        raise AgentStartError(f"cannot start the agent {argv[0]!r}: {exc.strerror}") from exc
+    # Output goes to files, not pipes: a grandchild that inherits a pipe would keep
+    # asyncio's wait() from returning after the agent itself exited.
+    with tempfile.TemporaryFile() as stdout, tempfile.TemporaryFile() as stderr:
+        try:
+            process = await asyncio.create_subprocess_exec(
+                *argv,
+                env=dict(env),
+                cwd=cwd,
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=stdout,
+                stderr=stderr,
+                start_new_session=True,
+            )
+        except FileNotFoundError as exc:
+            raise AgentStartError(f"cannot start the agent: {argv[0]!r} was not found") from exc
+        except PermissionError as exc:
+            raise AgentStartError(f"cannot start the agent: {argv[0]!r} is not executable") from exc
+        except OSError as exc:
+            raise AgentStartError(f"cannot start the agent {argv[0]!r}: {exc.strerror}") from exc
 
-    pgid = process.pid
-    readers = asyncio.gather(_drain(process.stdout), _drain(process.stderr))
-    timed_out = False
-    try:
-        await asyncio.wait_for(process.wait(), timeout=timeout_s)
-    except TimeoutError:
-        timed_out = True
-    finally:
-        # On timeout, cancellation or a normal exit: end the whole group, politely first.
-        _signal_group(pgid, signal.SIGTERM)
-        if process.returncode is None:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(process.wait(), timeout=KILL_GRACE_S)
-        _signal_group(pgid, signal.SIGKILL)
-        if process.returncode is None:
-            await process.wait()
-    try:
-        stdout, stderr = await asyncio.wait_for(readers, timeout=KILL_GRACE_S)
-    except TimeoutError:
-        stdout, stderr = "", "(output not collected: a descendant kept the pipes open)"
+        pgid = process.pid
+        timed_out = False
+        try:
+            await asyncio.wait_for(process.wait(), timeout=timeout_s)
+        except TimeoutError:
+            timed_out = True
+        finally:
+            # On timeout, cancellation or a normal exit: end the whole group, politely first.
+            _signal_group(pgid, signal.SIGTERM)
+            if process.returncode is None:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(process.wait(), timeout=KILL_GRACE_S)
+            _signal_group(pgid, signal.SIGKILL)
+            if process.returncode is None:
+                await process.wait()
+        stdout_text, stderr_text = _tail(stdout), _tail(stderr)
     return AgentOutcome(
         exit_code=None if timed_out else process.returncode,
         timed_out=timed_out,
-        stdout=stdout,
-        stderr=stderr,
+        stdout=stdout_text,
+        stderr=stderr_text,
         duration_s=loop.time() - started,
     )

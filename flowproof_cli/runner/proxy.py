@@ -74,6 +74,11 @@ class ProxyHost:
 
     async def stop(self) -> None:
         if self._master is not None:
+            # Close the listening sockets now: shutdown() alone leaves them accepting until
+            # the event loop closes, and no flow may leave a listening port behind.
+            server = self._master.addons.get("proxyserver")
+            with contextlib.suppress(Exception):
+                await server.servers.update([])
             self._master.shutdown()
         if self._task is not None:
             with contextlib.suppress(Exception, asyncio.CancelledError):

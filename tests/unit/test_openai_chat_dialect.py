@@ -141,7 +141,7 @@ def mocked_conversation() -> dict[str, Any]:
 def test_apply_mocks_replaces_every_result_of_a_mocked_tool() -> None:
     body = mocked_conversation()
     original = copy.deepcopy(body)
-    mocked = CHAT.apply_mocks(body, {"get_weather": '{"temp":21}'})
+    mocked = CHAT.apply_mocks(body, {"get_weather": '{"temp":21}'}, {})
 
     contents = [(m["role"], m.get("tool_call_id"), m["content"]) for m in mocked["messages"]]
     assert contents == [
@@ -166,7 +166,7 @@ def test_apply_mocks_replaces_every_result_of_a_mocked_tool() -> None:
 
 def test_apply_mocks_with_several_mocked_tools() -> None:
     mocked = CHAT.apply_mocks(
-        mocked_conversation(), {"get_weather": '"w"', "get_time": '"12:00"'}
+        mocked_conversation(), {"get_weather": '"w"', "get_time": '"12:00"'}, {}
     )
     tool_contents = {
         m["tool_call_id"]: m["content"] for m in mocked["messages"] if m["role"] == "tool"
@@ -182,12 +182,35 @@ def test_apply_mocks_with_several_mocked_tools() -> None:
 
 def test_apply_mocks_leaves_non_mocked_tools_alone() -> None:
     body = mocked_conversation()
-    assert CHAT.apply_mocks(body, {"search": '"x"'}) == mocked_conversation()
-    assert CHAT.apply_mocks(body, {}) == mocked_conversation()
+    assert CHAT.apply_mocks(body, {"search": '"x"'}, {}) == mocked_conversation()
+    assert CHAT.apply_mocks(body, {}, {}) == mocked_conversation()
 
 
 def test_apply_mocks_without_messages_is_identity() -> None:
-    assert CHAT.apply_mocks({"model": "m"}, {"get_weather": "1"}) == {"model": "m"}
+    assert CHAT.apply_mocks({"model": "m"}, {"get_weather": "1"}, {}) == {"model": "m"}
+
+
+def test_apply_mocks_uses_known_calls_from_earlier_responses() -> None:
+    body = {
+        "model": "m",
+        "messages": [
+            {"role": "user", "content": "go"},
+            tool_result("call_old", "real"),
+            tool_result("call_other", "kept"),
+        ],
+    }
+    known = {"call_old": "get_weather", "call_other": "get_time"}
+    mocked = CHAT.apply_mocks(body, {"get_weather": '"mocked"'}, known)
+    assert [m["content"] for m in mocked["messages"]] == ["go", '"mocked"', "kept"]
+    assert known == {"call_old": "get_weather", "call_other": "get_time"}
+
+
+def test_call_names_of_a_response() -> None:
+    resp = response(
+        tool_calls=[call("call_a", "get_weather", "{}"), call("call_b", "get_time", "{}")]
+    )
+    assert CHAT.call_names(resp) == {"call_a": "get_weather", "call_b": "get_time"}
+    assert CHAT.call_names(response(content="hi")) == {}
 
 
 # --- assistant_turn -----------------------------------------------------------------------

@@ -3,7 +3,8 @@
 Its real get_time tool returns the CURRENT time (volatile on purpose). Knobs, all from the
 environment, let one agent play every red path: AGENT_MODEL, AGENT_SYSTEM, AGENT_EXTRA_TOOL,
 AGENT_CITY_TYPE (changes a schema), AGENT_STOP_AFTER (calls), AGENT_EXTRA_CALL,
-AGENT_SWALLOW_ERRORS, AGENT_CRASH_FIRST (exit code), AGENT_HANG_AFTER (calls), AGENT_NO_MODEL.
+AGENT_SWALLOW_ERRORS, AGENT_CRASH_FIRST (exit code), AGENT_HANG_AFTER (calls), AGENT_NO_MODEL,
+AGENT_STREAM (same requests, streamed answers: stream is transport).
 """
 
 from __future__ import annotations
@@ -64,6 +65,56 @@ def run_tool(name: str, arguments: str) -> str:
     return json.dumps({"ok": True})
 
 
+def complete(client: OpenAI, messages: list[dict]) -> dict:
+    """One model call; the assistant message as a history entry (same shape either way)."""
+    model = env("AGENT_MODEL", "gpt-4o-mini")
+    content: str | None = None
+    calls: list[dict] = []
+    if env("AGENT_STREAM"):
+        stream = client.chat.completions.create(
+            model=model,
+            messages=messages,
+            tools=tools(),
+            stream=True,
+            stream_options={"include_usage": True},
+        )
+        for chunk in stream:
+            for choice in chunk.choices:
+                if choice.delta.content:
+                    content = (content or "") + choice.delta.content
+                for delta in choice.delta.tool_calls or []:
+                    while len(calls) <= delta.index:
+                        calls.append(
+                            {
+                                "id": "",
+                                "type": "function",
+                                "function": {"name": "", "arguments": ""},
+                            }
+                        )
+                    call = calls[delta.index]
+                    call["id"] = delta.id or call["id"]
+                    if delta.function and delta.function.name:
+                        call["function"]["name"] = delta.function.name
+                    if delta.function and delta.function.arguments:
+                        call["function"]["arguments"] += delta.function.arguments
+    else:
+        response = client.chat.completions.create(model=model, messages=messages, tools=tools())
+        message = response.choices[0].message
+        content = message.content
+        calls = [
+            {
+                "id": c.id,
+                "type": "function",
+                "function": {"name": c.function.name, "arguments": c.function.arguments},
+            }
+            for c in message.tool_calls or []
+        ]
+    entry: dict = {"role": "assistant", "content": content}
+    if calls:
+        entry["tool_calls"] = calls
+    return entry
+
+
 def main() -> int:
     if env("AGENT_CRASH_FIRST"):
         print("agent: cannot load my configuration", file=sys.stderr)
@@ -82,27 +133,25 @@ def main() -> int:
         if hang_after == calls:
             time.sleep(3600)
         try:
-            response = client.chat.completions.create(
-                model=env("AGENT_MODEL", "gpt-4o-mini"), messages=messages, tools=tools()
-            )
+            message = complete(client, messages)
         except Exception as exc:
             if env("AGENT_SWALLOW_ERRORS"):
                 print(f"agent: model error ignored: {exc}")
                 return 0
             raise
-        message = response.choices[0].message
-        messages.append(message.model_dump(exclude_none=True))
+        messages.append(message)
         if stop_after and calls + 1 >= stop_after:
             return 0
-        if not message.tool_calls:
-            print(message.content)
+        if not message.get("tool_calls"):
+            print(message["content"])
             break
-        for call in message.tool_calls:
+        for call in message["tool_calls"]:
+            function = call["function"]
             messages.append(
                 {
                     "role": "tool",
-                    "tool_call_id": call.id,
-                    "content": run_tool(call.function.name, call.function.arguments),
+                    "tool_call_id": call["id"],
+                    "content": run_tool(function["name"], function["arguments"]),
                 }
             )
     if env("AGENT_EXTRA_CALL"):

@@ -1,0 +1,293 @@
+"""Anthropic Messages (`.../v1/messages`), plain and streamed."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from flowproof_cli.dialects.base import (
+    JSON,
+    Dialect,
+    MessageOutline,
+    Rendered,
+    RequestOutline,
+)
+from flowproof_cli.dialects.sse import compact, named_event, split_deltas
+from flowproof_cli.trajectory import AssistantTurn, ToolCall
+
+#: Usage fields a `message_delta` event carries (cumulative totals).
+_DELTA_USAGE_FIELDS = (
+    "input_tokens",
+    "cache_creation_input_tokens",
+    "cache_read_input_tokens",
+    "output_tokens",
+    "output_tokens_details",
+    "server_tool_use",
+)
+
+
+def canonical_json(value: Any) -> str:
+    """The compact, key-sorted JSON text of a tool input (what a ToolCall stores)."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def _blocks(content: Any) -> list[JSON]:
+    """The dict blocks of a content list (a string content has none)."""
+    if isinstance(content, list):
+        return [block for block in content if isinstance(block, dict)]
+    return []
+
+
+def _system_text(system: Any) -> str:
+    """The system prompt as text: the string, or its text blocks joined by newlines."""
+    if system is None:
+        return ""
+    if isinstance(system, str):
+        return system
+    if isinstance(system, list):
+        return "\n".join(
+            str(block.get("text", "")) for block in _blocks(system) if block.get("type") == "text"
+        )
+    return json.dumps(system, sort_keys=True)
+
+
+def _tracks_input(block: JSON) -> bool:
+    """Blocks whose `input` streams as `input_json_delta` (tool_use, server_tool_use, ...)."""
+    return str(block.get("type", "")).endswith("tool_use") and "input" in block
+
+
+class AnthropicMessages(Dialect):
+    name = "anthropic"
+    route_suffixes = ("messages",)
+
+    # --- mocks ----------------------------------------------------------------------------
+
+    def apply_mocks(self, body: JSON, mocks: dict[str, str], known_calls: dict[str, str]) -> JSON:
+        messages = body.get("messages")
+        if not mocks or not isinstance(messages, list):
+            return body
+        call_names: dict[str, str] = dict(known_calls)
+        for message in messages:
+            if isinstance(message, dict) and message.get("role") == "assistant":
+                for block in _blocks(message.get("content")):
+                    if block.get("type") == "tool_use" and "id" in block:
+                        call_names[str(block["id"])] = str(block.get("name"))
+
+        def rewrite(block: Any) -> Any:
+            if not isinstance(block, dict) or block.get("type") != "tool_result":
+                return block
+            name = call_names.get(str(block.get("tool_use_id")))
+            if name is None or name not in mocks:
+                return block
+            return {**block, "content": mocks[name]}
+
+        rewritten = []
+        for message in messages:
+            if (
+                isinstance(message, dict)
+                and message.get("role") == "user"
+                and isinstance(message.get("content"), list)
+            ):
+                rewritten.append(
+                    {**message, "content": [rewrite(block) for block in message["content"]]}
+                )
+            else:
+                rewritten.append(message)
+        return {**body, "messages": rewritten}
+
+    # --- trajectory -----------------------------------------------------------------------
+
+    def assistant_turn(self, request: JSON, response: JSON, turn: int) -> AssistantTurn:
+        content = _blocks(response.get("content"))
+        texts = [str(block.get("text", "")) for block in content if block.get("type") == "text"]
+        calls = tuple(
+            ToolCall(
+                name=str(block.get("name", "")),
+                raw_arguments=canonical_json(block.get("input", {})),
+                turn=turn,
+                call_id=block.get("id"),
+            )
+            for block in content
+            if block.get("type") == "tool_use"
+        )
+        size = len(json.dumps(request.get("messages", [])))
+        if "system" in request:
+            size += len(json.dumps(request["system"]))
+        return AssistantTurn(
+            turn=turn,
+            text="".join(texts) if texts else None,
+            tool_calls=calls,
+            thread_key=_system_text(request.get("system")),
+            request_size=size,
+        )
+
+    # --- divergence -----------------------------------------------------------------------
+
+    def outline(self, request: JSON) -> RequestOutline:
+        tools: dict[str, Any] = {}
+        for tool in request.get("tools") or []:
+            if isinstance(tool, dict):
+                tools[str(tool.get("name", tool.get("type", "?")))] = tool
+        messages: list[MessageOutline] = []
+        system = request.get("system")
+        if system is not None:
+            messages.append(MessageOutline(role="system", content=system))
+        for message in request.get("messages") or []:
+            if not isinstance(message, dict):
+                continue
+            content = message.get("content")
+            calls: tuple[tuple[str, str], ...] = ()
+            if message.get("role") == "assistant":
+                calls = tuple(
+                    (str(block.get("name")), canonical_json(block.get("input", {})))
+                    for block in _blocks(content)
+                    if block.get("type") == "tool_use"
+                )
+            messages.append(
+                MessageOutline(
+                    role=str(message.get("role")), content=content, tool_calls=calls, raw=message
+                )
+            )
+        parameters = {
+            key: value
+            for key, value in request.items()
+            if key not in ("model", "messages", "tools", "system")
+        }
+        return RequestOutline(
+            model=request.get("model"),
+            tools=tools,
+            messages=tuple(messages),
+            parameters=parameters,
+        )
+
+    # --- rendering ------------------------------------------------------------------------
+
+    def render(self, request: JSON, status: int, response: JSON, *, stream: bool) -> Rendered:
+        if not stream or status != 200:
+            body = json.dumps(response, ensure_ascii=False).encode()
+            return Rendered(status, "application/json", body)
+        return Rendered(200, "text/event-stream", self._stream(request, response).encode())
+
+    def _stream(self, request: JSON, response: JSON) -> str:
+        usage = response.get("usage")
+        usage = dict(usage) if isinstance(usage, dict) else {}
+        output_tokens = usage.get("output_tokens", 1)
+        start_usage = {"input_tokens": 0, **usage}
+        start_usage["output_tokens"] = (
+            min(1, output_tokens) if isinstance(output_tokens, int) else 1
+        )
+        message: JSON = {
+            "id": response.get("id", "msg_flowproof"),
+            "type": response.get("type", "message"),
+            "role": response.get("role", "assistant"),
+            "model": response.get("model", request.get("model")),
+        }
+        for key, value in response.items():
+            if key not in message:
+                message[key] = value
+        message.update(content=[], stop_reason=None, stop_sequence=None, usage=start_usage)
+        if "stop_details" in message:
+            message["stop_details"] = None
+
+        events = [named_event("message_start", {"type": "message_start", "message": message})]
+        blocks = _blocks(response.get("content"))
+        ping = named_event("ping", {"type": "ping"})
+        if not blocks:
+            events.append(ping)
+        for index, block in enumerate(blocks):
+            block_events = self._block_events(index, block)
+            # Like the API: a ping follows the first content_block_start.
+            events += [block_events[0], ping, *block_events[1:]] if index == 0 else block_events
+
+        delta: JSON = {
+            "stop_reason": response.get("stop_reason"),
+            "stop_sequence": response.get("stop_sequence"),
+        }
+        for key in ("stop_details", "container"):
+            if key in response:
+                delta[key] = response[key]
+        delta_usage = {key: usage[key] for key in _DELTA_USAGE_FIELDS if key in usage}
+        delta_usage.setdefault("output_tokens", output_tokens)
+        events.append(
+            named_event(
+                "message_delta", {"type": "message_delta", "delta": delta, "usage": delta_usage}
+            )
+        )
+        events.append(named_event("message_stop", {"type": "message_stop"}))
+        return "".join(events)
+
+    @staticmethod
+    def _block_events(index: int, block: JSON) -> list[str]:
+        """`content_block_start`, its deltas and `content_block_stop` for one block."""
+        kind = block.get("type")
+        deltas: list[JSON] = []
+        start: JSON
+        if kind == "text":
+            start = {key: value for key, value in block.items() if key not in ("text", "citations")}
+            start["text"] = ""
+            deltas += [
+                {"type": "citations_delta", "citation": citation}
+                for citation in block.get("citations") or []
+            ]
+            deltas += [
+                {"type": "text_delta", "text": fragment}
+                for fragment in split_deltas(str(block.get("text", "")))
+            ]
+        elif kind == "thinking":
+            start = {
+                key: value for key, value in block.items() if key not in ("thinking", "signature")
+            }
+            start["thinking"] = ""
+            deltas += [
+                {"type": "thinking_delta", "thinking": fragment}
+                for fragment in split_deltas(str(block.get("thinking", "")))
+            ]
+            if block.get("signature"):
+                deltas.append({"type": "signature_delta", "signature": block["signature"]})
+        elif _tracks_input(block):
+            start = {**block, "input": {}}
+            deltas += [
+                {"type": "input_json_delta", "partial_json": fragment}
+                for fragment in split_deltas(compact(block["input"]))
+            ]
+        else:
+            # Blocks the API sends whole (redacted_thinking, server tool results, ...).
+            start = dict(block)
+        events = [
+            named_event(
+                "content_block_start",
+                {"type": "content_block_start", "index": index, "content_block": start},
+            )
+        ]
+        events += [
+            named_event(
+                "content_block_delta",
+                {"type": "content_block_delta", "index": index, "delta": delta},
+            )
+            for delta in deltas
+        ]
+        events.append(
+            named_event("content_block_stop", {"type": "content_block_stop", "index": index})
+        )
+        return events
+
+    # --- upstream -------------------------------------------------------------------------
+
+    def upstream_url(self, base_url: str, query: str) -> str:
+        """`.../v1` + `/messages`; a base without `/v1` (the Anthropic SDK convention for
+        ANTHROPIC_BASE_URL) gets `/v1/messages`."""
+        base = base_url.rstrip("/")
+        url = f"{base}/messages" if base.endswith("/v1") else f"{base}/v1/messages"
+        return f"{url}?{query}" if query else url
+
+    def upstream_default_headers(self) -> dict[str, str]:
+        return {"anthropic-version": "2023-06-01"}
+
+    def upstream_auth(self, key: str) -> dict[str, str]:
+        """Anthropic's `x-api-key` header, with any `Bearer ` prefix removed."""
+        if key.lower().startswith("bearer "):
+            key = key[len("bearer ") :].strip()
+        return {"x-api-key": key}
+
+    def error_body(self, message: str, kind: str) -> JSON:
+        return {"type": "error", "error": {"type": kind, "message": message}}

@@ -1,0 +1,255 @@
+"""OpenAI Responses API (`.../responses`), plain and streamed.
+
+Requests carry `input` (a string or a list of items) and flat function tools; a run may chain
+requests with `previous_response_id`, in which case a request sends only the tool outputs and
+the calls they answer live in an earlier response. The stream is named events, each with a
+`sequence_number`, ending in `response.completed` carrying the full response (no `[DONE]`).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+from flowproof_cli.dialects.base import (
+    JSON,
+    Dialect,
+    MessageOutline,
+    Rendered,
+    RequestOutline,
+)
+from flowproof_cli.dialects.sse import named_event, split_deltas
+from flowproof_cli.trajectory import AssistantTurn, ToolCall
+
+_OUTLINE_OMITTED = frozenset({"model", "input", "tools", "instructions"})
+
+
+def _text_of(content: Any) -> str:
+    """Item content is a string or a list of parts; the text parts joined."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(
+            str(part.get("text", ""))
+            for part in content
+            if isinstance(part, dict) and isinstance(part.get("text"), str)
+        )
+    return json.dumps(content, sort_keys=True)
+
+
+def _items(request: JSON) -> list[JSON]:
+    """The input items of a request (a string input has none)."""
+    items = request.get("input")
+    if not isinstance(items, list):
+        return []
+    return [item for item in items if isinstance(item, dict)]
+
+
+def _is_message(item: JSON) -> bool:
+    return "role" in item and item.get("type", "message") == "message"
+
+
+def _tool_name(tool: JSON) -> str:
+    """Function (and custom) tools by name; built-in tools (`web_search`) by type."""
+    name = tool.get("name")
+    if isinstance(name, str) and name:
+        return name
+    kind = str(tool.get("type", "?"))
+    label = tool.get("server_label")
+    return f"{kind}:{label}" if isinstance(label, str) and label else kind
+
+
+class OpenAIResponses(Dialect):
+    name = "openai-responses"
+    route_suffixes = ("responses",)
+
+    # --- mocks ----------------------------------------------------------------------------
+
+    def apply_mocks(self, body: JSON, mocks: dict[str, str], known_calls: dict[str, str]) -> JSON:
+        items = body.get("input")
+        if not mocks or not isinstance(items, list):
+            return body
+        call_names: dict[str, str] = dict(known_calls)
+        for item in items:
+            if isinstance(item, dict) and item.get("type") == "function_call":
+                call_names[str(item.get("call_id"))] = str(item.get("name"))
+        rewritten = []
+        for item in items:
+            if (
+                isinstance(item, dict)
+                and item.get("type") == "function_call_output"
+                and call_names.get(str(item.get("call_id"))) in mocks
+            ):
+                name = call_names[str(item["call_id"])]
+                rewritten.append({**item, "output": mocks[name]})
+            else:
+                rewritten.append(item)
+        return {**body, "input": rewritten}
+
+    # --- trajectory -----------------------------------------------------------------------
+
+    def assistant_turn(self, request: JSON, response: JSON, turn: int) -> AssistantTurn:
+        output = [item for item in response.get("output") or [] if isinstance(item, dict)]
+        messages = [item for item in output if item.get("type") == "message"]
+        text = (
+            "".join(
+                str(part.get("text", ""))
+                for item in messages
+                for part in item.get("content") or []
+                if isinstance(part, dict) and part.get("type") == "output_text"
+            )
+            if messages
+            else None
+        )
+        calls = tuple(
+            ToolCall(
+                name=str(item.get("name", "")),
+                raw_arguments=str(item.get("arguments") or ""),
+                turn=turn,
+                call_id=item.get("call_id"),
+            )
+            for item in output
+            if item.get("type") == "function_call"
+        )
+        instructions = request.get("instructions")
+        return AssistantTurn(
+            turn=turn,
+            text=text,
+            tool_calls=calls,
+            thread_key=self._thread_key(request),
+            request_size=len(json.dumps(request.get("input", "")))
+            + (len(json.dumps(instructions)) if instructions is not None else 0),
+        )
+
+    @staticmethod
+    def _thread_key(request: JSON) -> str:
+        instructions = request.get("instructions")
+        if instructions:
+            return _text_of(instructions)
+        return "\n".join(
+            _text_of(item.get("content"))
+            for item in _items(request)
+            if _is_message(item) and item.get("role") in ("system", "developer")
+        )
+
+    # --- divergence -----------------------------------------------------------------------
+
+    def outline(self, request: JSON) -> RequestOutline:
+        tools: dict[str, Any] = {}
+        for tool in request.get("tools") or []:
+            if isinstance(tool, dict):
+                tools[_tool_name(tool)] = tool
+        messages: list[MessageOutline] = []
+        instructions = request.get("instructions")
+        if instructions is not None:
+            messages.append(MessageOutline(role="system", content=instructions))
+        raw_input = request.get("input")
+        if isinstance(raw_input, str):
+            messages.append(MessageOutline(role="user", content=raw_input))
+        for item in _items(request):
+            kind = item.get("type")
+            if _is_message(item):
+                messages.append(
+                    MessageOutline(role=str(item["role"]), content=item.get("content"), raw=item)
+                )
+            elif kind == "function_call":
+                call = (str(item.get("name")), str(item.get("arguments") or ""))
+                messages.append(
+                    MessageOutline(role="assistant", content=None, tool_calls=(call,), raw=item)
+                )
+            elif kind == "function_call_output":
+                messages.append(MessageOutline(role="tool", content=item.get("output"), raw=item))
+            else:
+                rest = {key: value for key, value in item.items() if key != "type"}
+                messages.append(MessageOutline(role=str(kind), content=rest, raw=item))
+        parameters = {key: value for key, value in request.items() if key not in _OUTLINE_OMITTED}
+        return RequestOutline(
+            model=request.get("model"),
+            tools=tools,
+            messages=tuple(messages),
+            parameters=parameters,
+        )
+
+    # --- rendering ------------------------------------------------------------------------
+
+    def render(self, request: JSON, status: int, response: JSON, *, stream: bool) -> Rendered:
+        if not stream or status != 200:
+            body = json.dumps(response, ensure_ascii=False).encode()
+            return Rendered(status, "application/json", body)
+        return Rendered(200, "text/event-stream", self._stream(response).encode())
+
+    def error_body(self, message: str, kind: str) -> JSON:
+        return {"error": {"message": message, "type": kind, "code": kind, "param": None}}
+
+    def _stream(self, response: JSON) -> str:
+        events: list[str] = []
+
+        def emit(kind: str, **fields: Any) -> None:
+            payload = {"type": kind, "sequence_number": len(events), **fields}
+            events.append(named_event(kind, payload))
+
+        pending = {**response, "status": "in_progress", "output": []}
+        if "usage" in pending:
+            pending["usage"] = None
+        emit("response.created", response=pending)
+        emit("response.in_progress", response=pending)
+        output = [item for item in response.get("output") or [] if isinstance(item, dict)]
+        for index, item in enumerate(output):
+            kind = item.get("type")
+            item_id = str(item.get("id", ""))
+            added = dict(item)
+            if "status" in item or kind in ("message", "function_call"):
+                added["status"] = "in_progress"
+            if kind == "message":
+                added["content"] = []
+            elif kind == "function_call":
+                added["arguments"] = ""
+            emit("response.output_item.added", output_index=index, item=added)
+            if kind == "message":
+                self._message_parts(emit, item, index, item_id)
+            elif kind == "function_call":
+                arguments = str(item.get("arguments") or "")
+                for fragment in split_deltas(arguments):
+                    emit(
+                        "response.function_call_arguments.delta",
+                        item_id=item_id,
+                        output_index=index,
+                        delta=fragment,
+                    )
+                emit(
+                    "response.function_call_arguments.done",
+                    item_id=item_id,
+                    output_index=index,
+                    name=item.get("name"),
+                    arguments=arguments,
+                )
+            emit("response.output_item.done", output_index=index, item=item)
+        emit("response.completed", response=response)
+        return "".join(events)
+
+    @staticmethod
+    def _message_parts(emit: Callable[..., None], item: JSON, index: int, item_id: str) -> None:
+        where = {"item_id": item_id, "output_index": index}
+        for position, part in enumerate(item.get("content") or []):
+            if not isinstance(part, dict):
+                continue
+            at = {**where, "content_index": position}
+            if part.get("type") == "refusal":
+                refusal = str(part.get("refusal") or "")
+                emit("response.content_part.added", **at, part={**part, "refusal": ""})
+                for fragment in split_deltas(refusal):
+                    emit("response.refusal.delta", **at, delta=fragment)
+                emit("response.refusal.done", **at, refusal=refusal)
+            else:
+                text = str(part.get("text") or "")
+                empty = {**part, "text": ""}
+                if "annotations" in part:
+                    empty["annotations"] = []
+                emit("response.content_part.added", **at, part=empty)
+                for fragment in split_deltas(text):
+                    emit("response.output_text.delta", **at, delta=fragment, logprobs=[])
+                emit("response.output_text.done", **at, text=text, logprobs=[])
+            emit("response.content_part.done", **at, part=part)

@@ -1,0 +1,232 @@
+"""Every dialect real agents speak, through real SDKs: record against the fake, stop it,
+replay offline; then the red paths of each dialect."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from flowproof_cli import trace as traces
+from flowproof_cli.cassette import Turn
+from tests.conftest import REPO, run_cli
+from tests.e2e.flows import AGENTS, set_agent_env, write_flow
+from tests.fakes.fake_upstream import FakeUpstream
+
+pytestmark = pytest.mark.slow
+
+NODE_MODULES = REPO / "node_modules"
+SYSTEM_PROMPT = "You are a weather assistant. Use the tools."
+PROMPT = "What's the weather in Nairobi right now? Use both tools."
+
+# agent script -> the protocol its turns must be recorded under
+AGENT_PROTOCOLS = {
+    "py_openai_chat.py": "openai-chat",
+    "py_openai_chat_stream.py": "openai-chat",
+    "py_openai_responses.py": "openai-responses",
+    "py_openai_responses_stream.py": "openai-responses",
+    "py_anthropic.py": "anthropic",
+    "py_anthropic_stream.py": "anthropic",
+    "py_openai_agents.py": "openai-responses",
+    "py_openai_agents_stream.py": "openai-responses",
+    "py_langchain.py": "openai-chat",
+    "py_pydantic_ai_responses.py": "openai-responses",
+    "py_pydantic_ai_chat.py": "openai-chat",
+    "node_openai_chat_stream.mjs": "openai-chat",
+    "node_anthropic_stream.mjs": "anthropic",
+    "node_ai_sdk_openai.mjs": "openai-responses",
+    "node_ai_sdk_anthropic.mjs": "anthropic",
+}
+
+
+def command_for(script: str) -> str:
+    path = AGENTS / script
+    if script.endswith(".mjs"):
+        if not NODE_MODULES.exists() or shutil.which("node") is None:
+            pytest.skip("Node agents need `npm ci` (make test runs it) and node on PATH")
+        return f"node {path}"
+    return f"{sys.executable} {path}"
+
+
+def flow_for(folder: Path, script: str, **extra: Any) -> Path:
+    steps = [
+        {"prompt": PROMPT},
+        {"assert_tool_call": "get_weather where city equals Nairobi"},
+        {"assert": "reply contains sunny"},
+    ]
+    return write_flow(folder, command=command_for(script), steps=steps, **extra)
+
+
+def record(spec: Path) -> None:
+    with FakeUpstream() as fake:
+        result = run_cli(
+            "record",
+            spec,
+            env={"FLOWPROOF_AGENT_UPSTREAM": f"{fake.base_url}/v1", "FLOWPROOF_AGENT_KEY": "sk-x"},
+        )
+    assert result.code == 0, result.output
+
+
+def trace_path(spec: Path) -> Path:
+    return spec.with_name(spec.name.replace(".flow.yaml", ".trace.yaml"))
+
+
+@pytest.mark.parametrize("script", sorted(AGENT_PROTOCOLS))
+def test_real_sdk_records_and_replays_offline(tmp_path: Path, script: str) -> None:
+    spec = flow_for(tmp_path, script)
+    record(spec)
+    trace = traces.load(trace_path(spec))
+    assert {turn.protocol for turn in trace.turns} == {AGENT_PROTOCOLS[script]}
+    assert len(trace.turns) >= 2
+    text = trace_path(spec).read_text()
+    assert "sk-x" not in text and "flowproof-placeholder-key" not in text
+    assert '"now":"2026-01-01T09:00:00Z"' in text  # get_time's volatile result was mocked
+
+    result = run_cli("run", spec)  # the fake is stopped: replay must need nothing
+    assert result.code == 0, result.output
+    assert result.stdout.startswith("PASS: weather flow")
+
+
+# -- red paths, in each dialect, by editing what was recorded -----------------------------
+
+RED_PATH_AGENTS = ["py_openai_chat.py", "py_openai_responses.py", "py_anthropic.py"]
+
+
+def _rewrite(value: Any, edit: Callable[[Any], Any]) -> Any:
+    value = edit(value)
+    if isinstance(value, dict):
+        return {key: _rewrite(item, edit) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_rewrite(item, edit) for item in value]
+    return value
+
+
+def edit_trace(
+    spec: Path,
+    *,
+    requests: Callable[[Any], Any] | None = None,
+    first_response: Callable[[Any], Any] | None = None,
+    protocol: str | None = None,
+) -> None:
+    path = trace_path(spec)
+    trace = traces.load(path)
+    turns = []
+    for position, turn in enumerate(trace.turns):
+        request = _rewrite(turn.request, requests) if requests else turn.request
+        response = (
+            _rewrite(turn.response, first_response)
+            if first_response and position == 0
+            else turn.response
+        )
+        turns.append(Turn(protocol or turn.protocol, request, turn.status, response))
+    trace.turns = turns
+    traces.save(path, trace)
+
+
+def _city_type_integer(value: Any) -> Any:
+    if (
+        isinstance(value, dict)
+        and value.get("type") == "string"
+        and "city" not in value
+        and value.keys() <= {"type", "description", "title"}
+    ):
+        return {**value, "type": "integer"}
+    return value
+
+
+def _nairobi_to_paris(value: Any) -> Any:
+    if isinstance(value, str) and "Nairobi" in value:
+        return value.replace("Nairobi", "Paris")
+    return value
+
+
+@pytest.fixture(params=RED_PATH_AGENTS)
+def recorded_flow(request: pytest.FixtureRequest, tmp_path: Path) -> Path:
+    spec = flow_for(tmp_path, request.param)
+    record(spec)
+    return spec
+
+
+def test_changed_system_prompt_diverges(recorded_flow: Path) -> None:
+    edit_trace(
+        recorded_flow,
+        requests=lambda v: "You were a weather assistant." if v == SYSTEM_PROMPT else v,
+    )
+    result = run_cli("run", recorded_flow)
+    assert result.code == 1, result.output
+    assert "divergence at turn 1: message 0 (system) content changed" in result.stdout
+    assert "recorded: You were a weather assistant." in result.stdout
+
+
+def test_changed_tool_schema_diverges(recorded_flow: Path) -> None:
+    edit_trace(recorded_flow, requests=_city_type_integer)
+    result = run_cli("run", recorded_flow)
+    assert result.code == 1, result.output
+    assert (
+        "divergence at turn 1: tools offered changed: the declaration of get_weather changed"
+        in result.stdout
+    )
+    assert "city.type: recorded integer, replayed string" in result.stdout
+
+
+def test_changed_argument_names_the_path(recorded_flow: Path) -> None:
+    edit_trace(recorded_flow, first_response=_nairobi_to_paris)
+    result = run_cli("run", recorded_flow)
+    assert result.code == 1, result.output
+    assert (
+        "divergence at turn 2: tool-call arguments drifted in message 2 (assistant): get_weather.city: recorded Nairobi, replayed Paris"
+        in result.stdout
+    )
+
+
+@pytest.mark.parametrize(
+    ("recorded_with", "replayed_with", "expected"),
+    [
+        (
+            "py_openai_chat.py",
+            "py_openai_responses.py",
+            "recorded openai-chat, replayed openai-responses",
+        ),
+        ("py_anthropic.py", "py_openai_chat.py", "recorded anthropic, replayed openai-chat"),
+        (
+            "py_openai_responses.py",
+            "py_anthropic.py",
+            "recorded openai-responses, replayed anthropic",
+        ),
+    ],
+)
+def test_protocol_changed_diverges_first(
+    tmp_path: Path, recorded_with: str, replayed_with: str, expected: str
+) -> None:
+    spec = flow_for(tmp_path, recorded_with)
+    record(spec)
+    flow_for(tmp_path, replayed_with)  # same flow, the agent now speaks another dialect
+    result = run_cli("run", spec)
+    assert result.code == 1, result.output
+    assert f"divergence at turn 1: protocol changed: {expected}" in result.stdout
+
+
+def test_stream_is_transport_a_plain_recording_serves_a_streaming_client(tmp_path: Path) -> None:
+    spec = flow_for(tmp_path, "py_anthropic.py")
+    record(spec)
+    flow_for(tmp_path, "py_anthropic_stream.py")
+    result = run_cli("run", spec)
+    assert result.code == 0, result.output
+
+    chat = write_flow(tmp_path, name="chat")  # the tool-loop agent, its answers not streamed
+    record(chat)
+    set_agent_env(chat, AGENT_STREAM="1")
+    result = run_cli("run", chat)
+    assert result.code == 0, result.output
+
+
+def test_a_streaming_recording_serves_a_plain_client(tmp_path: Path) -> None:
+    chat = write_flow(tmp_path, name="chat", env={"AGENT_STREAM": "1"})
+    record(chat)
+    set_agent_env(chat, AGENT_STREAM="")
+    result = run_cli("run", chat)
+    assert result.code == 0, result.output

@@ -1,0 +1,217 @@
+"""The command driver: shell-word splitting, start errors, time bounds, no surviving children."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from flowproof_cli.errors import AgentStartError
+from flowproof_cli.runner.command import OUTPUT_TAIL, AgentOutcome, run_agent, split_command
+
+ENV = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LC_ALL": "C"}
+
+
+def run(argv: list[str], cwd: Path, timeout_s: float = 30, **env: str) -> AgentOutcome:
+    return asyncio.run(run_agent(argv, env={**ENV, **env}, cwd=cwd, timeout_s=timeout_s))
+
+
+def is_gone(pid: int) -> bool:
+    """True when no live process has this pid (a zombie awaiting its reaper counts as gone)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, IndexError):
+        return True
+    return state in ("Z", "X")
+
+
+def wait_gone(pid: int, within_s: float = 5.0) -> bool:
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        if is_gone(pid):
+            return True
+        time.sleep(0.05)
+    return is_gone(pid)
+
+
+def read_pid(path: Path) -> int:
+    return int(path.read_text().strip())
+
+
+# --- split_command ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("command", "argv"),
+    [
+        ("python agent.py", ["python", "agent.py"]),
+        ("  python   agent.py  ", ["python", "agent.py"]),
+        ("echo 'a b' \"c d\" e\\ f", ["echo", "a b", "c d", "e f"]),
+        ("'a\\b'", ["a\\b"]),  # backslash is literal in single quotes
+        ('"a\\"b"', ['a"b']),  # escaped double quote in double quotes
+        ('"a\\b"', ["a\\b"]),  # other backslashes stay in double quotes
+        ('"\\\\"', ["\\"]),
+        ("a\\\\b", ["a\\b"]),
+        ("x\"y\"'z'", ["xyz"]),
+        ("\"\" '' a", ["", "", "a"]),
+        ("'it'\\''s'", ["it's"]),
+        (
+            "node 'dist/my agent.js' --prompt \"$FLOWPROOF_PROMPT\"",
+            ["node", "dist/my agent.js", "--prompt", "$FLOWPROOF_PROMPT"],
+        ),
+    ],
+)
+def test_split_command_like_a_posix_shell(command: str, argv: list[str]) -> None:
+    assert split_command(command) == argv
+
+
+@pytest.mark.parametrize(
+    ("command", "argv"),
+    [
+        ('echo "price \\$5"', ["echo", "price $5"]),
+        ('echo "a\\`b"', ["echo", "a`b"]),
+        ("python agent.py \\\n  --verbose", ["python", "agent.py", "--verbose"]),
+    ],
+)
+def test_split_command_posix_escapes_in_double_quotes_and_continuations(
+    command: str, argv: list[str]
+) -> None:
+    assert split_command(command) == argv
+
+
+@pytest.mark.parametrize(
+    ("command", "message"),
+    [
+        ("echo 'unterminated", "cannot parse agent.command \"echo 'unterminated\": unclosed '"),
+        ('echo "open', "cannot parse agent.command 'echo \"open': unclosed \""),
+        ("echo \\", "cannot parse agent.command 'echo \\\\': trailing backslash"),
+    ],
+)
+def test_unparseable_command(command: str, message: str) -> None:
+    with pytest.raises(AgentStartError) as info:
+        split_command(command)
+    assert str(info.value) == message
+
+
+@pytest.mark.parametrize("command", ["", "   ", "\n\t"])
+def test_empty_command(command: str) -> None:
+    with pytest.raises(AgentStartError) as info:
+        split_command(command)
+    assert str(info.value) == "agent.command is empty"
+
+
+# --- run_agent: starting ------------------------------------------------------------------
+
+
+def test_missing_binary_is_named(tmp_path: Path) -> None:
+    with pytest.raises(AgentStartError) as info:
+        run(["flowproof-no-such-binary-xyz", "--flag"], tmp_path)
+    assert str(info.value) == "cannot start the agent: 'flowproof-no-such-binary-xyz' was not found"
+
+
+def test_non_executable_file_is_named(tmp_path: Path) -> None:
+    script = tmp_path / "agent.sh"
+    script.write_text("#!/bin/sh\necho hi\n")
+    script.chmod(0o644)
+    if os.geteuid() == 0 and os.access(script, os.X_OK):
+        pytest.skip("root can execute any file here")
+    with pytest.raises(AgentStartError) as info:
+        run([str(script)], tmp_path)
+    assert str(info.value) == f"cannot start the agent: {str(script)!r} is not executable"
+
+
+# --- run_agent: outcome -------------------------------------------------------------------
+
+
+def test_exit_code_output_env_and_cwd(tmp_path: Path) -> None:
+    outcome = run(["sh", "-c", 'echo "out $FOO"; pwd; echo err >&2; exit 3'], tmp_path, FOO="bar")
+    assert outcome.exit_code == 3
+    assert outcome.timed_out is False
+    assert outcome.stdout == f"out bar\n{tmp_path}\n"
+    assert outcome.stderr == "err\n"
+    assert outcome.duration_s >= 0
+
+
+def test_output_tails_are_kept(tmp_path: Path) -> None:
+    code = (
+        "import sys\n"
+        "sys.stdout.write('x' * 50000 + 'END-OUT\\n')\n"
+        "sys.stderr.write(''.join(f'line {i}\\n' for i in range(3000)))\n"
+    )
+    outcome = run([sys.executable, "-c", code], tmp_path)
+    assert outcome.exit_code == 0
+    assert len(outcome.stdout) == OUTPUT_TAIL
+    assert outcome.stdout.endswith("xxxEND-OUT\n")
+    assert len(outcome.stderr) == OUTPUT_TAIL
+    assert outcome.stderr.endswith("line 2998\nline 2999\n")
+    assert outcome.stderr_tail(2) == "line 2998\nline 2999"
+
+
+def test_timeout_kills_the_process_and_its_grandchild(tmp_path: Path) -> None:
+    pidfile = tmp_path / "pidfile"
+    started = time.monotonic()
+    outcome = run(
+        ["sh", "-c", "sleep 100 & echo $! > pidfile; echo started; wait"], tmp_path, timeout_s=1
+    )
+    elapsed = time.monotonic() - started
+    assert outcome.timed_out is True
+    assert outcome.exit_code is None
+    assert outcome.stdout == "started\n"
+    assert 1 <= outcome.duration_s < 10
+    assert elapsed < 10
+    grandchild = read_pid(pidfile)
+    assert wait_gone(grandchild), f"grandchild {grandchild} survived the timeout"
+
+
+def test_timeout_kills_a_grandchild_that_ignores_sigterm(tmp_path: Path) -> None:
+    pidfile = tmp_path / "pidfile"
+    script = "(trap '' TERM; sleep 100; sleep 100) & echo $! > pidfile; wait"
+    outcome = run(["sh", "-c", script], tmp_path, timeout_s=1)
+    assert outcome.timed_out is True
+    assert wait_gone(read_pid(pidfile))
+
+
+def test_grandchild_left_running_after_a_normal_exit_is_killed(tmp_path: Path) -> None:
+    pidfile = tmp_path / "pidfile"
+    outcome = run(
+        ["sh", "-c", "sleep 100 >/dev/null 2>&1 & echo $! > pidfile; echo bye; exit 0"],
+        tmp_path,
+    )
+    assert outcome.timed_out is False
+    assert outcome.exit_code == 0
+    assert outcome.stdout == "bye\n"
+    assert outcome.duration_s < 10
+    assert wait_gone(read_pid(pidfile))
+
+
+def test_grandchild_holding_the_pipes_does_not_turn_an_exit_into_a_timeout(
+    tmp_path: Path,
+) -> None:
+    pidfile = tmp_path / "pidfile"
+    # The short sleep makes sure the driver is already waiting when the agent exits.
+    script = "sleep 100 & echo $! > pidfile; sleep 0.3; echo done"
+    try:
+        outcome = run(["sh", "-c", script], tmp_path, timeout_s=4)
+    finally:
+        grandchild = read_pid(pidfile)
+    assert wait_gone(grandchild)
+    assert outcome.stdout == "done\n"
+    assert outcome.timed_out is False
+    assert outcome.exit_code == 0
+    assert outcome.duration_s < 3
+
+
+def test_grandchild_holding_the_pipes_is_killed_and_output_collected(tmp_path: Path) -> None:
+    pidfile = tmp_path / "pidfile"
+    outcome = run(["sh", "-c", "sleep 100 & echo $! > pidfile; echo done"], tmp_path, timeout_s=3)
+    assert outcome.stdout == "done\n"
+    assert outcome.duration_s < 10
+    assert wait_gone(read_pid(pidfile))

@@ -1,0 +1,208 @@
+"""The agent's environment (pointed at the proxy, no real key) and the record upstream."""
+
+from __future__ import annotations
+
+import pytest
+
+from flowproof_cli.cassette import Upstream
+from flowproof_cli.dialects.openai_chat import OpenAIChat
+from flowproof_cli.errors import ConfigError
+from flowproof_cli.runner.environment import (
+    PLACEHOLDER_KEY,
+    agent_environment,
+    proxy_handles,
+    wiring_hint,
+)
+from flowproof_cli.runner.upstream import upstream_from_environment
+
+PORT = 43210
+PROXY_V1 = f"http://127.0.0.1:{PORT}/v1"
+PROXY = f"http://127.0.0.1:{PORT}"
+
+INHERITED = {
+    "PATH": "/usr/bin:/bin",
+    "HOME": "/home/dev",
+    "OPENAI_API_KEY": "sk-real-openai",
+    "ANTHROPIC_API_KEY": "sk-ant-real",
+    "FLOWPROOF_AGENT_KEY": "sk-flowproof-real",
+    "FLOWPROOF_AGENT_UPSTREAM": "https://api.openai.com/v1",
+    "OPENAI_BASE_URL": "https://api.openai.com/v1",
+    "ANTHROPIC_BASE_URL": "https://api.anthropic.com",
+}
+
+
+def environment(spec_env: dict[str, str] | None = None) -> dict[str, str]:
+    return agent_environment(
+        INHERITED, port=PORT, prompt="What's the weather?", spec_env=spec_env or {}
+    )
+
+
+def test_injected_variables() -> None:
+    env = environment()
+    assert env["OPENAI_BASE_URL"] == PROXY_V1
+    assert env["OPENAI_API_BASE"] == PROXY_V1
+    assert env["OPENAI_BASE"] == PROXY_V1
+    assert env["FLOWPROOF_LLM_PROXY"] == PROXY_V1
+    assert env["ANTHROPIC_BASE_URL"] == PROXY
+    assert env["OPENAI_API_KEY"] == PLACEHOLDER_KEY
+    assert env["ANTHROPIC_API_KEY"] == PLACEHOLDER_KEY
+    assert PLACEHOLDER_KEY == "flowproof-placeholder-key"
+    assert env["FLOWPROOF_PROMPT"] == "What's the weather?"
+
+
+def test_flowproof_record_configuration_is_removed() -> None:
+    env = environment()
+    assert "FLOWPROOF_AGENT_KEY" not in env
+    assert "FLOWPROOF_AGENT_UPSTREAM" not in env
+
+
+def test_no_real_key_or_upstream_reaches_the_agent() -> None:
+    values = set(environment().values())
+    for secret in ("sk-real-openai", "sk-ant-real", "sk-flowproof-real"):
+        assert secret not in values
+    assert "https://api.openai.com/v1" not in values
+    assert "https://api.anthropic.com" not in values
+
+
+def test_other_inherited_variables_are_kept() -> None:
+    env = environment()
+    assert env["PATH"] == "/usr/bin:/bin"
+    assert env["HOME"] == "/home/dev"
+    assert set(env) == {
+        "PATH",
+        "HOME",
+        "OPENAI_API_KEY",
+        "ANTHROPIC_API_KEY",
+        "OPENAI_BASE_URL",
+        "OPENAI_API_BASE",
+        "OPENAI_BASE",
+        "FLOWPROOF_LLM_PROXY",
+        "ANTHROPIC_BASE_URL",
+        "FLOWPROOF_PROMPT",
+    }
+
+
+def test_spec_env_is_applied_last() -> None:
+    env = environment(
+        {
+            "OPENAI_BASE_URL": "http://127.0.0.1:1/custom",
+            "OPENAI_API_KEY": "spec-key",
+            "FLOWPROOF_PROMPT": "overridden",
+            "PATH": "/opt/bin",
+            "EXTRA": "1",
+        }
+    )
+    assert env["OPENAI_BASE_URL"] == "http://127.0.0.1:1/custom"
+    assert env["OPENAI_API_KEY"] == "spec-key"
+    assert env["FLOWPROOF_PROMPT"] == "overridden"
+    assert env["PATH"] == "/opt/bin"
+    assert env["EXTRA"] == "1"
+    assert env["OPENAI_API_BASE"] == PROXY_V1  # the rest of the injection stays
+
+
+def test_inherited_mapping_is_not_modified() -> None:
+    inherited = dict(INHERITED)
+    agent_environment(inherited, port=PORT, prompt="p", spec_env={"X": "1"})
+    assert inherited == INHERITED
+
+
+def test_proxy_handles_and_wiring_hint() -> None:
+    assert proxy_handles(PORT) == {"proxy_url": PROXY_V1, "proxy_url_no_v1": PROXY}
+    hint = wiring_hint()
+    assert hint.startswith(
+        "flowproof injected OPENAI_BASE_URL, OPENAI_API_BASE, OPENAI_BASE, "
+        "FLOWPROOF_LLM_PROXY, ANTHROPIC_BASE_URL; "
+    )
+    assert '"${flowproof.proxy_url}" (includes /v1)' in hint
+
+
+# --- upstream_from_environment ------------------------------------------------------------
+
+
+def test_flowproof_upstream_wins_over_openai_base_url() -> None:
+    upstream = upstream_from_environment(
+        {
+            "FLOWPROOF_AGENT_UPSTREAM": "https://a.example/v1",
+            "OPENAI_BASE_URL": "https://b.example/v1",
+        }
+    )
+    assert upstream.base_url == "https://a.example/v1"
+    assert upstream.host == "a.example"
+
+
+def test_openai_base_url_is_the_fallback_upstream() -> None:
+    upstream = upstream_from_environment(
+        {"FLOWPROOF_AGENT_UPSTREAM": "", "OPENAI_BASE_URL": "http://127.0.0.1:8000/v1"}
+    )
+    assert upstream == Upstream("http://127.0.0.1:8000/v1", None)
+
+
+@pytest.mark.parametrize(
+    ("keys", "expected"),
+    [
+        (
+            {"FLOWPROOF_AGENT_KEY": "k1", "ANTHROPIC_API_KEY": "k2", "OPENAI_API_KEY": "k3"},
+            "k1",
+        ),
+        ({"ANTHROPIC_API_KEY": "k2", "OPENAI_API_KEY": "k3"}, "k2"),
+        ({"OPENAI_API_KEY": "k3"}, "k3"),
+        ({"FLOWPROOF_AGENT_KEY": "", "OPENAI_API_KEY": "k3"}, "k3"),
+        ({}, None),
+    ],
+)
+def test_key_order(keys: dict[str, str], expected: str | None) -> None:
+    upstream = upstream_from_environment(
+        {"FLOWPROOF_AGENT_UPSTREAM": "https://u.example/v1", **keys}
+    )
+    assert upstream.key == expected
+
+
+@pytest.mark.parametrize("environ", [{}, {"FLOWPROOF_AGENT_UPSTREAM": "", "OPENAI_BASE_URL": ""}])
+def test_missing_upstream(environ: dict[str, str]) -> None:
+    with pytest.raises(ConfigError) as info:
+        upstream_from_environment(environ)
+    assert str(info.value) == (
+        "record needs a real model to forward to: set FLOWPROOF_AGENT_UPSTREAM (or "
+        "OPENAI_BASE_URL) to its OpenAI-compatible base URL, e.g. https://api.openai.com/v1"
+    )
+
+
+def test_non_http_upstream() -> None:
+    with pytest.raises(ConfigError) as info:
+        upstream_from_environment({"FLOWPROOF_AGENT_UPSTREAM": "api.openai.com/v1"})
+    assert str(info.value) == "the upstream 'api.openai.com/v1' is not an http(s) URL"
+
+
+# --- Upstream -----------------------------------------------------------------------------
+
+CHAT = OpenAIChat()
+
+
+@pytest.mark.parametrize(
+    ("key", "expected"),
+    [
+        ("sk-bare", {"authorization": "Bearer sk-bare"}),
+        ("Bearer x", {"authorization": "Bearer x"}),
+        ("bearer y", {"authorization": "bearer y"}),
+        (None, {}),
+        ("", {}),
+    ],
+)
+def test_auth_headers(key: str | None, expected: dict[str, str]) -> None:
+    assert Upstream("https://u.example/v1", key).auth_headers(CHAT) == expected
+
+
+@pytest.mark.parametrize(
+    ("base", "path", "url"),
+    [
+        ("https://u.example/v1", "/v1/chat/completions", "https://u.example/v1/chat/completions"),
+        ("https://u.example/v1/", "/chat/completions", "https://u.example/v1/chat/completions"),
+        (
+            "https://u.example/v1",
+            "/v1/chat/completions?api-version=2",
+            "https://u.example/v1/chat/completions?api-version=2",
+        ),
+    ],
+)
+def test_upstream_url_for(base: str, path: str, url: str) -> None:
+    assert Upstream(base).url_for(CHAT, path) == url

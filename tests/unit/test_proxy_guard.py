@@ -1,0 +1,285 @@
+"""The real in-process proxy: loopback only, no tunnel, no relay, model routes from a cassette."""
+
+from __future__ import annotations
+
+import asyncio
+import http.client
+import json
+import socket
+import threading
+from collections.abc import Iterator
+from concurrent.futures import Future
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from flowproof_addons.guard import RequestGuard
+from flowproof_addons.model import ModelBoundary
+
+from flowproof_cli.cassette import CassetteSession, Mode, Turn
+from flowproof_cli.runner.proxy import ProxyHost
+
+LOOPBACK = "127.0.0.1"
+REQUEST = {"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "hi"}]}
+RESPONSE = {
+    "id": "chatcmpl-1",
+    "object": "chat.completion",
+    "created": 1,
+    "model": "gpt-4o-mini",
+    "choices": [
+        {
+            "index": 0,
+            "message": {"role": "assistant", "content": "hello from the cassette"},
+            "finish_reason": "stop",
+        }
+    ],
+}
+
+
+class LoopThread:
+    """An asyncio loop in a background thread, so tests can use blocking clients."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self.thread.start()
+
+    def run(self, coroutine: Any, timeout: float = 20) -> Any:
+        future: Future[Any] = asyncio.run_coroutine_threadsafe(coroutine, self.loop)
+        return future.result(timeout)
+
+    def close(self) -> None:
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(10)
+        self.loop.close()
+
+
+@dataclass
+class Running:
+    proxy: ProxyHost
+    boundary: ModelBoundary
+    session: CassetteSession
+
+    @property
+    def port(self) -> int:
+        return self.proxy.port
+
+
+@pytest.fixture
+def running() -> Iterator[Running]:
+    loop = LoopThread()
+    boundary = ModelBoundary()
+    session = CassetteSession(Mode.REPLAY, recorded=[Turn("openai-chat", REQUEST, 200, RESPONSE)])
+    boundary.default = session
+    proxy = ProxyHost([RequestGuard(), boundary])
+
+    async def start() -> None:
+        await proxy.start()
+
+    loop.run(start())
+    try:
+        yield Running(proxy, boundary, session)
+    finally:
+        loop.run(proxy.stop())
+        loop.close()
+
+
+def raw_exchange(port: int, data: bytes) -> http.client.HTTPResponse:
+    """Send raw bytes and parse one HTTP response (body read fully)."""
+    sock = socket.create_connection((LOOPBACK, port), timeout=10)
+    try:
+        sock.sendall(data)
+        response = http.client.HTTPResponse(sock)
+        response.begin()
+        response.body = response.read()  # type: ignore[attr-defined]
+        return response
+    finally:
+        sock.close()
+
+
+def request(
+    port: int,
+    method: str,
+    path: str,
+    body: bytes | None = None,
+    headers: dict[str, str] | None = None,
+) -> tuple[int, dict[str, str], bytes]:
+    connection = http.client.HTTPConnection(LOOPBACK, port, timeout=10)
+    try:
+        connection.request(method, path, body=body, headers=headers or {})
+        response = connection.getresponse()
+        return response.status, {k.lower(): v for k, v in response.getheaders()}, response.read()
+    finally:
+        connection.close()
+
+
+class Listener:
+    """A loopback TCP listener that counts the connections it accepts."""
+
+    def __init__(self) -> None:
+        self.sock = socket.create_server((LOOPBACK, 0))
+        self.sock.settimeout(0.2)
+        self.port = self.sock.getsockname()[1]
+        self.accepted = 0
+
+    def poll(self) -> int:
+        try:
+            while True:
+                connection, _ = self.sock.accept()
+                self.accepted += 1
+                connection.close()
+        except TimeoutError:
+            return self.accepted
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+def test_connect_is_refused(running: Running) -> None:
+    target = Listener()
+    try:
+        response = raw_exchange(
+            running.port,
+            f"CONNECT {LOOPBACK}:{target.port} HTTP/1.1\r\nHost: {LOOPBACK}:{target.port}\r\n\r\n".encode(),
+        )
+        assert response.status in (400, 405)
+        assert target.poll() == 0
+    finally:
+        target.close()
+    assert running.session.requests == 0
+
+
+def test_absolute_form_request_is_refused_and_reaches_nothing(running: Running) -> None:
+    target = Listener()
+    try:
+        for url in (
+            "http://example.com/",
+            f"http://{LOOPBACK}:{target.port}/",
+            f"http://{LOOPBACK}:{target.port}/v1/chat/completions",
+        ):
+            response = raw_exchange(
+                running.port,
+                f"GET {url} HTTP/1.1\r\nHost: example.com\r\nContent-Length: 0\r\n\r\n".encode(),
+            )
+            assert response.status == 400, url
+            body = json.loads(response.body)  # type: ignore[attr-defined]
+            assert body == {
+                "error": {
+                    "message": "flowproof: absolute-form request lines are refused: "
+                    "this proxy is not a relay",
+                    "type": "flowproof_refused",
+                }
+            }
+        assert target.poll() == 0
+    finally:
+        target.close()
+    assert running.session.requests == 0
+
+
+def test_unknown_path_is_a_404_naming_it(running: Running) -> None:
+    status, headers, body = request(running.port, "GET", "/v1/models?limit=5")
+    assert status == 404
+    assert headers["content-type"] == "application/json"
+    error = json.loads(body)["error"]
+    assert error["type"] == "flowproof_refused"
+    assert error["message"].startswith(
+        "flowproof: GET /v1/models is not a model route (flowproof answers .../chat/completions"
+    )
+    assert running.session.requests == 0
+
+
+def test_model_route_is_answered_from_the_cassette(running: Running) -> None:
+    status, headers, body = request(
+        running.port,
+        "POST",
+        "/v1/chat/completions",
+        json.dumps(REQUEST).encode(),
+        {"content-type": "application/json", "authorization": "Bearer placeholder"},
+    )
+    assert status == 200
+    assert headers["content-type"] == "application/json"
+    assert json.loads(body) == RESPONSE
+    assert running.session.served == [0]
+
+
+def test_streamed_model_route_is_answered_as_sse(running: Running) -> None:
+    status, headers, body = request(
+        running.port,
+        "POST",
+        "/chat/completions",
+        json.dumps({**REQUEST, "stream": True}).encode(),
+        {"content-type": "application/json"},
+    )
+    assert status == 200
+    assert headers["content-type"] == "text/event-stream"
+    assert body.startswith(b"data: {")
+    assert body.endswith(b"data: [DONE]\n\n")
+    assert running.session.served == [0]
+
+
+def test_non_json_body_is_a_400(running: Running) -> None:
+    status, headers, body = request(
+        running.port, "POST", "/v1/chat/completions", b"this is not json", {}
+    )
+    assert status == 400
+    assert headers["x-should-retry"] == "false"
+    assert json.loads(body)["error"]["message"] == (
+        "flowproof: the request to /v1/chat/completions is not a JSON object"
+    )
+    assert running.session.served == []
+
+
+def test_divergence_is_a_409_that_sdks_do_not_retry(running: Running) -> None:
+    other = {**REQUEST, "model": "gpt-4o"}
+    status, headers, body = request(
+        running.port, "POST", "/v1/chat/completions", json.dumps(other).encode()
+    )
+    assert status == 409
+    assert headers["x-should-retry"] == "false"
+    assert json.loads(body)["error"]["message"] == (
+        "flowproof: turn 1: model changed: recorded gpt-4o-mini, replayed gpt-4o"
+    )
+
+
+def _listening_addresses(port: int) -> list[str]:
+    """Local addresses of sockets in LISTEN state on this port, from /proc/net/tcp{,6}."""
+    found = []
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        path = Path(table)
+        if not path.exists():
+            continue
+        for line in path.read_text().splitlines()[1:]:
+            fields = line.split()
+            address, port_hex = fields[1].rsplit(":", 1)
+            if int(port_hex, 16) == port and fields[3] == "0A":  # 0A = LISTEN
+                found.append(address)
+    return found
+
+
+def test_listener_is_bound_to_loopback_only(running: Running) -> None:
+    assert running.port > 0
+    assert running.proxy._master is not None
+    server = running.proxy._master.addons.get("proxyserver")
+    addresses = server.listen_addrs()
+    assert addresses
+    assert {(host, port) for host, port, *_ in addresses} == {(LOOPBACK, running.port)}
+    if not Path("/proc/net/tcp").exists():
+        pytest.skip("no /proc/net/tcp to inspect the kernel's view")
+    assert _listening_addresses(running.port) == ["0100007F"]  # 127.0.0.1, IPv4 only
+
+
+def test_port_is_closed_after_stop() -> None:
+    loop = LoopThread()
+    boundary = ModelBoundary()
+    boundary.default = CassetteSession(Mode.REPLAY)
+    proxy = ProxyHost([RequestGuard(), boundary])
+    try:
+        port = loop.run(proxy.start())
+        with socket.create_connection((LOOPBACK, port), timeout=5):
+            pass
+        loop.run(proxy.stop())
+        with pytest.raises(ConnectionRefusedError):
+            socket.create_connection((LOOPBACK, port), timeout=5).close()
+    finally:
+        loop.close()

@@ -1,0 +1,274 @@
+"""Trace files: deterministic, reviewable YAML, versioned, written atomically."""
+
+from __future__ import annotations
+
+import difflib
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from flowproof_cli.cassette import Turn
+from flowproof_cli.errors import TraceError
+from flowproof_cli.trace import FORMAT_VERSION, Trace, load, loads, save, trace_path_for
+from flowproof_cli.trace.storage import HEADER, dumps, write_atomic
+
+SYSTEM_PROMPT = (
+    "You are a careful weather assistant.\n"
+    "Always call get_weather before answering.\n"
+    "Answer in one short sentence.\n"
+    "Never invent a temperature.\n"
+    "Say which city you looked up."
+)
+
+
+def make_trace(system_prompt: str = SYSTEM_PROMPT, *, protocol: str = "openai-chat") -> Trace:
+    request = {
+        "model": "gpt-4o-mini",
+        "temperature": 0,
+        "messages": [
+            {"role": "system", "content": system_prompt},
+            {"role": "user", "content": "Weather in Nairobi?"},
+        ],
+    }
+    response = {
+        "id": "chatcmpl-1",
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": "Sunny, 24°C in Nairobi."},
+                "finish_reason": "stop",
+            }
+        ],
+        "usage": {"total_tokens": 10},
+    }
+    return Trace(
+        flow="weather",
+        turns=[Turn(protocol, request, 200, response), Turn(protocol, request, 500, "oops")],
+        mocks={"get_weather": {"temp": 24, "sky": "sunny"}},
+    )
+
+
+def reversed_keys(value: Any) -> Any:
+    """The same JSON with every dict's keys inserted in reverse order."""
+    if isinstance(value, dict):
+        return {key: reversed_keys(value[key]) for key in reversed(list(value))}
+    if isinstance(value, list):
+        return [reversed_keys(item) for item in value]
+    return value
+
+
+def test_round_trip() -> None:
+    trace = make_trace()
+    text = dumps(trace)
+    assert loads(text) == trace
+    assert dumps(loads(text)) == text
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "a\n\nb",
+        "trailing newline\n",
+        "two trailing\n\n",
+        " leading space\nx",
+        "trailing space \ny",
+        "\ttab\nx",
+        "crlf\r\nline",
+        "x: y\n- z\n# not a comment",
+        "\n",
+        "unicode é ✓\nline",
+    ],
+)
+def test_round_trip_of_awkward_strings(text: str) -> None:
+    trace = make_trace(text)
+    assert loads(dumps(trace)) == trace
+
+
+def test_dumps_is_deterministic_and_ignores_insertion_order() -> None:
+    trace = make_trace()
+    shuffled = Trace(
+        flow=trace.flow,
+        turns=[
+            Turn(t.protocol, reversed_keys(t.request), t.status, reversed_keys(t.response))
+            for t in trace.turns
+        ],
+        mocks=reversed_keys(trace.mocks),
+    )
+    assert list(shuffled.turns[0].request) == ["messages", "temperature", "model"]
+    assert dumps(trace) == dumps(make_trace())
+    assert dumps(shuffled) == dumps(trace)
+
+
+def test_dump_layout() -> None:
+    text = dumps(make_trace())
+    assert text.startswith(HEADER)
+    body = text[len(HEADER) :]
+    assert body.startswith("flowproof_trace: 1\nflow: weather\nmocks:\n")
+    assert "  get_weather:\n    sky: sunny\n    temp: 24\n" in body
+    assert "Sunny, 24°C in Nairobi." in body  # unicode kept readable
+
+
+def test_multi_line_strings_are_literal_blocks() -> None:
+    text = dumps(make_trace())
+    assert "content: |-\n" in text
+    assert "    - content: |-\n        You are a careful weather assistant.\n" in text
+    assert "        Never invent a temperature.\n" in text
+
+
+def test_one_word_prompt_edit_is_a_one_line_diff() -> None:
+    before = dumps(make_trace()).splitlines()
+    edited = SYSTEM_PROMPT.replace("short sentence", "brief sentence")
+    after = dumps(make_trace(edited)).splitlines()
+    assert len(before) == len(after)
+    removed = [line for line in difflib.ndiff(before, after) if line.startswith("- ")]
+    added = [line for line in difflib.ndiff(before, after) if line.startswith("+ ")]
+    # The prompt is stored once per turn (two turns here): one changed line each.
+    assert len(removed) == 2
+    assert len(added) == 2
+    assert set(removed) == {"-         Answer in one short sentence."}
+    assert set(added) == {"+         Answer in one brief sentence."}
+
+
+def test_one_word_edit_with_a_single_turn_changes_exactly_one_line() -> None:
+    def one_turn(prompt: str) -> list[str]:
+        trace = make_trace(prompt)
+        trace.turns = trace.turns[:1]
+        return dumps(trace).splitlines()
+
+    before = one_turn(SYSTEM_PROMPT)
+    after = one_turn(SYSTEM_PROMPT.replace("careful", "cautious"))
+    changes = [
+        line
+        for line in difflib.unified_diff(before, after, lineterm="", n=0)
+        if line.startswith(("-", "+")) and not line.startswith(("---", "+++"))
+    ]
+    assert changes == [
+        "-        You are a careful weather assistant.",
+        "+        You are a cautious weather assistant.",
+    ]
+
+
+def test_protocol_key_omitted_for_openai_chat_and_kept_for_others() -> None:
+    text = dumps(make_trace())
+    assert "protocol:" not in text
+    other = dumps(make_trace(protocol="anthropic-messages"))
+    assert other.count("- protocol: anthropic-messages\n") == 2
+    assert loads(other).turns[0].protocol == "anthropic-messages"
+    assert loads(text).turns[0].protocol == "openai-chat"
+
+
+def test_unknown_version_is_refused_with_a_re_record_hint() -> None:
+    text = dumps(make_trace()).replace("flowproof_trace: 1\n", "flowproof_trace: 7\n")
+    with pytest.raises(TraceError) as info:
+        loads(text, "x.trace.yaml")
+    assert str(info.value) == (
+        "x.trace.yaml: trace format version 7 is not supported by this flowproof "
+        f"(it reads version {FORMAT_VERSION}); re-record it with `flowproof record`"
+    )
+
+
+@pytest.mark.parametrize("text", ["just a string\n", "- a\n- list\n", "flow: x\nturns: []\n", ""])
+def test_not_a_trace(text: str) -> None:
+    with pytest.raises(TraceError) as info:
+        loads(text, "y.trace.yaml")
+    assert str(info.value) == (
+        "y.trace.yaml: not a flowproof trace (no 'flowproof_trace' version key)"
+    )
+
+
+def test_invalid_yaml() -> None:
+    with pytest.raises(TraceError) as info:
+        loads("flowproof_trace: [1\n", "z.trace.yaml")
+    assert str(info.value).startswith("z.trace.yaml: not valid YAML: ")
+
+
+def test_malformed_turn_names_its_number() -> None:
+    text = "flowproof_trace: 1\nflow: f\nturns:\n  - request: {}\n    response: {status: 200}\n"
+    with pytest.raises(TraceError) as info:
+        loads(text, "m.trace.yaml")
+    assert str(info.value) == "m.trace.yaml: turn 1 is malformed (KeyError('body'))"
+
+
+def test_load_missing_file(tmp_path: Path) -> None:
+    with pytest.raises(TraceError) as info:
+        load(tmp_path / "nope.trace.yaml")
+    assert str(info.value) == f"no trace at {tmp_path / 'nope.trace.yaml'}"
+
+
+def test_save_and_load(tmp_path: Path) -> None:
+    path = tmp_path / "deep" / "dir" / "w.trace.yaml"
+    save(path, make_trace())
+    assert load(path) == make_trace()
+    assert path.read_text(encoding="utf-8") == dumps(make_trace())
+    assert os.listdir(path.parent) == ["w.trace.yaml"]
+
+
+def test_write_atomic_leaves_no_temp_file(tmp_path: Path) -> None:
+    path = tmp_path / "t.trace.yaml"
+    write_atomic(path, "first\n")
+    write_atomic(path, "second\n")
+    assert path.read_text(encoding="utf-8") == "second\n"
+    assert os.listdir(tmp_path) == ["t.trace.yaml"]
+
+
+def test_write_atomic_failed_rename_keeps_the_previous_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "t.trace.yaml"
+    path.write_text("previous\n", encoding="utf-8")
+
+    def broken_replace(src: Any, dst: Any) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "replace", broken_replace)
+    with pytest.raises(OSError, match="No space left on device"):
+        write_atomic(path, "new content\n")
+    assert path.read_text(encoding="utf-8") == "previous\n"
+    assert os.listdir(tmp_path) == ["t.trace.yaml"]
+
+
+def test_write_atomic_failed_write_keeps_the_previous_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "t.trace.yaml"
+    path.write_text("previous\n", encoding="utf-8")
+
+    def broken_fsync(fd: int) -> None:
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr(os, "fsync", broken_fsync)
+    with pytest.raises(OSError, match="Input/output error"):
+        write_atomic(path, "half written")
+    assert path.read_text(encoding="utf-8") == "previous\n"
+    assert os.listdir(tmp_path) == ["t.trace.yaml"]
+
+
+def test_write_atomic_interrupted_keeps_the_previous_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "t.trace.yaml"
+    path.write_text("previous\n", encoding="utf-8")
+
+    def interrupted(src: Any, dst: Any) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(os, "replace", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        write_atomic(path, "new\n")
+    assert path.read_text(encoding="utf-8") == "previous\n"
+    assert os.listdir(tmp_path) == ["t.trace.yaml"]
+
+
+@pytest.mark.parametrize(
+    ("spec", "trace"),
+    [
+        ("a/x.flow.yaml", "a/x.trace.yaml"),
+        ("x.flow.yaml", "x.trace.yaml"),
+        ("a/b/my.agent.flow.yaml", "a/b/my.agent.trace.yaml"),
+        ("a/x.yaml", "a/x.trace.yaml"),
+    ],
+)
+def test_trace_path_for(spec: str, trace: str) -> None:
+    assert trace_path_for(Path(spec)) == Path(trace)
