@@ -19,9 +19,9 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from flowproof_addons.guard import RequestGuard
 from mitmproxy import ctx, exceptions, http
 
+from flowproof_addons.guard import RequestGuard
 from flowproof_cli import trace as traces
 from flowproof_cli.cassette import CassetteSession, Forward, Mode, Upstream
 from flowproof_cli.dialects import Rendered, route

@@ -4,13 +4,19 @@ from __future__ import annotations
 
 from flowproof_cli.dialects.anthropic import AnthropicMessages
 from flowproof_cli.dialects.base import Dialect, Rendered, RequestOutline
+from flowproof_cli.dialects.gemini import GeminiGenerateContent
 from flowproof_cli.dialects.openai_chat import OpenAIChat
 from flowproof_cli.dialects.openai_responses import OpenAIResponses
 
 #: The protocol a turn has when its trace entry names none (traces before dialect tags).
 DEFAULT_PROTOCOL = OpenAIChat.name
 
-DIALECTS: tuple[Dialect, ...] = (OpenAIChat(), OpenAIResponses(), AnthropicMessages())
+DIALECTS: tuple[Dialect, ...] = (
+    OpenAIChat(),
+    OpenAIResponses(),
+    AnthropicMessages(),
+    GeminiGenerateContent(),
+)
 _BY_NAME = {dialect.name: dialect for dialect in DIALECTS}
 
 
@@ -27,11 +33,17 @@ def route(path: str) -> Dialect | None:
     """The dialect whose route suffix ends this path (query string ignored).
 
     Matching on the suffix lets a doubled `/v1/v1/...` or a base without `/v1` still work.
+    A suffix starting with `:` is a method on a resource (Gemini's
+    `.../models/<model>:generateContent`): it ends the last segment, after a resource name.
     """
     clean = path.split("?", 1)[0].rstrip("/")
+    last = clean.rsplit("/", 1)[-1]
     for dialect in DIALECTS:
         for suffix in dialect.route_suffixes:
-            if clean == f"/{suffix}" or clean.endswith(f"/{suffix}"):
+            if suffix.startswith(":"):
+                if last.endswith(suffix) and len(last) > len(suffix):
+                    return dialect
+            elif clean == f"/{suffix}" or clean.endswith(f"/{suffix}"):
                 return dialect
     return None
 

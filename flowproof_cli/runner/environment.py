@@ -12,7 +12,14 @@ PLACEHOLDER_KEY = "flowproof-placeholder-key"
 OPENAI_URL_VARIABLES = ("OPENAI_BASE_URL", "OPENAI_API_BASE", "OPENAI_BASE", "FLOWPROOF_LLM_PROXY")
 #: Set to the proxy without `/v1` (Anthropic SDKs append `/v1/messages` themselves).
 ANTHROPIC_URL_VARIABLES = ("ANTHROPIC_BASE_URL",)
-PLACEHOLDER_KEY_VARIABLES = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY")
+#: Set to the proxy without `/v1` (google-genai appends `/v1/models/...` or `/v1beta/...`).
+GEMINI_URL_VARIABLES = ("GOOGLE_GEMINI_BASE_URL",)
+PLACEHOLDER_KEY_VARIABLES = (
+    "OPENAI_API_KEY",
+    "ANTHROPIC_API_KEY",
+    "GEMINI_API_KEY",
+    "GOOGLE_API_KEY",
+)
 #: flowproof's own record configuration: never handed to the agent.
 REMOVED_VARIABLES = tuple(
     name for name in (*KEY_VARIABLES, *UPSTREAM_VARIABLES) if name not in OPENAI_URL_VARIABLES
@@ -29,6 +36,7 @@ def injected_variables(port: int, prompt: str) -> dict[str, str]:
     handles = proxy_handles(port)
     injected = dict.fromkeys(OPENAI_URL_VARIABLES, handles["proxy_url"])
     injected.update(dict.fromkeys(ANTHROPIC_URL_VARIABLES, handles["proxy_url_no_v1"]))
+    injected.update(dict.fromkeys(GEMINI_URL_VARIABLES, handles["proxy_url_no_v1"]))
     injected.update(dict.fromkeys(PLACEHOLDER_KEY_VARIABLES, PLACEHOLDER_KEY))
     injected["FLOWPROOF_PROMPT"] = prompt
     return injected
@@ -50,7 +58,7 @@ def agent_environment(
 
 def wiring_hint() -> str:
     """What to check when no request reached the proxy."""
-    names = ", ".join((*OPENAI_URL_VARIABLES, *ANTHROPIC_URL_VARIABLES))
+    names = ", ".join((*OPENAI_URL_VARIABLES, *ANTHROPIC_URL_VARIABLES, *GEMINI_URL_VARIABLES))
     return (
         f"flowproof injected {names}; if the agent's model client reads another variable "
         "(or a config file), map it in the spec's agent.env with the handle "

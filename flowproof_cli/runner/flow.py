@@ -12,7 +12,6 @@ from pathlib import Path
 
 from flowproof_addons.guard import RequestGuard
 from flowproof_addons.model import ModelBoundary
-
 from flowproof_cli import trace as traces
 from flowproof_cli.assertions import evaluate
 from flowproof_cli.cassette import CassetteSession, Mode
@@ -56,7 +55,7 @@ async def run_flow(
         raise TraceError(f"no trace at {trace_path}; record it first: {_record_command(spec_path)}")
     session, trace = _open_session(spec, mode, trace_path, environ)
     timeout = timeout_s if timeout_s is not None else spec.timeout
-    argv = split_command(resolve_variables(spec.agent.command, environ))
+    argv = split_command(spec.agent.resolved_command(environ))
     cwd = spec_path.parent if spec.source_path else Path.cwd()
 
     boundary = ModelBoundary()

@@ -60,21 +60,84 @@ class _Model(BaseModel):
 
 
 class AgentSpec(_Model):
-    """How to start the agent under test."""
+    """How to drive the agent under test: a `command` flowproof starts, or the `url` of a
+    service that is already running (exactly one of the two)."""
 
-    command: str = Field(
+    command: str | None = Field(
+        default=None,
         min_length=1,
         description="Shell command that starts the agent; `${VAR}` is resolved at run time.",
     )
     env: dict[str, str] = Field(
         default_factory=dict,
-        description="Extra environment for the agent; values may use `${VAR}`.",
+        description="Extra environment for a `command` agent; values may use `${VAR}`.",
     )
+    url: str | None = Field(
+        default=None,
+        min_length=1,
+        description=(
+            'URL of an already-running service: flowproof POSTs {"prompt": ...} to it. The '
+            "service must point its model client at http://127.0.0.1:<proxy_port>/v1."
+        ),
+    )
+    headers: dict[str, str] = Field(
+        default_factory=dict,
+        description="Headers of the trigger POST to `url`; `${VAR}` allowed, never stored.",
+    )
+    proxy_port: int | None = Field(
+        default=None,
+        ge=1,
+        le=65535,
+        description="With `url`: the fixed loopback port the proxy binds (required).",
+    )
+
+    @model_validator(mode="after")
+    def _one_driver(self) -> Self:
+        if self.command is None and self.url is None:
+            raise spec_problem(
+                "`agent` needs `command` (a process flowproof starts) or `url` (a running "
+                "service flowproof triggers). Fix: add one of them",
+            )
+        if self.command is not None and self.url is not None:
+            raise spec_problem(
+                "`agent` has both `command` and `url`. Fix: keep exactly one driver",
+                ("url",),
+            )
+        if self.command is not None:
+            for key in ("headers", "proxy_port"):
+                if getattr(self, key):
+                    raise spec_problem(
+                        f"`agent.{key}` only applies to a `url` agent. Fix: remove it, or "
+                        "drive a running service with `url` instead of `command`",
+                        (key,),
+                    )
+        else:
+            if self.env:
+                raise spec_problem(
+                    "`agent.env` only applies to a `command` agent: flowproof cannot set the "
+                    "environment of a service it did not start. Fix: remove it and start the "
+                    "service with its model base URL pointed at the proxy",
+                    ("env",),
+                )
+            if self.proxy_port is None:
+                raise spec_problem(
+                    "a `url` agent needs `proxy_port`, the fixed port the service's model "
+                    "client points at (http://127.0.0.1:<proxy_port>/v1). Fix: add e.g. "
+                    "`proxy_port: 4646`",
+                    ("url",),
+                )
+        return self
 
     def resolved_command(
         self, environ: Mapping[str, str], handles: Mapping[str, str] | None = None
     ) -> str:
-        return resolve_variables(self.command, environ, handles, where="agent.command")
+        return resolve_variables(self.command or "", environ, handles, where="agent.command")
+
+    def resolved_headers(self, environ: Mapping[str, str]) -> dict[str, str]:
+        return {
+            key: resolve_variables(value, environ, where=f"agent.headers.{key}")
+            for key, value in self.headers.items()
+        }
 
     def resolved_env(
         self, environ: Mapping[str, str], handles: Mapping[str, str] | None = None
@@ -274,6 +337,10 @@ class FlowSpec(_Model):
     )
     timeout: float = Field(
         default=DEFAULT_TIMEOUT, gt=0, description="Seconds the agent may run before it fails."
+    )
+    skip_unless_env: list[str] = Field(
+        default_factory=list,
+        description="Skip the flow (reported as skipped) unless all these variables are set.",
     )
     steps: list[Step] = Field(
         description=(

@@ -1,17 +1,20 @@
 """A scripted fake model upstream for flowproof's tests (stdlib only).
 
-It speaks three dialects, routed by path suffix like the real proxy does:
+It speaks four dialects, routed by path suffix like the real proxy does:
 
 * ``.../chat/completions``: OpenAI Chat Completions (dialect ``"chat"``)
 * ``.../responses``: OpenAI Responses API (dialect ``"responses"``)
 * ``.../messages``: Anthropic Messages (dialect ``"anthropic"``)
+* ``.../models/<model>:generateContent`` and ``:streamGenerateContent``: Google Gemini
+  (dialect ``"gemini"``; the model comes from the path; ``?alt=sse`` streams ``data:`` events,
+  each a GenerateContentResponse, without ``[DONE]``; without it, one JSON array of them)
 
 plus ``GET .../models`` (a small model list some SDKs probe) and Anthropic's
 ``POST .../messages/count_tokens``. Each answer is non-streaming JSON, or exact SSE when the
-request says ``"stream": true``.
+request says ``"stream": true`` (Gemini: the ``:streamGenerateContent`` path).
 
 Every response mints random ids (``chatcmpl-``, ``call_``, ``resp_``, ``fc_``, ``msg_``,
-``toolu_``) and the current ``created`` timestamp, so a replay that passes proves flowproof
+``toolu_``, Gemini's ``responseId``) and the current ``created`` timestamp, so a replay that passes proves flowproof
 answered from the trace. With ``seed=N`` the ids come from ``random.Random(N)`` and
 ``created`` is the constant ``FIXED_CREATED``: two runs give identical bytes.
 
@@ -52,6 +55,7 @@ FIXED_CREATED = 1_700_000_000
 DIALECT_CHAT = "chat"
 DIALECT_RESPONSES = "responses"
 DIALECT_ANTHROPIC = "anthropic"
+DIALECT_GEMINI = "gemini"
 MODELS = ("gpt-4o-mini", "gpt-4o", "claude-sonnet-4-5")
 
 _ALNUM = string.ascii_letters + string.digits
@@ -73,7 +77,8 @@ class Reply:
     headers: dict[str, str] = field(default_factory=dict)
 
 
-# (dialect, request body) -> Reply. dialect is "chat", "responses" or "anthropic".
+# (dialect, request body) -> Reply. dialect is "chat", "responses", "anthropic" or "gemini"
+# (a Gemini body has the path's model folded in as "model").
 Script = Callable[[str, dict[str, Any]], Reply]
 
 
@@ -125,7 +130,7 @@ def sequence(*replies: Reply) -> Script:
 
 
 # --------------------------------------------------------------------------------------------
-# Conversation view shared by the three dialects (what the default script decides from)
+# Conversation view shared by the four dialects (what the default script decides from)
 
 
 @dataclass
@@ -238,6 +243,33 @@ def _anthropic_conversation(body: dict[str, Any]) -> Conversation:
     return conv
 
 
+def _gemini_conversation(body: dict[str, Any]) -> Conversation:
+    system = body.get("systemInstruction") or body.get("system_instruction")
+    conv = Conversation(
+        system=_text_of(system.get("parts") if isinstance(system, dict) else system)
+    )
+    for tool in body.get("tools") or []:
+        declarations = tool.get("functionDeclarations") if isinstance(tool, dict) else None
+        for declaration in declarations or []:
+            if isinstance(declaration, dict) and declaration.get("name"):
+                conv.tools.append(str(declaration["name"]))
+    for content in body.get("contents") or []:
+        if not isinstance(content, dict) or content.get("role", "user") not in ("user", "function"):
+            continue
+        texts = []
+        for part in content.get("parts") or []:
+            if not isinstance(part, dict):
+                continue
+            result = part.get("functionResponse")
+            if isinstance(result, dict):
+                conv.tool_results.append(json.dumps(result.get("response")))
+            elif isinstance(part.get("text"), str):
+                texts.append(part["text"])
+        if texts:
+            conv.user_texts.append("".join(texts))
+    return conv
+
+
 def conversation_of(
     dialect: str, body: dict[str, Any], history: list[Any] | None = None
 ) -> Conversation:
@@ -246,6 +278,8 @@ def conversation_of(
         return _chat_conversation(body)
     if dialect == DIALECT_RESPONSES:
         return _responses_conversation(body, history or [])
+    if dialect == DIALECT_GEMINI:
+        return _gemini_conversation(body)
     return _anthropic_conversation(body)
 
 
@@ -632,6 +666,62 @@ class Renderer:
         )
         yield _sse({"type": "message_stop"}, "message_stop")
 
+    # ---- Google Gemini ----
+
+    def gemini_parts(self) -> list[dict[str, Any]]:
+        parts: list[dict[str, Any]] = []
+        if self.text is not None or not self.reply.tool_calls:
+            parts.append({"text": self.text or ""})
+        for name, args in self.reply.tool_calls:
+            try:
+                parsed = json.loads(args) if args.strip() else {}
+            except json.JSONDecodeError:
+                parsed = {"_raw_arguments": args}
+            parts.append({"functionCall": {"name": name, "args": parsed}})
+        return parts
+
+    def gemini_usage(self) -> dict[str, Any]:
+        return {
+            "promptTokenCount": self.prompt_tokens,
+            "candidatesTokenCount": self.completion_tokens,
+            "totalTokenCount": self.prompt_tokens + self.completion_tokens,
+            "promptTokensDetails": [{"modality": "TEXT", "tokenCount": self.prompt_tokens}],
+        }
+
+    def gemini_chunk(
+        self, parts: list[dict[str, Any]], response_id: str, last: bool
+    ) -> dict[str, Any]:
+        candidate: dict[str, Any] = {"content": {"parts": parts, "role": "model"}}
+        if last:
+            candidate["finishReason"] = "STOP"
+        candidate["index"] = 0
+        chunk: dict[str, Any] = {"candidates": [candidate]}
+        if last:
+            chunk["usageMetadata"] = self.gemini_usage()
+        chunk["modelVersion"] = self.model
+        chunk["responseId"] = response_id
+        return chunk
+
+    def gemini_json(self) -> dict[str, Any]:
+        return self.gemini_chunk(self.gemini_parts(), self.fake.rand_id("", 23), last=True)
+
+    def gemini_stream_chunks(self) -> list[dict[str, Any]]:
+        response_id = self.fake.rand_id("", 23)
+        pieces: list[dict[str, Any]] = []
+        for part in self.gemini_parts():
+            if "text" in part:
+                pieces += [{"text": fragment} for fragment in _chunks(part["text"])] or [part]
+            else:
+                pieces.append(part)
+        return [
+            self.gemini_chunk([piece], response_id, last=index == len(pieces) - 1)
+            for index, piece in enumerate(pieces)
+        ]
+
+    def gemini_sse(self) -> Iterator[bytes]:
+        for chunk in self.gemini_stream_chunks():
+            yield _sse(chunk)
+
     # ---- dispatch ----
 
     def json_body(self) -> dict[str, Any]:
@@ -639,6 +729,8 @@ class Renderer:
             return self.chat_json()
         if self.dialect == DIALECT_RESPONSES:
             return self.responses_json()
+        if self.dialect == DIALECT_GEMINI:
+            return self.gemini_json()
         return self.anthropic_json()
 
     def sse(self) -> Iterator[bytes]:
@@ -646,6 +738,8 @@ class Renderer:
             return self.chat_sse()
         if self.dialect == DIALECT_RESPONSES:
             return self.responses_sse()
+        if self.dialect == DIALECT_GEMINI:
+            return self.gemini_sse()
         return self.anthropic_sse()
 
 
@@ -661,6 +755,17 @@ def error_body(dialect: str, status: int, message: str | None = None) -> dict[st
         }
         kind = kinds.get(status, "api_error")
         return {"type": "error", "error": {"type": kind, "message": message or kind}}
+    if dialect == DIALECT_GEMINI:
+        statuses = {
+            400: "INVALID_ARGUMENT",
+            401: "UNAUTHENTICATED",
+            403: "PERMISSION_DENIED",
+            404: "NOT_FOUND",
+            429: "RESOURCE_EXHAUSTED",
+            503: "UNAVAILABLE",
+        }
+        status_name = statuses.get(status, "INTERNAL")
+        return {"error": {"code": status, "message": message or status_name, "status": status_name}}
     kinds = {
         400: "invalid_request_error",
         401: "invalid_request_error",
@@ -683,7 +788,18 @@ def dialect_of(path: str) -> str | None:
         return DIALECT_RESPONSES
     if path.endswith("/messages"):
         return DIALECT_ANTHROPIC
+    if _GEMINI_PATH.search(path):
+        return DIALECT_GEMINI
     return None
+
+
+_GEMINI_PATH = re.compile(r"/[^/:]+:(?:stream)?[gG]enerateContent$")
+_GEMINI_STREAM = ":streamGenerateContent"
+
+
+def gemini_model_of(path: str) -> str:
+    """``/v1beta/models/gemini-2.5-flash:generateContent`` -> ``gemini-2.5-flash``."""
+    return path.split("?", 1)[0].rstrip("/").rsplit("/", 1)[-1].split(":", 1)[0]
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -776,6 +892,11 @@ class _Handler(BaseHTTPRequestHandler):
         if not isinstance(parsed, dict):
             self._send_json(400, error_body(dialect, 400, "request body is not a JSON object"))
             return
+        stream = body.get("stream") is True
+        if dialect == DIALECT_GEMINI:
+            # The model and the streaming choice live in the path.
+            body = {**body, "model": gemini_model_of(path)}
+            stream = path.endswith(_GEMINI_STREAM)
         try:
             reply = self.server.fake.answer(dialect, body)
             if reply.status != 200:
@@ -783,7 +904,9 @@ class _Handler(BaseHTTPRequestHandler):
                 self._send_json(reply.status, payload, reply.headers)
                 return
             renderer = Renderer(self.server.fake, dialect, body, reply)
-            if body.get("stream") is True:
+            if stream and dialect == DIALECT_GEMINI and "alt=sse" not in self.path:
+                self._send_json(200, renderer.gemini_stream_chunks(), reply.headers)
+            elif stream:
                 self._send_sse(renderer.sse())
             else:
                 self._send_json(200, renderer.json_body(), reply.headers)
@@ -886,7 +1009,7 @@ class FakeUpstream:
             self.requests.append(request)
 
     def model_requests(self) -> list[RecordedRequest]:
-        """The received requests that were model calls (any of the three dialects)."""
+        """The received requests that were model calls (any of the four dialects)."""
         with self._lock:
             return [r for r in self.requests if r.dialect is not None]
 

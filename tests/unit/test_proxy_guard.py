@@ -14,9 +14,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from flowproof_addons.guard import RequestGuard
 from flowproof_addons.model import ModelBoundary
-
 from flowproof_cli.cassette import CassetteSession, Mode, Turn
 from flowproof_cli.runner.proxy import ProxyHost
 

@@ -176,7 +176,7 @@ def test_unknown_top_level_key(tmp_path: Path) -> None:
     assert error.line == 5
     assert "unknown key `stpes`" in str(error)
     assert "Did you mean `steps`?" in str(error)
-    assert "name, app, agent, tools, strict, timeout, steps" in str(error)
+    assert "name, app, agent, tools, strict, timeout, skip_unless_env, steps" in str(error)
 
 
 def test_unknown_nested_key(tmp_path: Path) -> None:
@@ -272,7 +272,36 @@ def test_missing_steps(tmp_path: Path) -> None:
 def test_missing_nested_key(tmp_path: Path) -> None:
     error = spec_error(tmp_path, "name: n\napp: agent\nagent:\n  env: {}\nsteps:\n  - prompt: x\n")
     assert error.line == 3
-    assert "missing required key `command` in `agent`" in str(error)
+    assert "`agent` needs `command` (a process flowproof starts) or `url`" in str(error)
+
+
+@pytest.mark.parametrize(
+    ("agent", "line", "expected"),
+    [
+        (
+            "  command: a\n  url: http://127.0.0.1:1/task\n  proxy_port: 4646\n",
+            5,
+            "`agent` has both `command` and `url`",
+        ),
+        ("  command: a\n  headers: {X: y}\n", 5, "`agent.headers` only applies to a `url` agent"),
+        (
+            "  command: a\n  proxy_port: 4646\n",
+            5,
+            "`agent.proxy_port` only applies to a `url` agent",
+        ),
+        (
+            "  url: http://127.0.0.1:1/task\n  proxy_port: 4646\n  env: {A: b}\n",
+            6,
+            "`agent.env` only applies to a `command` agent",
+        ),
+        ("  url: http://127.0.0.1:1/task\n", 4, "a `url` agent needs `proxy_port`"),
+    ],
+)
+def test_driver_choice_errors(tmp_path: Path, agent: str, line: int, expected: str) -> None:
+    error = spec_error(tmp_path, f"name: n\napp: agent\nagent:\n{agent}steps:\n  - prompt: x\n")
+    assert expected in str(error)
+    assert "Fix:" in str(error)
+    assert error.line is not None and 3 <= error.line <= line
 
 
 def test_tool_mocked_twice(tmp_path: Path) -> None:
@@ -388,6 +417,7 @@ def test_schema_contains_every_step_kind() -> None:
         "tools",
         "strict",
         "timeout",
+        "skip_unless_env",
         "steps",
     }
     assert schema["additionalProperties"] is False
@@ -403,7 +433,7 @@ def test_schema_validates_the_example() -> None:
     assert list(validator.iter_errors(_example_data())) == []
     bad = _example_data()
     bad["steps"].append({"asert": "reply contains x"})
-    bad["agent"]["url"] = "http://x"
+    bad["agent"]["uri"] = "http://x"
     assert len(list(validator.iter_errors(bad))) == 2
     bad_reply = _example_data()
     bad_reply["steps"][3] = {"assert": "answer has x"}

@@ -1,0 +1,381 @@
+"""Google Gemini `generateContent` (`.../models/<model>:generateContent`), plain and streamed.
+
+Gemini carries two things in the URL that other APIs carry in the body: the model
+(`/v1beta/models/gemini-2.5-flash:generateContent`) and the streaming choice
+(`:streamGenerateContent?alt=sse`). `normalize` folds both into the body (`model`, and the
+transport field `stream`), so matching, outlines and `wants_stream` work as for the others.
+
+Requests carry `contents` (`{role: user|model, parts}`), `systemInstruction` (a Content),
+`tools` (`[{functionDeclarations: [{name, description, parameters}]}]`), `toolConfig` and
+`generationConfig`. A tool call is a `functionCall {name, args, id?}` part of the model's
+content; its result goes back as a `functionResponse {name, response, id?}` part (role `user`,
+or `function` in older clients), where `response` must be a JSON object. A response is a
+GenerateContentResponse `{candidates: [{content, finishReason, ...}], usageMetadata,
+modelVersion, responseId}`; the stream (`alt=sse`) is `data:` events, each one a complete
+GenerateContentResponse holding the next parts, no `[DONE]`. Without `alt=sse` the stream
+is one JSON array of those chunks.
+
+Keys are read in their camelCase form (what the SDKs send), with the snake_case spelling the
+API also accepts as a fallback.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+from urllib.parse import parse_qsl, urlencode
+
+from flowproof_cli.dialects.base import (
+    JSON,
+    TRANSPORT_FIELDS,
+    Dialect,
+    MessageOutline,
+    Rendered,
+    RequestOutline,
+)
+from flowproof_cli.dialects.sse import data_event, split_deltas
+from flowproof_cli.trajectory import AssistantTurn, ToolCall
+
+GENERATE = ":generateContent"
+STREAM_GENERATE = ":streamGenerateContent"
+
+#: An API version path segment: `v1`, `v1beta`, `v1alpha`, `v1beta1`, ...
+_VERSION = re.compile(r"/v\d+(?:[a-z]+\d*)?(?=/)")
+#: Query parameters never forwarded upstream: the stream format (record always asks for the
+#: plain JSON answer) and the agent's placeholder key (the record key travels in a header).
+_DROPPED_QUERY = frozenset({"alt", "key"})
+#: Response fields every stream chunk repeats; the others ride on the last chunk.
+_CHUNK_HEAD = ("modelVersion", "responseId", "createTime")
+#: HTTP status for each error kind flowproof raises (Google's error carries the code).
+_KIND_STATUS = {
+    "invalid_request_error": 400,
+    "not_found": 404,
+    "flowproof_divergence": 409,
+    "flowproof_no_upstream": 502,
+    "flowproof_upstream_error": 502,
+}
+_OUTLINE_OMITTED = frozenset({"model", "contents", "tools", "systemInstruction"})
+
+
+def canonical_json(value: Any) -> str:
+    """The compact, key-sorted JSON text of a call's `args` (what a ToolCall stores)."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def _snake(name: str) -> str:
+    return re.sub(r"(?<!^)([A-Z])", r"_\1", name).lower()
+
+
+def _get(obj: Any, key: str) -> Any:
+    """`obj[key]` in camelCase, else its snake_case spelling (None when neither is there)."""
+    if not isinstance(obj, dict):
+        return None
+    if key in obj:
+        return obj[key]
+    return obj.get(_snake(key))
+
+
+def _key_of(obj: JSON, key: str) -> str:
+    """Which spelling of `key` the object uses (camelCase when neither)."""
+    return key if key in obj or _snake(key) not in obj else _snake(key)
+
+
+def _dicts(value: Any) -> list[JSON]:
+    return [item for item in value if isinstance(item, dict)] if isinstance(value, list) else []
+
+
+def _parts(content: Any) -> list[JSON]:
+    """The dict parts of a Content (a bare string counts as one text part)."""
+    if isinstance(content, str):
+        return [{"text": content}]
+    return _dicts(_get(content, "parts"))
+
+
+def _text(content: Any) -> str | None:
+    """The answer text of a Content: its text parts joined, thoughts left out (None: none)."""
+    texts = [
+        part["text"]
+        for part in _parts(content)
+        if isinstance(part.get("text"), str) and not part.get("thought")
+    ]
+    return "".join(texts) if texts else None
+
+
+def _calls(content: Any) -> list[JSON]:
+    """The `functionCall` objects of a Content's parts, in order."""
+    calls = (_get(part, "functionCall") for part in _parts(content))
+    return [call for call in calls if isinstance(call, dict)]
+
+
+def _first_candidate(response: JSON) -> JSON:
+    candidates = _dicts(response.get("candidates"))
+    return candidates[0] if candidates else {}
+
+
+def _model_of(path: str) -> str | None:
+    """`models/gemini-2.5-flash:generateContent` -> `gemini-2.5-flash`; a resource in another
+    collection keeps its collection (`tunedModels/x`)."""
+    clean = path.split("?", 1)[0].rstrip("/")
+    segments = clean.split("/")
+    name = segments[-1].rsplit(":", 1)[0] if ":" in segments[-1] else ""
+    if not name:
+        return None
+    collection = segments[-2] if len(segments) > 1 else ""
+    return name if collection in ("models", "") else f"{collection}/{name}"
+
+
+class GeminiGenerateContent(Dialect):
+    name = "gemini"
+    #: Methods on a model resource: routed on the end of the last path segment.
+    route_suffixes = (GENERATE, STREAM_GENERATE)
+
+    # --- the path ---------------------------------------------------------------------------
+
+    def normalize(self, path: str, body: JSON) -> JSON:
+        """Fold the path's model in as `model`, and `:streamGenerateContent` as `stream: True`
+        (with `stream_options.alt = "json"` when the client asked for the JSON-array stream
+        rather than `alt=sse`); both stream fields are transport, never matched."""
+        clean, _, query = path.partition("?")
+        normalized = {k: v for k, v in body.items() if k not in TRANSPORT_FIELDS}
+        model = _model_of(clean)
+        if model is not None:
+            normalized["model"] = model
+        if clean.rstrip("/").endswith(STREAM_GENERATE):
+            normalized["stream"] = True
+            if dict(parse_qsl(query)).get("alt") != "sse":
+                normalized["stream_options"] = {"alt": "json"}
+        return normalized
+
+    # --- mocks ------------------------------------------------------------------------------
+
+    def apply_mocks(self, body: JSON, mocks: dict[str, str], known_calls: dict[str, str]) -> JSON:
+        """Rewrite the `functionResponse.response` of every result of a mocked tool.
+
+        The tool is the part's `functionResponse.name` (Gemini requires it; a part without one
+        is looked up by its `id` among the calls seen). Gemini's `response` must be a JSON
+        object, and the API reads an object with neither `output` nor `error` key as the whole
+        function output. So a mock whose value is an object becomes the `response` verbatim:
+        the model is told exactly the mock, with no wrapper the spec did not write. A mock of
+        any other JSON value (string, number, list, null) is wrapped as `{"output": value}`,
+        the key the API documents for a function's output.
+        """
+        contents = _get(body, "contents")
+        if not mocks or not isinstance(contents, list):
+            return body
+        call_names: dict[str, str] = dict(known_calls)
+        for content in contents:
+            for call in _calls(content):
+                if call.get("id") is not None:
+                    call_names[str(call["id"])] = str(call.get("name"))
+
+        def rewrite(part: Any) -> Any:
+            result = _get(part, "functionResponse")
+            if not isinstance(result, dict):
+                return part
+            name = result.get("name")
+            if not name and result.get("id") is not None:
+                name = call_names.get(str(result["id"]))
+            if name not in mocks:
+                return part
+            value = json.loads(mocks[str(name)])
+            response = value if isinstance(value, dict) else {"output": value}
+            key = _key_of(part, "functionResponse")
+            return {**part, key: {**result, "response": response}}
+
+        rewritten = []
+        for content in contents:
+            parts = _get(content, "parts")
+            if isinstance(content, dict) and isinstance(parts, list):
+                key = _key_of(content, "parts")
+                rewritten.append({**content, key: [rewrite(part) for part in parts]})
+            else:
+                rewritten.append(content)
+        return {**body, _key_of(body, "contents"): rewritten}
+
+    # --- trajectory -------------------------------------------------------------------------
+
+    def assistant_turn(self, request: JSON, response: JSON, turn: int) -> AssistantTurn:
+        content = _get(_first_candidate(response), "content")
+        calls = tuple(
+            ToolCall(
+                name=str(call.get("name", "")),
+                raw_arguments=canonical_json(call.get("args") or {}),
+                turn=turn,
+                call_id=str(call["id"]) if call.get("id") is not None else None,
+            )
+            for call in _calls(content)
+        )
+        return AssistantTurn(
+            turn=turn,
+            text=_text(content),
+            tool_calls=calls,
+            thread_key=self._system_text(request),
+            request_size=len(json.dumps(_get(request, "contents") or [])),
+        )
+
+    @staticmethod
+    def _system_text(request: JSON) -> str:
+        system = _get(request, "systemInstruction")
+        if system is None:
+            return ""
+        text = "\n".join(
+            str(part["text"]) for part in _parts(system) if isinstance(part.get("text"), str)
+        )
+        return text
+
+    # --- divergence -------------------------------------------------------------------------
+
+    def outline(self, request: JSON) -> RequestOutline:
+        tools: dict[str, Any] = {}
+        for tool in _dicts(_get(request, "tools")):
+            declarations = _get(tool, "functionDeclarations")
+            if isinstance(declarations, list):
+                for declaration in _dicts(declarations):
+                    tools[str(declaration.get("name", "?"))] = declaration
+            else:  # built-in tools (googleSearch, codeExecution, ...) by their kind
+                for kind, value in tool.items():
+                    tools[kind] = value
+        messages: list[MessageOutline] = []
+        system = _get(request, "systemInstruction")
+        if system is not None:
+            messages.append(
+                MessageOutline(role="system", content=self._system_text(request), raw=system)
+            )
+        for content in _get(request, "contents") or []:
+            if not isinstance(content, dict):
+                continue
+            calls = tuple(
+                (str(call.get("name")), canonical_json(call.get("args") or {}))
+                for call in _calls(content)
+            )
+            messages.append(
+                MessageOutline(
+                    role=str(content.get("role", "user")),
+                    content=_get(content, "parts"),
+                    tool_calls=calls,
+                    raw=content,
+                )
+            )
+        omitted = _OUTLINE_OMITTED | {_snake(key) for key in _OUTLINE_OMITTED}
+        parameters = {key: value for key, value in request.items() if key not in omitted}
+        return RequestOutline(
+            model=request.get("model"),
+            tools=tools,
+            messages=tuple(messages),
+            parameters=parameters,
+        )
+
+    # --- rendering --------------------------------------------------------------------------
+
+    def render(self, request: JSON, status: int, response: JSON, *, stream: bool) -> Rendered:
+        """JSON as recorded; a stream as `data:` events of GenerateContentResponse chunks (or
+        their JSON array when the client did not ask for `alt=sse`)."""
+        if not stream or status != 200:
+            body = json.dumps(response, ensure_ascii=False).encode()
+            return Rendered(status, "application/json", body)
+        chunks = self.stream_chunks(response)
+        options = request.get("stream_options")
+        if isinstance(options, dict) and options.get("alt") == "json":
+            body = json.dumps(chunks, ensure_ascii=False).encode()
+            return Rendered(200, "application/json", body)
+        events = "".join(data_event(chunk) for chunk in chunks)
+        return Rendered(200, "text/event-stream", events.encode())
+
+    @staticmethod
+    def stream_chunks(response: JSON) -> list[JSON]:
+        """The response as the stream's chunks, deterministically.
+
+        Each text part is split into several fragments (thought parts keep `thought` on
+        every fragment, a `thoughtSignature` rides on the last); any other part (a function
+        call, inline data, ...) goes whole in one chunk. Every chunk repeats `modelVersion`,
+        `responseId` (and `createTime`); the candidate's last chunk carries its own
+        remaining fields (`finishReason`, safety ratings, ...), and the stream's last chunk
+        carries the response's remaining fields (`usageMetadata`, ...).
+        """
+        head = {key: response[key] for key in _CHUNK_HEAD if key in response}
+        tail = {
+            key: value
+            for key, value in response.items()
+            if key not in _CHUNK_HEAD and key != "candidates"
+        }
+        candidates = _dicts(response.get("candidates"))
+        if not candidates:
+            return [dict(response)]
+        several = len(candidates) > 1
+        pieces: list[JSON] = []  # one candidate each, in stream order
+        for position, candidate in enumerate(candidates):
+            content = _get(candidate, "content")
+            extra = {k: v for k, v in candidate.items() if k not in ("content", "index")}
+            index: JSON = {}
+            if "index" in candidate or several:
+                index = {"index": candidate.get("index", position)}
+            parts = _parts(content) if isinstance(content, dict) else []
+            if not parts:
+                pieces.append({**candidate, **index})
+                continue
+            shell = {k: v for k, v in content.items() if k != "parts"}
+            fragments = [fragment for part in parts for fragment in _fragments(part)]
+            for number, fragment in enumerate(fragments):
+                piece: JSON = {"content": {"parts": [fragment], **shell}, **index}
+                if number == len(fragments) - 1:
+                    piece.update(extra)
+                pieces.append(piece)
+        chunks = [{"candidates": [piece], **head} for piece in pieces]
+        chunks[-1] = {"candidates": chunks[-1]["candidates"], **tail, **head}
+        return chunks
+
+    # --- upstream ---------------------------------------------------------------------------
+
+    def upstream_url_for_path(self, base_url: str, path: str) -> str:
+        """The base URL plus the agent's path from its API version segment on.
+
+        `https://generativelanguage.googleapis.com` + `/v1beta/models/m:generateContent`. A
+        prefix before the version (a proxy base with `/v1`) is dropped; a base that itself
+        ends in a version segment has it replaced by the agent's. Record always asks for the
+        plain answer (see `upstream_body`), so `:streamGenerateContent` becomes
+        `:generateContent`, and `alt` and the agent's placeholder `key` leave the query.
+        """
+        clean, _, query = path.partition("?")
+        clean = "/" + clean.strip("/")
+        versions = list(_VERSION.finditer(clean))
+        rest = clean[versions[-1].start() :] if versions else clean
+        if rest.endswith(STREAM_GENERATE):
+            rest = rest[: -len(STREAM_GENERATE)] + GENERATE
+        base = base_url.rstrip("/")
+        if versions:
+            base = re.sub(r"/v\d+(?:[a-z]+\d*)?$", "", base)
+        kept = [
+            (k, v) for k, v in parse_qsl(query, keep_blank_values=True) if k not in _DROPPED_QUERY
+        ]
+        url = f"{base}{rest}"
+        return f"{url}?{urlencode(kept)}" if kept else url
+
+    def upstream_auth(self, key: str) -> dict[str, str]:
+        """Google's `x-goog-api-key` header, with any `Bearer ` prefix removed."""
+        if key.lower().startswith("bearer "):
+            key = key[len("bearer ") :].strip()
+        return {"x-goog-api-key": key}
+
+    def upstream_body(self, body: JSON) -> JSON:
+        """Transport fields dropped, and `model` too: the upstream reads it from the URL."""
+        return {k: v for k, v in body.items() if k not in TRANSPORT_FIELDS and k != "model"}
+
+    def error_body(self, message: str, kind: str) -> JSON:
+        """Google's error shape; `code` is the HTTP status of the kind (409 if unknown)."""
+        return {"error": {"code": _KIND_STATUS.get(kind, 409), "message": message, "status": kind}}
+
+
+def _fragments(part: JSON) -> list[JSON]:
+    """A text part split for streaming; any other part whole."""
+    text = part.get("text")
+    if not isinstance(text, str) or len(part.keys() - {"text", "thought", "thoughtSignature"}):
+        return [part]
+    pieces = split_deltas(text)
+    if len(pieces) < 2:
+        return [part]
+    rest = {k: v for k, v in part.items() if k not in ("text", "thoughtSignature")}
+    fragments = [{"text": piece, **rest} for piece in pieces]
+    if "thoughtSignature" in part:
+        fragments[-1]["thoughtSignature"] = part["thoughtSignature"]
+    return fragments

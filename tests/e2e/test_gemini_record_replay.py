@@ -1,0 +1,175 @@
+"""The Gemini dialect through the real google-genai SDK: record against the fake (whose base
+URL has no /v1: the SDK's path carries its API version), stop it, replay offline; then the
+red paths, by editing what was recorded."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from flowproof_cli import trace as traces
+from flowproof_cli.cassette import Turn
+from tests.conftest import run_cli
+from tests.e2e.flows import AGENTS, write_flow
+from tests.fakes.fake_upstream import FakeUpstream
+
+pytestmark = pytest.mark.slow
+
+pytest.importorskip("google.genai")
+
+SYSTEM_PROMPT = "You are a weather assistant. Use the tools."
+PROMPT = "What's the weather in Nairobi right now? Use both tools."
+GEMINI_AGENTS = ["py_google_genai.py", "py_google_genai_stream.py"]
+
+
+def flow_for(folder: Path, script: str) -> Path:
+    steps = [
+        {"prompt": PROMPT},
+        {"assert_tool_call": "get_weather where city equals Nairobi"},
+        {"assert_tool_call": "get_time"},
+        {"assert": "reply contains sunny"},
+    ]
+    return write_flow(folder, command=f"{sys.executable} {AGENTS / script}", steps=steps)
+
+
+def trace_path(spec: Path) -> Path:
+    return spec.with_name(spec.name.replace(".flow.yaml", ".trace.yaml"))
+
+
+def record(spec: Path) -> FakeUpstream:
+    with FakeUpstream() as fake:
+        result = run_cli(
+            "record",
+            spec,
+            env={"FLOWPROOF_AGENT_UPSTREAM": fake.base_url, "FLOWPROOF_AGENT_KEY": "gm-secret"},
+        )
+    assert result.code == 0, result.output
+    return fake
+
+
+def function_responses(turn: Turn) -> dict[str, Any]:
+    return {
+        part["functionResponse"]["name"]: part["functionResponse"]["response"]
+        for content in turn.request["contents"]
+        for part in content["parts"]
+        if "functionResponse" in part
+    }
+
+
+@pytest.mark.parametrize("script", GEMINI_AGENTS)
+def test_google_genai_records_and_replays_offline(tmp_path: Path, script: str) -> None:
+    spec = flow_for(tmp_path, script)
+    fake = record(spec)
+
+    upstream = fake.model_requests()
+    assert len(upstream) == 2
+    for request in upstream:  # record always asks the upstream for the plain answer
+        assert request.path == "/v1/models/gemini-2.5-flash:generateContent"
+        assert request.headers["x-goog-api-key"] == "gm-secret"
+        assert "model" not in request.body and "stream" not in request.body
+
+    trace = traces.load(trace_path(spec))
+    assert [turn.protocol for turn in trace.turns] == ["gemini", "gemini"]
+    assert all(turn.request["model"] == "gemini-2.5-flash" for turn in trace.turns)
+    assert all("stream" not in turn.request for turn in trace.turns)
+    text = trace_path(spec).read_text()
+    assert "gm-secret" not in text and "flowproof-placeholder-key" not in text
+    # get_time's volatile result was mocked: the model was told the mock, verbatim
+    results = function_responses(trace.turns[1])
+    assert results["get_time"] == {"now": "2026-01-01T09:00:00Z"}
+    assert results["get_weather"] == {"city": "Nairobi", "forecast": "sunny"}
+
+    result = run_cli("run", spec)  # the fake is stopped: replay must need nothing
+    assert result.code == 0, result.output
+    assert result.stdout.startswith("PASS: weather flow")
+
+
+def test_a_plain_recording_serves_the_streaming_client(tmp_path: Path) -> None:
+    spec = flow_for(tmp_path, "py_google_genai.py")
+    record(spec)
+    flow_for(tmp_path, "py_google_genai_stream.py")  # same flow, the agent now streams
+    result = run_cli("run", spec)
+    assert result.code == 0, result.output
+
+
+# -- red paths -------------------------------------------------------------------------------
+
+
+def _rewrite(value: Any, edit: Callable[[Any], Any]) -> Any:
+    value = edit(value)
+    if isinstance(value, dict):
+        return {key: _rewrite(item, edit) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_rewrite(item, edit) for item in value]
+    return value
+
+
+def edit_trace(
+    spec: Path,
+    *,
+    requests: Callable[[Any], Any] | None = None,
+    first_response: Callable[[Any], Any] | None = None,
+) -> None:
+    path = trace_path(spec)
+    trace = traces.load(path)
+    turns = []
+    for position, turn in enumerate(trace.turns):
+        request = _rewrite(turn.request, requests) if requests else turn.request
+        response = turn.response
+        if first_response and position == 0:
+            response = _rewrite(turn.response, first_response)
+        turns.append(Turn(turn.protocol, request, turn.status, response))
+    trace.turns = turns
+    traces.save(path, trace)
+
+
+@pytest.fixture(params=GEMINI_AGENTS)
+def recorded_flow(request: pytest.FixtureRequest, tmp_path: Path) -> Path:
+    spec = flow_for(tmp_path, request.param)
+    record(spec)
+    return spec
+
+
+def test_changed_system_instruction_diverges(recorded_flow: Path) -> None:
+    edit_trace(
+        recorded_flow,
+        requests=lambda v: "You were a weather assistant." if v == SYSTEM_PROMPT else v,
+    )
+    result = run_cli("run", recorded_flow)
+    assert result.code == 1, result.output
+    assert "divergence at turn 1: message 0 (system) content changed" in result.stdout
+    assert "recorded: You were a weather assistant." in result.stdout
+    assert f"replayed: {SYSTEM_PROMPT}" in result.stdout
+
+
+def test_changed_argument_names_the_path(recorded_flow: Path) -> None:
+    edit_trace(
+        recorded_flow,
+        first_response=lambda v: v.replace("Nairobi", "Paris") if isinstance(v, str) else v,
+    )
+    result = run_cli("run", recorded_flow)
+    assert result.code == 1, result.output
+    assert (
+        "divergence at turn 2: tool-call arguments drifted in message 2 (model): "
+        "get_weather.city: recorded Nairobi, replayed Paris" in result.stdout
+    )
+
+
+def test_protocol_changed_diverges_first(tmp_path: Path) -> None:
+    spec = flow_for(tmp_path, "py_google_genai.py")
+    record(spec)
+    write_flow(  # same flow, the agent now speaks OpenAI Chat Completions
+        tmp_path,
+        command=f"{sys.executable} {AGENTS / 'py_openai_chat.py'}",
+        steps=[{"prompt": PROMPT}],
+    )
+    result = run_cli("run", spec)
+    assert result.code == 1, result.output
+    assert (
+        "divergence at turn 1: protocol changed: recorded gemini, replayed openai-chat"
+        in result.stdout
+    )
