@@ -219,10 +219,9 @@ class GeminiGenerateContent(Dialect):
         system = _get(request, "systemInstruction")
         if system is None:
             return ""
-        text = "\n".join(
+        return "\n".join(
             str(part["text"]) for part in _parts(system) if isinstance(part.get("text"), str)
         )
-        return text
 
     # --- divergence -------------------------------------------------------------------------
 

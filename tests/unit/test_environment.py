@@ -78,6 +78,9 @@ def test_other_inherited_variables_are_kept() -> None:
         "OPENAI_BASE",
         "FLOWPROOF_LLM_PROXY",
         "ANTHROPIC_BASE_URL",
+        "GOOGLE_GEMINI_BASE_URL",
+        "GEMINI_API_KEY",
+        "GOOGLE_API_KEY",
         "FLOWPROOF_PROMPT",
     }
 
@@ -111,7 +114,7 @@ def test_proxy_handles_and_wiring_hint() -> None:
     hint = wiring_hint()
     assert hint.startswith(
         "flowproof injected OPENAI_BASE_URL, OPENAI_API_BASE, OPENAI_BASE, "
-        "FLOWPROOF_LLM_PROXY, ANTHROPIC_BASE_URL; "
+        "FLOWPROOF_LLM_PROXY, ANTHROPIC_BASE_URL, GOOGLE_GEMINI_BASE_URL; "
     )
     assert '"${flowproof.proxy_url}" (includes /v1)' in hint
 
