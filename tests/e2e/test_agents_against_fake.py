@@ -79,7 +79,8 @@ def run_agent(case: AgentCase, fake: FakeUpstream) -> subprocess.CompletedProces
     environ = clean_environ(
         {
             "OPENAI_BASE_URL": f"{fake.base_url}/v1",
-            "ANTHROPIC_BASE_URL": fake.base_url,
+            # The AI SDK's Anthropic provider wants the base WITH /v1, the Anthropic SDKs without.
+            "ANTHROPIC_BASE_URL": fake.base_url + ("/v1" if "ai_sdk" in case.script else ""),
             "OPENAI_API_KEY": "sk-placeholder",
             "ANTHROPIC_API_KEY": "sk-ant-placeholder",
             "OPENAI_AGENTS_DISABLE_TRACING": "1",

@@ -75,9 +75,13 @@ def trace_path(spec: Path) -> Path:
     return spec.with_name(spec.name.replace(".flow.yaml", ".trace.yaml"))
 
 
+# How a user wires an agent whose client reads a variable differently: a runtime handle.
+AGENT_ENV = {"node_ai_sdk_anthropic.mjs": {"ANTHROPIC_BASE_URL": "${flowproof.proxy_url}"}}
+
+
 @pytest.mark.parametrize("script", sorted(AGENT_PROTOCOLS))
 def test_real_sdk_records_and_replays_offline(tmp_path: Path, script: str) -> None:
-    spec = flow_for(tmp_path, script)
+    spec = flow_for(tmp_path, script, env=AGENT_ENV.get(script, {}))
     record(spec)
     trace = traces.load(trace_path(spec))
     assert {turn.protocol for turn in trace.turns} == {AGENT_PROTOCOLS[script]}

@@ -1,18 +1,12 @@
 // Real agent: Vercel AI SDK `generateText` with tools and a multi-step stop condition, over
-// `@ai-sdk/anthropic`. That provider reads ANTHROPIC_BASE_URL too but expects it WITH /v1
-// (it appends `/messages`), while the Anthropic SDKs (and flowproof) set it WITHOUT /v1: so
-// the base is derived from ANTHROPIC_BASE_URL here. ANTHROPIC_API_KEY is read by the provider.
+// `@ai-sdk/anthropic`, configured the stock way: the provider reads ANTHROPIC_BASE_URL and
+// ANTHROPIC_API_KEY itself. It expects the base WITH /v1 (it appends `/messages`), while the
+// Anthropic SDKs want it without, so its flow maps `ANTHROPIC_BASE_URL: ${flowproof.proxy_url}`.
 import { createAnthropic } from "@ai-sdk/anthropic";
 import { generateText, stepCountIs, tool } from "ai";
 import { z } from "zod";
 
 const MODEL = process.env.AGENT_MODEL ?? "claude-sonnet-4-6";
-
-function anthropicBaseURL() {
-  const base = process.env.ANTHROPIC_BASE_URL?.replace(/\/+$/, "");
-  if (!base) return undefined; // the provider's default, https://api.anthropic.com/v1
-  return base.endsWith("/v1") ? base : `${base}/v1`;
-}
 
 const tools = {
   get_weather: tool({
@@ -28,7 +22,7 @@ const tools = {
 };
 
 async function main() {
-  const anthropic = createAnthropic({ baseURL: anthropicBaseURL() });
+  const anthropic = createAnthropic();
   const result = await generateText({
     model: anthropic(MODEL),
     system: "You are a weather assistant. Use the tools.",
