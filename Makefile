@@ -8,8 +8,11 @@ FLOWPROOF := $(VENV)/bin/flowproof
 bootstrap:
 	@bash scripts/bootstrap.sh
 
+# Offline on purpose: no key and no upstream reach the run; the example agents find their
+# SDKs in .venv, which comes first on PATH.
 demo: bootstrap
 	@env -u OPENAI_API_KEY -u ANTHROPIC_API_KEY -u FLOWPROOF_AGENT_KEY -u FLOWPROOF_AGENT_UPSTREAM \
+		-u OPENAI_BASE_URL -u ANTHROPIC_BASE_URL PATH="$(CURDIR)/$(VENV)/bin:$$PATH" \
 		$(FLOWPROOF) run examples/
 
 test: bootstrap lint typecheck

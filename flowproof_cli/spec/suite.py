@@ -1,0 +1,105 @@
+"""The `suite.yaml` model and loader: what every flow below a folder shares.
+
+A suite holds the setup that would otherwise be copied into each spec: environment
+variables (`env`, `env_from`) and per-flow hooks (`before_each`, `after_each`). It is loaded
+with the spec loader's own machinery, so its errors read exactly like a spec's:
+`FILE:LINE: what is wrong. Fix: ...`, unknown keys with "did you mean".
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from flowproof_cli.errors import SpecError
+from flowproof_cli.spec.loader import (
+    _check_duplicates,
+    _check_keys,
+    _kind,
+    _line,
+    _SpecYamlLoader,
+    _to_spec_error,
+    _yaml_error,
+)
+from flowproof_cli.spec.models import spec_problem
+
+SUITE_FILE = "suite.yaml"
+_VARIABLE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+class SuiteSpec(BaseModel):
+    """One `suite.yaml`. Every key is optional; an empty file is an empty suite."""
+
+    model_config = ConfigDict(
+        extra="forbid", strict=True, title="flowproof suite", populate_by_name=True
+    )
+
+    env: dict[str, str] = Field(
+        default_factory=dict,
+        description="Variables added to every flow's environment; values may use `${VAR}`.",
+    )
+    env_from: str | None = Field(
+        default=None,
+        min_length=1,
+        description="Shell command printing `KEY=VALUE` lines, added to the environment.",
+    )
+    before_each: str | None = Field(
+        default=None, min_length=1, description="Shell command run before each flow."
+    )
+    after_each: str | None = Field(
+        default=None,
+        min_length=1,
+        description="Shell command run after each flow, even a failed one.",
+    )
+
+    @field_validator("env")
+    @classmethod
+    def _variable_names(cls, env: dict[str, str]) -> dict[str, str]:
+        for name in env:
+            if not _VARIABLE_NAME.fullmatch(name):
+                raise spec_problem(
+                    f"`{name}` is not a variable name. Fix: use letters, digits and `_`, "
+                    "not starting with a digit",
+                    (name,),
+                )
+        return env
+
+
+def load_suite(path: Path | str) -> SuiteSpec:
+    """Read and validate one `suite.yaml`; every problem is a SpecError with file and line."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SpecError(
+            f"cannot read the suite file: {exc}. Fix: pass a UTF-8 text file", path=str(path)
+        ) from None
+    return parse_suite(text, str(path))
+
+
+def parse_suite(text: str, path: str) -> SuiteSpec:
+    loader = _SpecYamlLoader(text)
+    try:
+        root = loader.get_single_node()
+        data = loader.construct_document(root) if root is not None else None
+    except yaml.YAMLError as exc:
+        raise _yaml_error(exc, path) from None
+    finally:
+        loader.dispose()
+    if root is None:
+        return SuiteSpec()
+    if not isinstance(data, dict):
+        raise SpecError(
+            f"the top level is a {_kind(root)}, not a mapping. Fix: write `key: value` lines "
+            "(`env`, `env_from`, `before_each`, `after_each`)",
+            path=path,
+            line=_line(root),
+        )
+    _check_duplicates(root, path, set())
+    _check_keys(root, SuiteSpec, (), path)
+    try:
+        return SuiteSpec.model_validate(data)
+    except ValidationError as exc:
+        raise _to_spec_error(exc, root, path) from None
