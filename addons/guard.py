@@ -29,7 +29,7 @@ class RequestGuard:
             _refuse(flow, 400, "absolute-form request lines are refused: this proxy is not a relay")
 
     def request(self, flow: http.HTTPFlow) -> None:
-        if flow.response is None and not is_claimed(flow.request.path):
+        if flow.response is None and not is_claimed(flow.request.path, flow.metadata):
             _refuse(
                 flow,
                 404,

@@ -30,6 +30,26 @@ find_python() {
     return 1
 }
 
+# The egress tests (tests/egress/) run contained agents in network namespaces: they need `ip`
+# (iproute2), `unshare`/`nsenter`/`setpriv` (util-linux) and a C compiler for one small
+# helper. Installed with apt when missing and possible (root, Debian/Ubuntu); else skipped.
+ensure_egress_tools() {
+    local missing=()
+    command -v ip >/dev/null 2>&1 || missing+=(iproute2)
+    { command -v unshare && command -v nsenter && command -v setpriv; } >/dev/null 2>&1 \
+        || missing+=(util-linux)
+    { command -v gcc || command -v cc; } >/dev/null 2>&1 || missing+=(gcc libc6-dev)
+    [[ ${#missing[@]} -eq 0 ]] && return 0
+    if [[ "$(id -u)" == "0" ]] && command -v apt-get >/dev/null 2>&1; then
+        echo "bootstrap: installing ${missing[*]} for the egress tests"
+        DEBIAN_FRONTEND=noninteractive apt-get update -qq
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}"
+    else
+        echo "bootstrap: ${missing[*]} missing; egress containment tests will be skipped" >&2
+    fi
+}
+ensure_egress_tools
+
 fingerprint() {
     local f
     for f in pyproject.toml package.json package-lock.json; do
@@ -37,7 +57,14 @@ fingerprint() {
     done | sha256sum | cut -d' ' -f1
 }
 
-if [[ -x "$VENV/bin/python" ]] && [[ -f "$STAMP" ]] && [[ "$(cat "$STAMP")" == "$(fingerprint)" ]]; then
+# The `mcp` 1.x SDK, side by side with the venv's 2.x, for the MCP test fixtures
+# (tests/mcp_fixtures/sdk_path.py finds it). Installed with the venv's interpreter.
+MCP1_SPEC="mcp==1.30.0"
+MCP1_DIR=.deps/mcp1
+mcp1_ready() { [[ -f "$MCP1_DIR/.stamp" ]] && [[ "$(cat "$MCP1_DIR/.stamp")" == "$MCP1_SPEC" ]]; }
+
+if [[ -x "$VENV/bin/python" ]] && [[ -f "$STAMP" ]] && [[ "$(cat "$STAMP")" == "$(fingerprint)" ]] \
+    && mcp1_ready; then
     exit 0
 fi
 
@@ -64,6 +91,13 @@ if [[ -f package.json ]]; then
     else
         echo "bootstrap: npm not found; Node agent tests will be skipped" >&2
     fi
+fi
+
+if ! mcp1_ready; then
+    rm -rf "$MCP1_DIR"
+    "$VENV/bin/python" -m pip install --quiet --target "$MCP1_DIR" "$MCP1_SPEC" \
+        2> >(grep -v "is ignored: it is neither" >&2)
+    echo "$MCP1_SPEC" > "$MCP1_DIR/.stamp"
 fi
 
 fingerprint > "$STAMP"

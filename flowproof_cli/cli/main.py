@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from flowproof_cli.cli import record, run, schema
+from flowproof_cli.cli import doctor, record, run, schema
 from flowproof_cli.errors import ExitCode, FlowproofError
 
 
@@ -19,6 +19,7 @@ def cli() -> None:
 cli.add_command(record.record)
 cli.add_command(run.run)
 cli.add_command(schema.schema)
+cli.add_command(doctor.doctor)
 
 
 def main() -> None:

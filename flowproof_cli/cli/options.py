@@ -13,3 +13,11 @@ timeout_option = click.option(
 json_option = click.option(
     "--json", "as_json", is_flag=True, help="Print a machine-readable result."
 )
+jobs_option = click.option(
+    "-j",
+    "--jobs",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="Flows run at once in a directory run, each in its own process with its own proxy.",
+)

@@ -17,10 +17,12 @@ def _indent(text: str) -> str:
 
 def verdict_line(result: FlowResult, *, with_time: bool = False) -> str:
     took = f" ({result.duration_s:.1f}s)" if with_time else ""
-    if result.skipped is not None:
-        return f"SKIP: {result.name}{took} - {result.skipped}"
+    if result.skipped is not None:  # a skipped flow did not run: no time to show
+        return f"SKIP: {result.name} - {result.skipped}"
     if result.error is not None:
-        return f"ERROR: {result.name}{took} - {result.error}"
+        first, *rest = result.error.splitlines() or [""]
+        lines = [f"ERROR: {result.name}{took} - {first}", *(f"    {line}" for line in rest)]
+        return "\n".join(lines)
     if result.passed:
         return f"PASS: {result.name}{took}"
     first, *rest = result.failures[0].splitlines()
@@ -29,32 +31,42 @@ def verdict_line(result: FlowResult, *, with_time: bool = False) -> str:
     return "\n".join(lines)
 
 
-def print_results(results: Sequence[FlowResult], *, as_json: bool, summary: bool) -> ExitCode:
-    code = overall_exit_code(results)
-    if as_json:
-        payload = {
-            "exit_code": int(code),
-            "passed": code == ExitCode.PASSED,
-            "flows": [result.to_json() for result in results],
-        }
-        click.echo(json.dumps(payload, indent=2, sort_keys=True))
-        return code
+def print_flow(result: FlowResult, *, with_time: bool) -> None:
+    """One flow's verdict and its notes, as soon as it is known."""
+    click.echo(verdict_line(result, with_time=with_time))
+    for note in result.notes:
+        click.echo(_indent(f"note: {note}"))
+    if result.trace_written:
+        click.echo(f"    wrote {result.trace_path} ({result.recorded_turns} turn(s))")
+
+
+def summary_line(results: Sequence[FlowResult]) -> str:
+    counts = {status: 0 for status in ("passed", "failed", "error", "skipped")}
     for result in results:
-        click.echo(verdict_line(result, with_time=summary))
-        for note in result.notes:
-            click.echo(f"    note: {note}")
-        if result.trace_written:
-            click.echo(f"    wrote {result.trace_path} ({result.recorded_turns} turn(s))")
-    if summary:
-        counts = {status: 0 for status in ("passed", "failed", "error", "skipped")}
-        for result in results:
-            counts[result.status] += 1
-        click.echo(
-            f"{counts['passed']} passed, {counts['failed']} failed"
-            + (f", {counts['skipped']} skipped" if counts["skipped"] else "")
-            + (f", {counts['error']} error(s)" if counts["error"] else "")
-        )
+        counts[result.status] += 1
+    line = f"{counts['passed']} passed, {counts['failed']} failed, {counts['skipped']} skipped"
+    return line + (f", {counts['error']} error(s)" if counts["error"] else "")
+
+
+def print_json(results: Sequence[FlowResult]) -> ExitCode:
+    code = overall_exit_code(results)
+    payload = {
+        "exit_code": int(code),
+        "passed": code == ExitCode.PASSED,
+        "flows": [result.to_json() for result in results],
+    }
+    click.echo(json.dumps(payload, indent=2, sort_keys=True))
     return code
+
+
+def print_results(results: Sequence[FlowResult], *, as_json: bool, summary: bool) -> ExitCode:
+    if as_json:
+        return print_json(results)
+    for result in results:
+        print_flow(result, with_time=summary)
+    if summary:
+        click.echo(summary_line(results))
+    return overall_exit_code(results)
 
 
 def overall_exit_code(results: Sequence[FlowResult]) -> ExitCode:

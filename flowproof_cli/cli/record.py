@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import asyncio
+import os
 import sys
 from pathlib import Path
 
@@ -11,9 +11,7 @@ import click
 from flowproof_cli.cassette import Mode
 from flowproof_cli.cli.options import json_option, timeout_option
 from flowproof_cli.cli.output import print_results
-from flowproof_cli.runner.flow import run_flow
-from flowproof_cli.spec import load_spec
-from flowproof_cli.trace import trace_path_for
+from flowproof_cli.runner.job import execute, plan_jobs
 
 
 @click.command()
@@ -29,9 +27,10 @@ from flowproof_cli.trace import trace_path_for
 def record(spec_path: Path, output: Path | None, timeout: float | None, as_json: bool) -> None:
     """Record SPEC against the real model (FLOWPROOF_AGENT_UPSTREAM, FLOWPROOF_AGENT_KEY).
 
-    The trace is written only when every assertion of the flow passes.
+    The trace is written only when every assertion of the flow passes. The nearest
+    suite.yaml above SPEC applies (its env, env_from and hooks).
     """
-    spec = load_spec(spec_path)
-    trace_path = output or trace_path_for(spec_path)
-    result = asyncio.run(run_flow(spec, mode=Mode.RECORD, trace_path=trace_path, timeout_s=timeout))
-    sys.exit(print_results([result], as_json=as_json, summary=False))
+    (job,) = plan_jobs(
+        [spec_path], mode=Mode.RECORD, environ=os.environ, timeout_s=timeout, trace_path=output
+    )
+    sys.exit(print_results([execute(job)], as_json=as_json, summary=False))

@@ -2,26 +2,30 @@
 
 from __future__ import annotations
 
-import asyncio
+import json
+import os
 import sys
+import time
 from pathlib import Path
+from typing import NoReturn
 
 import click
 
 from flowproof_cli.cassette import Mode
-from flowproof_cli.cli.options import json_option, timeout_option
-from flowproof_cli.cli.output import print_results
-from flowproof_cli.errors import FlowproofError, SpecError
+from flowproof_cli.cli.options import jobs_option, json_option, timeout_option
+from flowproof_cli.cli.output import (
+    overall_exit_code,
+    print_flow,
+    print_json,
+    print_results,
+    summary_line,
+)
+from flowproof_cli.errors import SpecError
 from flowproof_cli.runner.discovery import discover_specs
-from flowproof_cli.runner.flow import run_flow
+from flowproof_cli.runner.job import FlowJob, execute, plan_jobs
+from flowproof_cli.runner.junit import write_junit
+from flowproof_cli.runner.parallel import run_jobs
 from flowproof_cli.runner.verdict import FlowResult
-from flowproof_cli.spec import load_spec
-from flowproof_cli.trace import trace_path_for
-
-
-def _run_one(spec_path: Path, trace_path: Path, timeout: float | None) -> FlowResult:
-    spec = load_spec(spec_path)
-    return asyncio.run(run_flow(spec, mode=Mode.REPLAY, trace_path=trace_path, timeout_s=timeout))
 
 
 @click.command()
@@ -35,22 +39,51 @@ def _run_one(spec_path: Path, trace_path: Path, timeout: float | None) -> FlowRe
 )
 @timeout_option
 @json_option
-def run(target: Path, trace: Path | None, timeout: float | None, as_json: bool) -> None:
+@jobs_option
+@click.option("--worker", is_flag=True, hidden=True, help="Internal: run one job read from stdin.")
+def run(
+    *,
+    target: Path,
+    trace: Path | None,
+    timeout: float | None,
+    as_json: bool,
+    jobs: int,
+    worker: bool,
+) -> None:
     """Replay SPEC, or every *.flow.yaml below DIR, from recorded traces. No model, no key."""
+    if worker:
+        _serve_worker()
     if target.is_file():
-        result = _run_one(target, trace or trace_path_for(target), timeout)
-        sys.exit(print_results([result], as_json=as_json, summary=False))
+        (job,) = plan_jobs(
+            [target], mode=Mode.REPLAY, environ=os.environ, timeout_s=timeout, trace_path=trace
+        )
+        sys.exit(print_results([execute(job)], as_json=as_json, summary=False))
     if trace is not None:
         raise click.UsageError("-t/--trace names one trace: use it with a single spec")
     specs = discover_specs(target)
     if not specs:
         raise SpecError(f"no *.flow.yaml below {target}")
-    results: list[FlowResult] = []
-    for spec_path in specs:
-        try:
-            results.append(_run_one(spec_path, trace_path_for(spec_path), timeout))
-        except FlowproofError as exc:
-            failed = FlowResult(spec_path.name, spec_path, "replay", trace_path_for(spec_path))
-            failed.error = str(exc)
-            results.append(failed)
-    sys.exit(print_results(results, as_json=as_json, summary=True))
+    planned = plan_jobs(
+        specs, mode=Mode.REPLAY, environ=os.environ, timeout_s=timeout, in_directory=True
+    )
+    started = time.monotonic()
+    results = run_jobs(planned, jobs, on_result=None if as_json else _print_timed)
+    try:
+        write_junit(results, target, elapsed_s=time.monotonic() - started)
+    except OSError as exc:  # a read-only checkout still gets its verdicts
+        click.echo(f"warning: could not write the JUnit XML: {exc}", err=True)
+    if as_json:
+        sys.exit(print_json(results))
+    click.echo(summary_line(results))
+    sys.exit(overall_exit_code(results))
+
+
+def _print_timed(result: FlowResult) -> None:
+    print_flow(result, with_time=True)
+
+
+def _serve_worker() -> NoReturn:
+    """The child side of `-j N`: one FlowJob as JSON on stdin, its FlowResult on stdout."""
+    job = FlowJob.from_json(json.loads(sys.stdin.read()))
+    click.echo(json.dumps(execute(job).to_json()))
+    sys.exit(0)

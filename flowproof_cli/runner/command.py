@@ -100,6 +100,23 @@ def _signal_group(pgid: int, sig: signal.Signals) -> None:
         os.killpg(pgid, sig)
 
 
+async def _end_group(process: asyncio.subprocess.Process, pgid: int) -> None:
+    """End the whole group, politely first: on timeout, cancellation, error or normal exit.
+
+    The SIGKILL sits in a `finally` of its own, so a second cancellation (a second Ctrl-C)
+    arriving during the grace period still leaves no member of the group alive.
+    """
+    try:
+        _signal_group(pgid, signal.SIGTERM)
+        if process.returncode is None:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(process.wait(), timeout=KILL_GRACE_S)
+    finally:
+        _signal_group(pgid, signal.SIGKILL)
+        if process.returncode is None:
+            await process.wait()
+
+
 def _tail(stream: IO[bytes]) -> str:
     """The last OUTPUT_TAIL characters written to a capture file."""
     stream.seek(0, os.SEEK_END)
@@ -140,14 +157,7 @@ async def run_agent(
         except TimeoutError:
             timed_out = True
         finally:
-            # On timeout, cancellation or a normal exit: end the whole group, politely first.
-            _signal_group(pgid, signal.SIGTERM)
-            if process.returncode is None:
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(process.wait(), timeout=KILL_GRACE_S)
-            _signal_group(pgid, signal.SIGKILL)
-            if process.returncode is None:
-                await process.wait()
+            await _end_group(process, pgid)
         stdout_text, stderr_text = _tail(stdout), _tail(stderr)
     return AgentOutcome(
         exit_code=None if timed_out else process.returncode,

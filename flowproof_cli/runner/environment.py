@@ -64,3 +64,14 @@ def wiring_hint() -> str:
         "(or a config file), map it in the spec's agent.env with the handle "
         '"${flowproof.proxy_url}" (includes /v1) or "${flowproof.proxy_url_no_v1}"'
     )
+
+
+def service_wiring_hint(port: int) -> str:
+    """What to set in a service flowproof did not start, so its model calls reach the proxy."""
+    handles = proxy_handles(port)
+    return (
+        "Fix: start the service with its model client pointed at flowproof's proxy: "
+        f"OPENAI_BASE_URL={handles['proxy_url']} (OpenAI clients), "
+        f"ANTHROPIC_BASE_URL={handles['proxy_url_no_v1']} (Anthropic clients) or "
+        f"GOOGLE_GEMINI_BASE_URL={handles['proxy_url_no_v1']} (google-genai)"
+    )

@@ -1,6 +1,9 @@
-"""One flow's lifecycle: proxy up, agent run, proxy down, verdict, trace (record only).
+"""One flow's lifecycle: proxy up, agent driven, proxy down, verdict, trace (record only).
 
-spec -> session (cassette) -> proxy -> agent -> trajectory -> assertions -> verdict
+spec -> session (cassette) -> driver (proxy + agent) -> trajectory -> judge -> verdict
+
+SIGTERM cancels the flow like Ctrl-C does, so the drivers' `finally` blocks always end the
+agent's process group and close the proxy's port (see `runner.termination`).
 """
 
 from __future__ import annotations
@@ -10,18 +13,16 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
-from flowproof_addons.guard import RequestGuard
-from flowproof_addons.model import ModelBoundary
 from flowproof_cli import trace as traces
-from flowproof_cli.assertions import evaluate
 from flowproof_cli.cassette import CassetteSession, Mode
 from flowproof_cli.errors import TraceError
-from flowproof_cli.runner.command import AgentOutcome, run_agent, split_command
-from flowproof_cli.runner.environment import agent_environment, proxy_handles, wiring_hint
-from flowproof_cli.runner.proxy import ProxyHost
+from flowproof_cli.runner.drivers import drive_command, drive_service
+from flowproof_cli.runner.judge import judge
+from flowproof_cli.runner.termination import cancelled_by_sigterm
+from flowproof_cli.runner.tool_warnings import unintercepted_tool_warnings
 from flowproof_cli.runner.upstream import upstream_from_environment
 from flowproof_cli.runner.verdict import FlowResult
-from flowproof_cli.spec import FlowSpec, resolve_variables
+from flowproof_cli.spec import FlowSpec
 
 
 def _record_command(spec_path: Path) -> str:
@@ -47,6 +48,20 @@ async def run_flow(
     timeout_s: float | None = None,
 ) -> FlowResult:
     """Run one flow and return its verdict. FlowproofError propagates (exit 2)."""
+    with cancelled_by_sigterm():
+        return await _run_flow(
+            spec, mode=mode, trace_path=trace_path, environ=environ, timeout_s=timeout_s
+        )
+
+
+async def _run_flow(
+    spec: FlowSpec,
+    *,
+    mode: Mode,
+    trace_path: Path,
+    environ: Mapping[str, str] | None,
+    timeout_s: float | None,
+) -> FlowResult:
     environ = dict(os.environ if environ is None else environ)
     spec_path = spec.source_path or Path(f"{spec.name}.flow.yaml")
     result = FlowResult(spec.name, spec_path, mode.value, trace_path)
@@ -55,31 +70,27 @@ async def run_flow(
         raise TraceError(f"no trace at {trace_path}; record it first: {_record_command(spec_path)}")
     session, trace = _open_session(spec, mode, trace_path, environ)
     timeout = timeout_s if timeout_s is not None else spec.timeout
-    argv = split_command(spec.agent.resolved_command(environ))
-    cwd = spec_path.parent if spec.source_path else Path.cwd()
+    recorded = len(session.recorded) if mode is Mode.REPLAY else None
 
-    boundary = ModelBoundary()
-    async with ProxyHost([RequestGuard(), boundary]) as proxy:
-        boundary.sessions[proxy.port] = session
-        handles = proxy_handles(proxy.port)
-        spec_env = {
-            name: resolve_variables(value, environ, handles=handles)
-            for name, value in spec.agent.env.items()
-        }
-        env = agent_environment(
-            environ, port=proxy.port, prompt=spec.task_prompt, spec_env=spec_env
+    if spec.agent.url is not None:
+        driven = await drive_service(
+            spec, session, environ=environ, timeout_s=timeout, recorded=recorded
         )
-        outcome = await run_agent(argv, env=env, cwd=cwd, timeout_s=timeout)
+    else:
+        cwd = spec_path.parent if spec.source_path else Path.cwd()
+        driven = await drive_command(
+            spec, session, environ=environ, cwd=cwd, timeout_s=timeout, recorded=recorded
+        )
 
     result.duration_s = time.monotonic() - started
     result.model_calls = session.requests
     result.recorded_turns = len(session.recorded)
-    result.agent_exit_code = outcome.exit_code
-    result.stdout_tail = outcome.stdout
-    result.stderr_tail = outcome.stderr
-    result.failures = _judge(
-        spec, session=session, outcome=outcome, mode=mode, timeout=timeout, environ=environ
-    )
+    result.agent_exit_code = driven.exit_code
+    result.stdout_tail = driven.stdout
+    result.stderr_tail = driven.stderr
+    result.notes.extend(unintercepted_tool_warnings(spec))
+    result.notes.extend(driven.notes)
+    result.failures = judge(spec, session=session, driven=driven, mode=mode, environ=environ)
     if result.failures and trace is not None and trace.mocks != dict(spec.mocks):
         result.notes.append(
             "the spec's tools: mocks differ from the ones snapshotted in the trace; "
@@ -95,50 +106,3 @@ async def run_flow(
             )
             result.trace_written = True
     return result
-
-
-def _judge(
-    spec: FlowSpec,
-    *,
-    session: CassetteSession,
-    outcome: AgentOutcome,
-    mode: Mode,
-    timeout: float,
-    environ: Mapping[str, str],
-) -> list[str]:
-    """Failures, most fundamental first; assertions only once the run itself is sound."""
-    recorded = len(session.recorded)
-    if session.errors:
-        return list(dict.fromkeys(session.errors))
-    if session.divergence is not None:
-        return [f"divergence at {session.divergence.message}"]
-    if outcome.timed_out:
-        made = f"it made {session.requests} model call(s)"
-        if mode is Mode.REPLAY:
-            made += f" of {recorded} recorded"
-        return [f"the agent did not finish within {timeout:g} s and was killed; {made}"]
-    if outcome.exit_code != 0:
-        tail = outcome.stderr_tail()
-        when = "before making any model call" if session.requests == 0 else "after its model calls"
-        message = f"the agent exited with code {outcome.exit_code} {when}"
-        return [f"{message}; its stderr ends with:\n{tail}" if tail else message]
-    if session.requests == 0:
-        has = f"; the recording has {recorded}" if mode is Mode.REPLAY else ""
-        return [
-            "no model request reached flowproof's proxy: the agent exited 0 without calling "
-            f"a model through it (its client ignored the injected base URL){has}. {wiring_hint()}"
-        ]
-    if mode is Mode.REPLAY and len(session.served) != recorded:
-        unused = sorted(set(range(recorded)) - set(session.served))
-        turns = ", ".join(str(position + 1) for position in unused)
-        return [
-            f"the agent made {session.requests} model call(s), the recording has {recorded} "
-            f"(turn(s) never requested: {turns})"
-        ]
-    failures = evaluate(spec, session.trajectory(), environ)
-    return [
-        f"{failure.message} (step at line {failure.step_line})"
-        if failure.step_line
-        else failure.message
-        for failure in failures
-    ]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import logging
 import tempfile
 from collections.abc import Sequence
@@ -24,6 +25,37 @@ from flowproof_cli.errors import ConfigError
 # forwarded request to the configured upstream. A reverse mode still needs a target.
 _PLACEHOLDER_TARGET = "http://127.0.0.1:9"
 _START_TIMEOUT_S = 10.0
+_CLOSE_TIMEOUT_S = 2.0
+
+
+class PortInUseError(ConfigError):
+    """The fixed port asked for is taken: a named error, not a 10 s start timeout."""
+
+    def __init__(self, port: int, message: str | None = None):
+        self.port = port
+        super().__init__(
+            message
+            or f"127.0.0.1:{port} is already in use. Fix: stop whatever listens there, "
+            "or choose another port"
+        )
+
+
+async def _close_client_connections(server: Any) -> None:
+    """End every live client connection so its task finishes rather than being cancelled.
+
+    A long-lived service keeps its HTTP connections to the proxy open (keep-alive). Left
+    open, their tasks are cancelled when the event loop closes, and Python 3.12.1's asyncio
+    then logs a spurious `Exception in callback ... CancelledError` traceback for each.
+    Cancelling the inner connection handler lets mitmproxy close the client cleanly.
+    """
+    with contextlib.suppress(Exception):
+        for handler in list(server.connections.values()):
+            io = handler.transports.get(handler.client)
+            if io is not None and io.handler is not None:
+                io.handler.cancel()
+    deadline = asyncio.get_running_loop().time() + _CLOSE_TIMEOUT_S
+    while server.connections and asyncio.get_running_loop().time() < deadline:
+        await asyncio.sleep(0.005)
 
 
 class ProxyHost:
@@ -62,6 +94,15 @@ class ProxyHost:
             if addresses:
                 self.port = int(addresses[0][1])
                 return self.port
+            failure = next((s.last_exception for s in server.servers if s.last_exception), None)
+            if failure is not None:
+                await self.stop()
+                if isinstance(failure, OSError) and failure.errno == errno.EADDRINUSE:
+                    raise PortInUseError(self._requested_port)
+                raise ConfigError(
+                    f"the proxy could not listen on 127.0.0.1:{self._requested_port or 'any'}: "
+                    f"{failure}"
+                )
             if self._task.done():
                 await self.stop()
                 raise ConfigError(
@@ -79,6 +120,7 @@ class ProxyHost:
             server = self._master.addons.get("proxyserver")
             with contextlib.suppress(Exception):
                 await server.servers.update([])
+            await _close_client_connections(server)
             self._master.shutdown()
         if self._task is not None:
             with contextlib.suppress(Exception, asyncio.CancelledError):

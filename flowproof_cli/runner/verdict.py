@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 from flowproof_cli.errors import ExitCode
 
@@ -52,3 +52,12 @@ class FlowResult:
         data["status"] = self.status
         data["passed"] = self.passed
         return data
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Self:
+        """The inverse of `to_json`: how a parallel run reads a worker process's result."""
+        known = {item.name for item in fields(cls)}
+        values = {key: value for key, value in data.items() if key in known}
+        values["spec_path"] = Path(values["spec_path"])
+        values["trace_path"] = Path(values["trace_path"])
+        return cls(**values)

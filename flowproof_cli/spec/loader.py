@@ -16,7 +16,7 @@ from pydantic import BaseModel, ValidationError
 from pydantic_core import ErrorDetails
 
 from flowproof_cli.errors import SpecError
-from flowproof_cli.spec.models import SPEC_ERROR_TYPE, STEP_KINDS, FlowSpec
+from flowproof_cli.spec.models import BARE_STEP_KINDS, SPEC_ERROR_TYPE, STEP_KINDS, FlowSpec
 
 _Loc = tuple[str | int, ...]
 
@@ -167,9 +167,13 @@ def _check_steps(node: yaml.Node, path: str) -> None:
     kinds = ", ".join(STEP_KINDS)
     for index, item in enumerate(node.value):
         number = index + 1
+        if isinstance(item, yaml.ScalarNode) and item.value in BARE_STEP_KINDS:
+            continue  # a bare step such as `- assert_no_egress`
         if not isinstance(item, yaml.MappingNode):
+            scalar = _kind(item) == "scalar"
+            bare = _did_you_mean(str(item.value), BARE_STEP_KINDS) if scalar else ""
             raise SpecError(
-                f"step {number} is a {_kind(item)}, not a one-key mapping. Fix: write "
+                f"step {number} is a {_kind(item)}, not a one-key mapping.{bare} Fix: write "
                 f"`- KIND: VALUE` with KIND one of {kinds}",
                 path=path,
                 line=_line(item),

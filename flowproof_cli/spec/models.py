@@ -28,12 +28,14 @@ from pydantic import (
     SerializerFunctionWrapHandler,
     Tag,
     ValidationInfo,
+    WithJsonSchema,
     field_validator,
     model_serializer,
     model_validator,
 )
 from pydantic_core import PydanticCustomError
 
+from flowproof_cli.egress.policy import EntryError, parse_entry
 from flowproof_cli.errors import SpecError
 from flowproof_cli.spec.grammar import (
     ReplyAssertion,
@@ -90,6 +92,34 @@ class AgentSpec(_Model):
         le=65535,
         description="With `url`: the fixed loopback port the proxy binds (required).",
     )
+    allow_egress: list[str] = Field(
+        default_factory=list,
+        description=(
+            "Destinations a `command` agent may reach (Linux: enforced by a seccomp "
+            "supervisor): `host:port`, `ip:port`, `cidr:port`, `[ipv6]:port`, a bare `host` or "
+            "`ip` (any port but 53), `${VAR}:port`. Loopback is always allowed. Stored as "
+            "written; add the `assert_no_egress` step to certify it."
+        ),
+    )
+
+    @field_validator("allow_egress", mode="after")
+    @classmethod
+    def _check_allow_egress(cls, entries: list[str]) -> list[str]:
+        for index, entry in enumerate(entries):
+            try:
+                parse_entry(entry)
+            except EntryError as exc:
+                raise spec_problem(
+                    f"{exc}. Fix: write `host:port`, `ip:port`, `cidr:port`, `[ipv6]:port`, a "
+                    "bare host or ip, or `${VAR}:port`",
+                    (index,),
+                ) from None
+        return entries
+
+    @property
+    def declares_egress(self) -> bool:
+        """`allow_egress` is written in the spec (even empty: nothing off-host allowed)."""
+        return "allow_egress" in self.model_fields_set
 
     @model_validator(mode="after")
     def _one_driver(self) -> Self:
@@ -112,6 +142,14 @@ class AgentSpec(_Model):
                         (key,),
                     )
         else:
+            if self.declares_egress:
+                raise spec_problem(
+                    "`agent.allow_egress` only applies to a `command` agent: flowproof contains "
+                    "the processes it starts, and a `url` service is already running outside "
+                    "any containment. Fix: remove `allow_egress`, or start the agent with "
+                    "`command`",
+                    ("allow_egress",),
+                )
             if self.env:
                 raise spec_problem(
                     "`agent.env` only applies to a `command` agent: flowproof cannot set the "
@@ -184,6 +222,103 @@ class ToolSpec(_Model):
     def is_mocked(self) -> bool:
         """True when the spec gave a `result` key, even `result: null`."""
         return "result" in self.model_fields_set
+
+
+_MCP_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
+
+
+def mcp_variable_suffix(name: str) -> str:
+    """`files-v2` -> `FILES_V2`: upper-cased, every other character `_`."""
+    return "".join(char if char.isascii() and char.isalnum() else "_" for char in name.upper())
+
+
+class McpToolSpec(ToolSpec):
+    """A tool of an MCP server. With `result` flowproof answers the `tools/call` itself and
+    the call NEVER reaches the real server, at record or at replay."""
+
+
+class McpServerSpec(_Model):
+    """An MCP server the agent uses: a second record/replay boundary, one lane per server.
+    A stdio server has `command` (flowproof's stand-in is launched in its place), a
+    streamable-HTTP server has `url` (flowproof listens in its place)."""
+
+    name: str = Field(
+        min_length=1,
+        pattern=_MCP_NAME_PATTERN,
+        description=(
+            "The server's name in the trace; also names the injected variable "
+            "FLOWPROOF_MCP_SERVER_<NAME> / FLOWPROOF_MCP_URL_<NAME> (upper-cased, other "
+            "characters `_`)."
+        ),
+    )
+    command: str | None = Field(
+        default=None,
+        min_length=1,
+        description="The real stdio server's command, run only at record (`${VAR}` allowed).",
+    )
+    url: str | None = Field(
+        default=None,
+        min_length=1,
+        description="The real streamable-HTTP server's URL, reached only at record.",
+    )
+    port: int | None = Field(
+        default=None,
+        ge=1,
+        le=65535,
+        description="With `url`: a fixed loopback port for flowproof's listener (default: any).",
+    )
+    tools: list[McpToolSpec] = Field(
+        default_factory=list,
+        description="Tools of this server; a `result` mocks the tool (never forwarded).",
+    )
+
+    @model_validator(mode="after")
+    def _one_transport(self) -> Self:
+        if (self.command is None) == (self.url is None):
+            both = self.command is not None
+            raise spec_problem(
+                f"MCP server `{self.name}` needs exactly one of `command` (a stdio server) and "
+                f"`url` (a streamable-HTTP server){'; it has both' if both else ''}. Fix: keep "
+                "one of them",
+                ("url",) if both else (),
+            )
+        if self.command is not None and self.port is not None:
+            raise spec_problem(
+                f"`port` on the stdio MCP server `{self.name}`: a `command` server is spawned "
+                "by the agent, not dialled, so it has no port. Fix: remove `port`, or give the "
+                "server a `url`",
+                ("port",),
+            )
+        seen: dict[str, int] = {}
+        for index, tool in enumerate(self.tools):
+            if tool.name in seen:
+                raise spec_problem(
+                    f"tool `{tool.name}` is listed twice under the MCP server `{self.name}` "
+                    f"(first as entry {seen[tool.name] + 1}). Fix: keep one entry",
+                    ("tools", index),
+                )
+            seen[tool.name] = index
+        return self
+
+    @property
+    def transport(self) -> Literal["stdio", "http"]:
+        return "stdio" if self.command is not None else "http"
+
+    @property
+    def variable(self) -> str:
+        """The variable flowproof injects for the agent's MCP config to point at."""
+        kind = "SERVER" if self.command is not None else "URL"
+        return f"FLOWPROOF_MCP_{kind}_{mcp_variable_suffix(self.name)}"
+
+    @property
+    def mocks(self) -> dict[str, Any]:
+        return {tool.name: tool.result for tool in self.tools if tool.is_mocked}
+
+    def resolved_command(self, environ: Mapping[str, str]) -> str:
+        return resolve_variables(self.command or "", environ, where=f"mcp.{self.name}.command")
+
+    def resolved_url(self, environ: Mapping[str, str]) -> str:
+        return resolve_variables(self.url or "", environ, where=f"mcp.{self.name}.url")
 
 
 class StepBase(_Model):
@@ -282,7 +417,42 @@ class ReplyStep(StepBase):
         return parse_reply_assertion(self.assert_)
 
 
-STEP_TYPES: tuple[type[StepBase], ...] = (PromptStep, ToolCallStep, NoToolCallStep, ReplyStep)
+class NoEgressStep(StepBase):
+    """Certify the run: contained, and no undeclared destination attempted. Written bare:
+    `- assert_no_egress`. Where containment is unavailable it fails (`cannot certify`)."""
+
+    kind: ClassVar[str] = "assert_no_egress"
+    assert_no_egress: None = Field(
+        default=None,
+        description="Bare step, no value: `- assert_no_egress`.",
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _bare(cls, value: Any) -> Any:
+        if value == cls.kind:
+            return {"assert_no_egress": None}
+        if isinstance(value, dict) and value.get(cls.kind) is not None:
+            raise spec_problem(
+                "`assert_no_egress` takes no value. Fix: write the bare step `- assert_no_egress`"
+            )
+        return value
+
+    @property
+    def text(self) -> str:
+        return self.kind
+
+
+#: Steps written as a bare string (`- assert_no_egress`) rather than a one-key mapping.
+BARE_STEP_KINDS: tuple[str, ...] = (NoEgressStep.kind,)
+
+STEP_TYPES: tuple[type[StepBase], ...] = (
+    PromptStep,
+    ToolCallStep,
+    NoToolCallStep,
+    ReplyStep,
+    NoEgressStep,
+)
 STEP_KINDS: dict[str, type[StepBase]] = {cls.kind: cls for cls in STEP_TYPES}
 
 
@@ -290,6 +460,8 @@ def _step_tag(value: Any) -> str | None:
     """The step kind: the single key of a mapping, or the kind of a built step."""
     if isinstance(value, StepBase):
         return value.kind
+    if isinstance(value, str) and value in BARE_STEP_KINDS:
+        return value
     if isinstance(value, dict) and len(value) == 1:
         (key,) = value
         return key if isinstance(key, str) else None
@@ -300,7 +472,17 @@ Step = Annotated[
     Annotated[PromptStep, Tag("prompt")]
     | Annotated[ToolCallStep, Tag("assert_tool_call")]
     | Annotated[NoToolCallStep, Tag("assert_no_tool_call")]
-    | Annotated[ReplyStep, Tag("assert")],
+    | Annotated[ReplyStep, Tag("assert")]
+    | Annotated[
+        NoEgressStep,
+        Tag("assert_no_egress"),
+        WithJsonSchema(
+            {
+                "const": "assert_no_egress",
+                "description": "Certify that the contained run reached nothing undeclared.",
+            }
+        ),
+    ],
     Discriminator(
         _step_tag,
         custom_error_type=SPEC_ERROR_TYPE,
@@ -331,6 +513,13 @@ class FlowSpec(_Model):
             "only. When non-empty, assertions may only name tools listed here."
         ),
     )
+    mcp: list[McpServerSpec] = Field(
+        default_factory=list,
+        description=(
+            "MCP servers the agent calls: each is recorded once and replayed with the real "
+            "server never started; a tool given `result` is never forwarded."
+        ),
+    )
     strict: bool = Field(
         default=False,
         description="Also forbid tool calls not asserted by an `assert_tool_call` step.",
@@ -345,7 +534,7 @@ class FlowSpec(_Model):
     steps: list[Step] = Field(
         description=(
             "One-key mappings, in order: `prompt`, `assert_tool_call`, `assert_no_tool_call`, "
-            "`assert`. At least one `prompt`."
+            "`assert`; or the bare step `assert_no_egress`. At least one `prompt`."
         ),
         json_schema_extra={"minItems": 1},
     )
@@ -375,6 +564,8 @@ class FlowSpec(_Model):
                     ("tools", index),
                 )
             seen[tool.name] = index
+        self._check_mcp()
+        seen.update({tool.name: -1 for server in self.mcp for tool in server.tools})
         if self.tools:
             for index, step in enumerate(self.steps):
                 if isinstance(step, ToolCallStep | NoToolCallStep):
@@ -393,6 +584,58 @@ class FlowSpec(_Model):
         for step, line in zip(self.steps, lines, strict=False):
             step._line = line
         return self
+
+    def _check_mcp(self) -> None:
+        """Across `mcp` entries, and between `mcp` and the rest of the spec."""
+        names: dict[str, int] = {}
+        variables: dict[str, str] = {}
+        top_level = {tool.name for tool in self.tools}
+        for index, server in enumerate(self.mcp):
+            if server.name in names:
+                raise spec_problem(
+                    f"MCP server `{server.name}` is declared twice under `mcp` (first as entry "
+                    f"{names[server.name] + 1}). Fix: give each server its own name",
+                    ("mcp", index, "name"),
+                )
+            names[server.name] = index
+            suffix = mcp_variable_suffix(server.name)
+            if suffix in variables:
+                raise spec_problem(
+                    f"MCP servers `{variables[suffix]}` and `{server.name}` would share the "
+                    f"variable suffix {suffix}. Fix: rename one of them",
+                    ("mcp", index, "name"),
+                )
+            variables[suffix] = server.name
+            for tool_index, tool in enumerate(server.tools):
+                if tool.name in top_level:
+                    raise spec_problem(
+                        f"tool `{tool.name}` is both in the top-level `tools` and under the MCP "
+                        f"server `{server.name}`. Fix: keep it under the server (a `result` "
+                        "there is what the server call answers)",
+                        ("mcp", index, "tools", tool_index),
+                    )
+            if server.url is not None and self.agent.url is not None and server.port is None:
+                raise spec_problem(
+                    f"the MCP server `{server.name}` has a `url` and the agent is a running "
+                    "service (`agent.url`), which cannot be handed flowproof's listener port at "
+                    "launch. Fix: add a fixed `port:` to the server and point the service's MCP "
+                    "config at http://127.0.0.1:<port>/mcp",
+                    ("mcp", index, "url"),
+                )
+
+    @property
+    def mcp_mocks(self) -> dict[str, dict[str, Any]]:
+        return {server.name: server.mocks for server in self.mcp}
+
+    @property
+    def asserts_no_egress(self) -> bool:
+        return any(isinstance(step, NoEgressStep) for step in self.steps)
+
+    @property
+    def engages_egress(self) -> bool:
+        """The flow declares `allow_egress` or asserts `assert_no_egress`: its agent runs
+        contained where the host can contain it."""
+        return self.agent.declares_egress or self.asserts_no_egress
 
     @property
     def source_path(self) -> Path | None:

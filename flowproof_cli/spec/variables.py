@@ -17,7 +17,11 @@ from flowproof_cli.errors import ConfigError
 
 HANDLE_PREFIX = "flowproof."
 
-_REFERENCE = re.compile(r"\$\{(flowproof\.[A-Za-z_][A-Za-z0-9_]*|[A-Za-z_][A-Za-z0-9_]*)\}")
+# A handle may name an MCP server after a second dot: `${flowproof.mcp_url.files-v2}`.
+_REFERENCE = re.compile(
+    r"\$\{(flowproof\.[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z0-9][A-Za-z0-9_.-]*)?"
+    r"|[A-Za-z_][A-Za-z0-9_]*)\}"
+)
 
 
 def find_variables(text: str) -> list[str]:

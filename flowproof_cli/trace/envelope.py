@@ -9,6 +9,8 @@ Layout (YAML; docs/trace-format.md is the reference):
       - protocol: <tag>         # omitted for openai-chat, the default
         request: {...}          # canonical request, keys sorted
         response: {status: 200, body: {...}}
+    egress:                     # omitted unless a contained run refused something
+      blocked: [{destination: 203.0.113.7:443, protocol: tcp, at_ms: 412}]
 
 Never headers, never keys: only bodies cross into this file.
 """
@@ -31,6 +33,9 @@ class Trace:
     turns: list[Turn] = field(default_factory=list)
     mocks: dict[str, Any] = field(default_factory=dict)
     version: int = FORMAT_VERSION
+    #: Destinations the contained agent was refused ({destination, protocol, at_ms}); only a
+    #: contained run has any, and an empty list leaves the document byte-identical.
+    egress_blocked: list[dict[str, Any]] = field(default_factory=list)
 
 
 def _sorted(value: Any) -> Any:
@@ -51,12 +56,21 @@ def to_document(trace: Trace) -> dict[str, Any]:
         entry["request"] = _sorted(turn.request)
         entry["response"] = {"status": turn.status, "body": _sorted(turn.response)}
         turns.append(entry)
-    return {
+    document: dict[str, Any] = {
         "flowproof_trace": trace.version,
         "flow": trace.flow,
         "mocks": _sorted(trace.mocks),
         "turns": turns,
     }
+    if trace.egress_blocked:
+        document["egress"] = {
+            "blocked": [
+                {"destination": str(item["destination"]), "protocol": str(item["protocol"]),
+                 "at_ms": int(item["at_ms"])}
+                for item in trace.egress_blocked
+            ]
+        }  # fmt: skip
+    return document
 
 
 def from_document(document: Any, source: str) -> Trace:
@@ -88,4 +102,28 @@ def from_document(document: Any, source: str) -> Trace:
         turns=turns,
         mocks=dict(document.get("mocks") or {}),
         version=version,
+        egress_blocked=_egress_blocked(document.get("egress"), source),
     )
+
+
+def _egress_blocked(section: Any, source: str) -> list[dict[str, Any]]:
+    if section is None:
+        return []
+    blocked = section.get("blocked") if isinstance(section, dict) else None
+    if not isinstance(blocked, list):
+        raise TraceError(f"{source}: the egress section is malformed (expected `blocked: [...]`)")
+    items = []
+    for number, item in enumerate(blocked, start=1):
+        try:
+            items.append(
+                {
+                    "destination": str(item["destination"]),
+                    "protocol": str(item["protocol"]),
+                    "at_ms": int(item["at_ms"]),
+                }
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise TraceError(
+                f"{source}: egress blocked entry {number} is malformed ({exc!r})"
+            ) from exc
+    return items

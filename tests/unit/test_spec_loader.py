@@ -40,6 +40,7 @@ steps:
   - assert_tool_call: get_weather where city equals Nairobi and units is metric
   - assert_no_tool_call: get_time where tz is absent
   - assert: reply contains sunny
+  - assert_no_egress
 """
 
 HEAD = """\
@@ -83,7 +84,7 @@ def test_example_loads(tmp_path: Path) -> None:
     assert [step.kind for step in spec.steps] == list(STEP_KINDS)
     assert isinstance(spec.steps[0], PromptStep)
     assert isinstance(spec.steps[2], NoToolCallStep)
-    assert [step.line for step in spec.steps] == [13, 14, 15, 16]
+    assert [step.line for step in spec.steps] == [13, 14, 15, 16, 17]
     assert spec.task_prompt == "What's the weather in Nairobi?"
     call = spec.steps[1]
     assert isinstance(call, ToolCallStep)
@@ -409,6 +410,8 @@ def test_schema_contains_every_step_kind() -> None:
     for definition in schema["$defs"].values():
         if definition["title"].endswith("Step"):
             step_keys.update(definition["properties"])
+    for option in schema["properties"]["steps"]["items"]["oneOf"]:
+        step_keys.update([option["const"]] if "const" in option else [])  # bare steps
     assert step_keys == set(STEP_KINDS)
     assert set(schema["properties"]) == {
         "name",

@@ -1,0 +1,203 @@
+"""The streamable-HTTP MCP boundary: one listener per declared server, one lane each.
+
+Thin glue between mitmproxy and `flowproof_cli.mcp.http.HttpMcpSession`, which holds the
+logic. Under `flowproof run`/`record` the runner hands this addon one session per listening
+port; any path containing `/mcp` on that port is the server's endpoint. Loaded into stock
+mitmdump/mitmweb with `-s`, it builds one session from options and serves every port:
+
+    mitmdump -s addons/mcp_http.py --mode reverse:http://127.0.0.1:9@127.0.0.1:8931 \
+        --set connection_strategy=lazy --set flowproof_mcp_trace=x.trace.yaml \
+        --set flowproof_mcp_server=files
+
+With `flowproof_mcp_mode=record` it forwards to `flowproof_mcp_url` and writes the lane
+into the trace on exit. Answers that must go out over time at replay are rerouted to a
+loopback stream server this addon owns (an addon's own response is sent whole).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from mitmproxy import ctx, exceptions, http
+
+from flowproof_cli import trace as traces
+from flowproof_cli.mcp.http import ForwardRequest, HttpMcpSession, Reply, StreamReply
+from flowproof_cli.mcp.sse import STREAM_PATH, SseParser, StreamServer
+from flowproof_cli.routes import CLAIMED, is_mcp_path
+
+log = logging.getLogger(__name__)
+
+FORWARDED = "flowproof_mcp_forward"  # metadata: the ForwardRequest of a recorded flow
+STREAMED = "flowproof_mcp_stream"  # metadata: rerouted to the loopback stream server
+_DROPPED_HEADERS = ("host", "accept-encoding")
+
+
+class McpHttpBoundary:
+    def __init__(self, sessions: dict[int, HttpMcpSession] | None = None):
+        self.sessions: dict[int, HttpMcpSession] = dict(sessions or {})
+        self.default: HttpMcpSession | None = None
+        self.streams = StreamServer()
+        self._trace_path: Path | None = None
+
+    # -- stock mitmproxy use ------------------------------------------------------------
+
+    def load(self, loader: Any) -> None:
+        loader.add_option(
+            "flowproof_mcp_trace", str, "", "Trace to replay the MCP lane from, or to write."
+        )
+        loader.add_option("flowproof_mcp_server", str, "mcp", "The MCP server's name (lane).")
+        loader.add_option(
+            "flowproof_mcp_mode",
+            str,
+            "replay",
+            "replay: answer from the lane; record: forward to flowproof_mcp_url, keep the lane.",
+            choices=("replay", "record"),
+        )
+        loader.add_option("flowproof_mcp_url", str, "", "Record only: the real server's URL.")
+
+    def configure(self, updated: set[str]) -> None:
+        options = {"flowproof_mcp_trace", "flowproof_mcp_server", "flowproof_mcp_mode"}
+        if not (options | {"flowproof_mcp_url"}) & updated or not ctx.options.flowproof_mcp_trace:
+            return
+        self._trace_path = Path(ctx.options.flowproof_mcp_trace)
+        name, mode = ctx.options.flowproof_mcp_server, ctx.options.flowproof_mcp_mode
+        try:
+            if mode == "record":
+                if not ctx.options.flowproof_mcp_url:
+                    raise ValueError("record needs flowproof_mcp_url (the real server)")
+                self.default = HttpMcpSession(name, mode=mode, url=ctx.options.flowproof_mcp_url)
+            else:
+                trace = traces.load(self._trace_path)
+                if name not in trace.mcp:
+                    raise ValueError(f"{self._trace_path} has no lane for the MCP server '{name}'")
+                self.default = HttpMcpSession(name, mode=mode, lane=trace.mcp[name])
+        except Exception as exc:
+            raise exceptions.OptionsError(str(exc)) from exc
+
+    async def done(self) -> None:
+        for session in [*self.sessions.values(), self.default]:
+            if session is not None:
+                session.close()
+        await self.streams.stop()
+        session = self.default
+        if session is None or not session.recording or self._trace_path is None:
+            return
+        if self._trace_path.exists():
+            trace = traces.load(self._trace_path)
+        else:
+            trace = traces.Trace(flow=self._trace_path.name)
+        trace.mcp[session.server] = session.lane()
+        traces.save(self._trace_path, trace)
+        log.info("flowproof: wrote the MCP lane '%s' to %s", session.server, self._trace_path)
+
+    # -- the hooks ----------------------------------------------------------------------
+
+    def _session_for(self, flow: http.HTTPFlow) -> HttpMcpSession | None:
+        sockname = flow.client_conn.sockname
+        port = sockname[1] if sockname else None
+        return self.sessions.get(port, self.default) if port is not None else self.default
+
+    def requestheaders(self, flow: http.HTTPFlow) -> None:
+        if flow.response is None and is_mcp_path(flow.request.path) and self._session_for(flow):
+            flow.metadata[CLAIMED] = True
+
+    async def request(self, flow: http.HTTPFlow) -> None:
+        if flow.response is not None or not flow.metadata.get(CLAIMED):
+            return
+        session = self._session_for(flow)
+        if session is None:
+            return
+        request = flow.request
+        outcome = session.on_request(
+            request.method, dict(request.headers), request.get_content() or b""
+        )
+        if isinstance(outcome, Reply):
+            flow.response = http.Response.make(outcome.status, outcome.body, outcome.headers)
+            flow.comment = f"flowproof: MCP '{session.server}' answered by flowproof"
+        elif isinstance(outcome, ForwardRequest):
+            self._forward(flow, outcome)
+        elif isinstance(outcome, StreamReply):
+            port = await self.streams.ensure_started()
+            key = self.streams.register(outcome.channel)
+            request.method = "GET"
+            request.url = f"http://127.0.0.1:{port}{STREAM_PATH}{key}"
+            request.content = b""
+            flow.metadata[STREAMED] = True
+            flow.comment = f"flowproof: MCP '{session.server}' streamed from the lane"
+
+    @staticmethod
+    def _forward(flow: http.HTTPFlow, forward: ForwardRequest) -> None:
+        request = flow.request
+        for name in _DROPPED_HEADERS:
+            request.headers.pop(name, None)
+        request.url = forward.url
+        request.host_header = urlsplit(forward.url).netloc
+        flow.metadata[FORWARDED] = forward
+
+    def responseheaders(self, flow: http.HTTPFlow) -> None:
+        response = flow.response
+        if response is None:
+            return
+        if flow.metadata.get(STREAMED):
+            response.stream = True
+            return
+        forward: ForwardRequest | None = flow.metadata.get(FORWARDED)
+        session = self._session_for(flow)
+        content_type = response.headers.get("content-type", "").lower()
+        if forward is None or session is None or "text/event-stream" not in content_type:
+            return
+        parser = SseParser()
+        status = response.status_code
+
+        def tee(chunk: bytes) -> bytes:
+            events = parser.feed(chunk) if chunk else parser.close()
+            for event in events:
+                if event.event == "message" and event.data:
+                    try:
+                        message = json.loads(event.data)
+                    except ValueError:
+                        continue
+                    session.on_upstream_message(
+                        message,
+                        via=forward.via,
+                        standalone=forward.standalone,
+                        status=status,
+                        event_id=event.id,
+                    )
+            return chunk
+
+        response.stream = tee
+
+    def response(self, flow: http.HTTPFlow) -> None:
+        forward: ForwardRequest | None = flow.metadata.get(FORWARDED)
+        session = self._session_for(flow)
+        response = flow.response
+        if forward is None or session is None or response is None or response.stream:
+            return
+        status = response.status_code
+        if status == 202 or flow.request.method != "POST":
+            return
+        content = response.get_content(strict=False) or b""
+        try:
+            message = json.loads(content) if content else None
+        except ValueError:
+            message = None
+        if isinstance(message, dict | list) and message:
+            session.on_upstream_message(message, via=forward.via, status=status)
+        elif status >= 400:
+            session.on_upstream_failure(forward.via, status, content.decode("utf-8", "replace"))
+
+    def error(self, flow: http.HTTPFlow) -> None:
+        forward: ForwardRequest | None = flow.metadata.get(FORWARDED)
+        session = self._session_for(flow)
+        if forward is None or session is None or flow.response is not None:
+            return
+        reason = flow.error.msg if flow.error else "connection failed"
+        session.on_upstream_unreachable(reason)
+
+
+addons = [McpHttpBoundary()]

@@ -1,0 +1,155 @@
+"""Egress containment overhead, contained vs uncontained, side by side (never asserted).
+
+    .venv/bin/python benchmarks/egress.py            # run as root inside `unshare -n` if you can
+
+loopback_connects: one agent process makes 1,000 TCP connects to a loopback listener and
+times each (so interpreter start-up is not in the per-connect figure); run plainly and under
+the seccomp supervisor, alternating rounds, medians reported with their ratio. The whole
+process's wall time (start-up, the stub's handshake) is reported beside it.
+
+replayed_flow: the e2e weather flow (tests/e2e/agents/tool_loop_agent.py, two model calls)
+is recorded once against the fake model, then replayed through the real CLI, alternating a
+spec without egress keys (uncontained) and the same spec with `allow_egress: []`
+(contained). The flow's own duration (from --json) and the CLI's wall time are reported.
+Target from the issue: the replayed flow within 5 percent.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from flowproof_cli.egress import Policy, run_contained, unavailable_reason  # noqa: E402
+
+CONNECTS = 1000
+ROUNDS = 5
+FLOW_ROUNDS = 7
+
+AGENT = """
+import json, socket, sys, time
+port = int(sys.argv[1]); samples = []
+for _ in range({connects}):
+    s = socket.socket()
+    t = time.perf_counter(); s.connect(("127.0.0.1", port)); samples.append(time.perf_counter() - t)
+    s.close()
+samples.sort()
+print(json.dumps({{"median_us": samples[len(samples) // 2] * 1e6,
+                  "mean_us": sum(samples) / len(samples) * 1e6}}))
+"""
+
+
+def listener() -> int:
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(4096)
+
+    def accept() -> None:
+        while True:
+            conn, _ = server.accept()
+            conn.close()
+
+    threading.Thread(target=accept, daemon=True).start()
+    return int(server.getsockname()[1])
+
+
+def loopback_connects() -> None:
+    port = listener()
+    argv = [sys.executable, "-S", "-c", AGENT.format(connects=CONNECTS), str(port)]
+    results: dict[str, dict[str, list[float]]] = {
+        "uncontained": {"median_us": [], "mean_us": [], "wall_ms": []},
+        "contained": {"median_us": [], "mean_us": [], "wall_ms": []},
+    }
+    out = REPO / ".bench-egress.out"
+    for _ in range(ROUNDS):
+        for mode in results:
+            with open(out, "w") as handle:
+                started = time.perf_counter()
+                if mode == "contained":
+                    run = run_contained(argv, Policy(), stdout=handle)
+                    assert run.report.containment.enforced, run.report.containment.line
+                else:
+                    subprocess.run(argv, stdout=handle, check=True)
+                wall = (time.perf_counter() - started) * 1000
+            figures = json.loads(out.read_text())
+            results[mode]["median_us"].append(figures["median_us"])
+            results[mode]["mean_us"].append(figures["mean_us"])
+            results[mode]["wall_ms"].append(wall)
+    out.unlink()
+    print(f"loopback_connects: {CONNECTS} connects per process x {ROUNDS} alternating rounds")
+    base = {key: statistics.median(values) for key, values in results["uncontained"].items()}
+    for mode, figures in results.items():
+        row = {key: statistics.median(values) for key, values in figures.items()}
+        print(
+            f"  {mode:12s} connect p50 {row['median_us']:7.1f} us (x{row['median_us'] / base['median_us']:5.2f})"
+            f"   mean {row['mean_us']:7.1f} us (x{row['mean_us'] / base['mean_us']:5.2f})"
+            f"   process wall {row['wall_ms']:7.1f} ms (x{row['wall_ms'] / base['wall_ms']:4.2f})"
+        )
+
+
+def replayed_flow() -> None:
+    import yaml
+
+    from tests.conftest import run_cli
+    from tests.e2e.flows import write_flow
+    from tests.fakes.fake_upstream import FakeUpstream
+
+    folder = REPO / ".bench-egress"
+    folder.mkdir(exist_ok=True)
+    plain = write_flow(folder, name="plain")
+    with FakeUpstream() as fake:
+        env = {"FLOWPROOF_AGENT_UPSTREAM": f"{fake.base_url}/v1", "FLOWPROOF_AGENT_KEY": "sk-x"}
+        recorded = run_cli("record", plain, env=env)
+        if recorded.code != 0:
+            raise SystemExit(f"record failed:\n{recorded.output}")
+    contained = folder / "contained.flow.yaml"
+    spec = yaml.safe_load(plain.read_text())
+    spec["agent"]["allow_egress"] = []
+    contained.write_text(yaml.safe_dump(spec, sort_keys=False))
+    (folder / "contained.trace.yaml").write_text((folder / "plain.trace.yaml").read_text())
+    rows: dict[str, dict[str, list[float]]] = {
+        "uncontained": {"flow_ms": [], "wall_ms": []},
+        "contained": {"flow_ms": [], "wall_ms": []},
+    }
+    tiers: dict[str, str] = {}
+    for _ in range(FLOW_ROUNDS):
+        for mode, path in (("uncontained", plain), ("contained", contained)):
+            started = time.perf_counter()
+            result = run_cli("run", path, "--json")
+            wall = (time.perf_counter() - started) * 1000
+            if result.code != 0:
+                raise SystemExit(f"replay failed:\n{result.output}")
+            flow = json.loads(result.stdout)["flows"][0]
+            rows[mode]["flow_ms"].append(flow["duration_s"] * 1000)
+            rows[mode]["wall_ms"].append(wall)
+            tiers[mode] = str(flow.get("containment") or "").strip() or "(not reported)"
+    print(f"replayed_flow: tool-loop weather flow, 2 model calls, x {FLOW_ROUNDS} alternating rounds")
+    base = {key: statistics.median(values) for key, values in rows["uncontained"].items()}
+    for mode, figures in rows.items():
+        row = {key: statistics.median(values) for key, values in figures.items()}
+        print(
+            f"  {mode:12s} flow p50 {row['flow_ms']:7.1f} ms (x{row['flow_ms'] / base['flow_ms']:5.3f})"
+            f"   CLI wall {row['wall_ms']:7.1f} ms (x{row['wall_ms'] / base['wall_ms']:5.3f})"
+            f"   tier: {tiers[mode]}"
+        )
+
+
+def main() -> None:
+    reason = unavailable_reason()
+    if reason is not None:
+        raise SystemExit(f"cannot measure: {reason}")
+    loopback_connects()
+    if "--connects-only" not in sys.argv:
+        replayed_flow()
+
+
+if __name__ == "__main__":
+    main()

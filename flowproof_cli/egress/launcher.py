@@ -1,0 +1,299 @@
+"""Start a command contained: availability, the handshake with the stub, the supervisor.
+
+For a runner that owns process creation (timeouts, process groups, output capture):
+
+    launch = Launch.prepare(policy)           # never raises for "not available"
+    process = spawn(launch.wrap(argv), pass_fds=launch.pass_fds, ...)
+    await launch.attach(process.pid)          # filter handed over, agent exec'd
+    ... wait for the process group to end ...
+    report = launch.finish()                  # containment tier, blocked, local, fs
+
+`run_contained` does all of it for a plain command (tests, benchmarks).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import errno
+import functools
+import os
+import platform
+import select
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from flowproof_cli.egress import bpf
+from flowproof_cli.egress import constants as c
+from flowproof_cli.egress.policy import Policy
+from flowproof_cli.egress.report import Containment, EgressReport
+from flowproof_cli.errors import AgentStartError, FlowproofError
+
+if TYPE_CHECKING:
+    from flowproof_cli.egress.supervisor import Supervisor
+
+STUB = Path(__file__).with_name("_stub.py")
+HANDSHAKE_TIMEOUT_S = 30.0
+
+
+class ContainmentError(FlowproofError):
+    """Containment was available, the filter was installed, and the handover failed."""
+
+
+def _capabilities() -> int:
+    with open("/proc/self/status", encoding="ascii") as status:
+        for line in status:
+            if line.startswith("CapEff:"):
+                return int(line.split()[1], 16)
+    return 0
+
+
+@functools.cache
+def unavailable_reason() -> str | None:
+    """Why this host cannot contain an agent, or None when it can."""
+    if sys.platform != "linux":
+        return "egress containment is Linux-only; this platform is not contained"
+    machine = platform.machine()
+    if machine not in ("x86_64", "AMD64"):
+        return f"egress containment supports x86_64 only; this machine is {machine}"
+    try:
+        actions = Path("/proc/sys/kernel/seccomp/actions_avail").read_text()
+    except OSError:
+        return "the kernel has no seccomp filter support (no /proc/sys/kernel/seccomp)"
+    if "user_notif" not in actions.split():
+        return "the kernel lacks seccomp user notification (Linux >= 5.0 needed)"
+    try:
+        scope = int(Path("/proc/sys/kernel/yama/ptrace_scope").read_text())
+    except (OSError, ValueError):
+        scope = 0
+    yama = yama_reason(scope, _capabilities())
+    if yama is not None:
+        return yama
+    from flowproof_cli.egress import kernel  # noqa: PLC0415 (Linux-only ctypes)
+
+    try:
+        pidfd = os.pidfd_open(os.getpid())
+        try:
+            os.close(kernel.pidfd_getfd(pidfd, pidfd))
+        finally:
+            os.close(pidfd)
+        kernel.read_memory(os.getpid(), id(actions), 1)
+        kernel.notif_sizes()
+    except OSError as exc:
+        return f"the kernel refused a syscall the supervisor needs ({exc.strerror}; Linux >= 5.19)"
+    return None
+
+
+def refusal_reason(status: str) -> str:
+    """Why the stub could not install the filter, from its `ERR <errno> <text>` line."""
+    kind, _, rest = status.partition(" ")
+    number_text, _, text = rest.partition(" ")
+    if kind != "ERR" or not number_text.isdigit():
+        return f"the agent's launcher failed ({status or 'no answer'})"
+    number = int(number_text)
+    if number == errno.EBUSY:
+        return (
+            "another seccomp user-notification sandbox already supervises this process tree "
+            "(EBUSY): a nested sandbox cannot be supervised"
+        )
+    if number == errno.EINVAL:
+        return "the kernel lacks SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV (Linux >= 5.19 needed)"
+    return f"the kernel refused the seccomp filter ({text or os.strerror(number)})"
+
+
+def yama_reason(scope: int, capabilities: int) -> str | None:
+    """Pitfall 10: under Yama ptrace_scope 2 the supervisor needs CAP_SYS_PTRACE, under 3
+    nothing may attach at all; report "not contained" rather than pretend."""
+    if scope >= 3:
+        return "Yama ptrace_scope is 3: the supervisor cannot read the agent's memory"
+    if scope == 2 and not capabilities & (1 << c.DROPPED_CAPABILITIES["CAP_SYS_PTRACE"]):
+        return (
+            "Yama ptrace_scope is 2 and flowproof lacks CAP_SYS_PTRACE: the supervisor "
+            "cannot read the agent's memory"
+        )
+    return None
+
+
+@functools.cache
+def _program_hex() -> str:
+    return bpf.pack(bpf.instructions()).hex()
+
+
+def _read_line(fd: int, deadline: float) -> str:
+    data = b""
+    while not data.endswith(b"\n"):
+        remaining = deadline - time.monotonic()
+        if remaining <= 0 or not select.select([fd], [], [], remaining)[0]:
+            raise ContainmentError("egress containment: the agent's launcher did not answer")
+        chunk = os.read(fd, 256)
+        if not chunk:
+            break
+        data += chunk
+    return data.decode("utf-8", "replace").strip()
+
+
+class Launch:
+    def __init__(self, policy: Policy, reason: str | None) -> None:
+        self.policy = policy
+        self.report = EgressReport(Containment(False, reason or "not started"))
+        self.report.notes.extend(policy.notes)
+        self._reason = reason
+        self._supervisor: Supervisor | None = None
+        self._fds: list[int] = []
+        self.pass_fds: tuple[int, ...] = ()
+        self.started = time.monotonic()
+        if reason is None:
+            status_r, status_w = os.pipe2(os.O_CLOEXEC)
+            ack_r, ack_w = os.pipe2(os.O_CLOEXEC)
+            self._status_r, self._ack_w = status_r, ack_w
+            self._child_fds = (status_w, ack_r)
+            self._fds = [status_r, status_w, ack_r, ack_w]
+            self.pass_fds = (status_w, ack_r)
+
+    @classmethod
+    def prepare(cls, policy: Policy | None = None, *, reason: str | None = None) -> Launch:
+        """A launch that will contain the child when this host can, or pass it through with
+        `reason` (given, or found by the availability check)."""
+        reason = reason or unavailable_reason()
+        if reason is None:
+            from flowproof_cli.egress import kernel  # noqa: PLC0415 (Linux-only ctypes)
+
+            # The agent runs as our uid: a dumpable supervisor would let it pidfd_getfd the
+            # listener out of this process and answer its own notifications.
+            kernel.prctl(c.PR_SET_DUMPABLE, 0)
+        return cls(policy or Policy(), reason)
+
+    @property
+    def contained(self) -> bool:
+        return self._reason is None
+
+    def wrap(self, argv: list[str]) -> list[str]:
+        if not self.contained:
+            return list(argv)
+        drop = "1" if os.geteuid() == 0 or _capabilities() else "0"
+        status_w, ack_r = self._child_fds
+        return [
+            sys.executable,
+            "-I",
+            "-S",
+            str(STUB),
+            str(status_w),
+            str(ack_r),
+            _program_hex(),
+            drop,
+            "--",
+            *argv,
+        ]
+
+    def attach_sync(self, pid: int) -> None:
+        """Take the listener from the child, start the supervisor, let the child exec."""
+        if not self.contained:
+            return
+        self.started = time.monotonic()
+        for fd in self._child_fds:
+            self._close(fd)
+        deadline = self.started + HANDSHAKE_TIMEOUT_S
+        status = _read_line(self._status_r, deadline)
+        kind, _, rest = status.partition(" ")
+        if kind == "OK":
+            child, listener_number, dropped = rest.split()
+            self._take_listener(int(child), int(listener_number))
+            if dropped != "-":
+                self.report.notes.append(
+                    "egress containment: the agent ran without "
+                    + ", ".join(dropped.split(","))
+                    + " (they reach the network or the supervisor outside the filter)"
+                )
+        else:
+            self.report.containment = Containment(False, refusal_reason(status))
+            os.write(self._ack_w, b"G")
+        result = _read_line(self._status_r, deadline)
+        if result.startswith("EXEC "):
+            number = int(result.split()[1])
+            raise AgentStartError(f"cannot start the agent: {os.strerror(number)}")
+
+    def _take_listener(self, pid: int, number: int) -> None:
+        from flowproof_cli.egress import kernel  # noqa: PLC0415 (Linux-only ctypes)
+        from flowproof_cli.egress.supervisor import Supervisor  # noqa: PLC0415
+
+        try:
+            pidfd = os.pidfd_open(pid)
+            try:
+                listener = kernel.pidfd_getfd(pidfd, number)
+            finally:
+                os.close(pidfd)
+        except OSError as exc:
+            os.write(self._ack_w, b"X")  # the filter is installed: never run it orphaned
+            raise ContainmentError(
+                f"egress containment: cannot take the filter's listener from the agent "
+                f"({exc.strerror})"
+            ) from exc
+        self._supervisor = Supervisor(listener, self.policy, self.report, self.started)
+        self._supervisor.start()
+        self.report.containment = Containment(True)
+        os.write(self._ack_w, b"G")
+
+    async def attach(self, pid: int) -> None:
+        await asyncio.to_thread(self.attach_sync, pid)
+
+    def finish(self) -> EgressReport:
+        """Stop the supervisor (call once the agent's process group has ended)."""
+        if self._supervisor is not None:
+            self._supervisor.stop()
+            self._supervisor = None
+        for fd in list(self._fds):
+            self._close(fd)
+        return self.report
+
+    def _close(self, fd: int) -> None:
+        if fd in self._fds:
+            self._fds.remove(fd)
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+
+@dataclass
+class ContainedRun:
+    returncode: int
+    report: EgressReport
+
+
+def run_contained(
+    argv: list[str],
+    policy: Policy | None = None,
+    *,
+    env: Mapping[str, str] | None = None,
+    cwd: str | Path | None = None,
+    timeout: float | None = None,
+    stdout: int | None = None,
+    stderr: int | None = None,
+) -> ContainedRun:
+    """Run a command contained (when this host can) and return its exit status and report."""
+    launch = Launch.prepare(policy)
+    try:
+        process = subprocess.Popen(
+            launch.wrap(argv),
+            env=dict(env) if env is not None else None,
+            cwd=cwd,
+            stdin=subprocess.DEVNULL,
+            stdout=stdout,
+            stderr=stderr,
+            pass_fds=launch.pass_fds,
+            start_new_session=True,
+        )
+        try:
+            launch.attach_sync(process.pid)
+            returncode = process.wait(timeout)
+        finally:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+    finally:
+        report = launch.finish()
+    return ContainedRun(returncode, report)

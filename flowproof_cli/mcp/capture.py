@@ -1,0 +1,104 @@
+"""The stdio stand-in's capture file: append-only JSON lines, one write per message.
+
+Each line is written with a single `write(2)` on an `O_APPEND` descriptor, so what was
+captured survives an agent that kills the stand-in abruptly, and several stand-in
+processes of one server (an agent that spawns it twice) append whole lines side by side.
+A torn last line (a kill mid-write) is skipped when reading.
+
+    {"i": "<instance>", "k": "start"}                 the stand-in started
+    {"i": "...", "k": "c", "m": {...}}                the agent sent m
+    {"i": "...", "k": "c", "m": {...}, "mock": true}  ... a mocked tools/call (not forwarded)
+    {"i": "...", "k": "s", "m": {...}}                the server (or a mock) answered m
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from flowproof_cli.mcp.lane import Lane
+from flowproof_cli.mcp.recorder import LaneRecorder
+
+START = "start"
+CLIENT = "c"
+SERVER = "s"
+
+
+class CaptureFile:
+    def __init__(self, path: Path, instance: str):
+        self.path = path
+        self.instance = instance
+        self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        self._offset = 0  # how far `read_new` has read
+
+    def append(self, kind: str, message: Any = None, **extra: Any) -> None:
+        entry: dict[str, Any] = {"i": self.instance, "k": kind}
+        if message is not None:
+            entry["m"] = message
+        entry.update(extra)
+        line = json.dumps(entry, ensure_ascii=False, separators=(",", ":")) + "\n"
+        os.write(self._fd, line.encode())
+
+    @contextlib.contextmanager
+    def locked(self) -> Iterator[None]:
+        """Serialise read-then-append between stand-in processes of one server."""
+        fcntl.flock(self._fd, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(self._fd, fcntl.LOCK_UN)
+
+    def read_new(self) -> list[dict[str, Any]]:
+        """Entries appended since the last call (by any process), whole lines only."""
+        with self.path.open("rb") as stream:
+            stream.seek(self._offset)
+            data = stream.read()
+        end = data.rfind(b"\n") + 1
+        self._offset += end
+        return list(_parse(data[:end]))
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            os.close(self._fd)
+
+
+def _parse(data: bytes) -> Iterator[dict[str, Any]]:
+    for raw in data.splitlines():
+        try:
+            entry = json.loads(raw)
+        except ValueError:
+            continue  # a torn line
+        if isinstance(entry, dict):
+            yield entry
+
+
+def read_entries(path: Path) -> list[dict[str, Any]]:
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return []
+    return list(_parse(data))
+
+
+def lane_from_capture(entries: list[dict[str, Any]]) -> tuple[Lane, bool]:
+    """The lane recorded in a capture, and whether any stand-in started at all."""
+    recorder = LaneRecorder()
+    started = False
+    for entry in entries:
+        kind, instance, message = entry.get("k"), str(entry.get("i", "")), entry.get("m")
+        if kind == START:
+            started = True
+        elif kind == CLIENT:
+            recorder.client(message, instance=instance, mocked=bool(entry.get("mock")))
+        elif kind == SERVER:
+            recorder.server(message, instance=instance)
+    return recorder.lane, started
+
+
+def client_messages(entries: list[dict[str, Any]]) -> list[Any]:
+    return [entry.get("m") for entry in entries if entry.get("k") == CLIENT]

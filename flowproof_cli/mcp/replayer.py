@@ -1,0 +1,282 @@
+"""Answering an agent from a lane: the replay state machine of one MCP server.
+
+Transport-blind and synchronous: every client message goes into `receive`, which returns
+what to send back (`Emission`s), each tagged with the channel that carries it: the answer
+stream of a call (`channel` = its 0-based position) or the standalone stream (`None`). The
+stdio stand-in writes all of them to stdout; the HTTP boundary routes each to the POST
+answer or stream it belongs to.
+
+Requests are matched strictly by position (method, tool name, arguments). Server-started
+traffic is emitted in recorded order once its anchor is reached: `after` calls answered,
+and the call it arrived `during` has arrived. A server-initiated request holds everything
+behind it until the agent answers it; the answer is matched like a call. A call's answer
+goes out once the server messages recorded during it are out (and, when it was answered
+late at record, once as many other calls have been answered).
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from flowproof_cli.mcp.canonical import (
+    BATCH_PROTOCOL_VERSION,
+    PING,
+    SUBSCRIPTION_ID_META,
+    Kind,
+    answer_of,
+    canonical_request,
+    error_message,
+    id_key,
+    kind_of,
+    progress_token,
+)
+from flowproof_cli.mcp.lane import Call, Lane
+from flowproof_cli.mcp.matching import compare_answer, compare_call
+from flowproof_cli.mcp.mocks import mock_answer, output_schemas
+
+DIVERGENCE_CODE = -32099  # JSON-RPC server-error range: flowproof refused a diverged call
+#: The channel of an answer that has no lane position (a ping): it goes back at once.
+UNPOSITIONED = -1
+
+
+@dataclass
+class Emission:
+    message: dict[str, Any]
+    channel: int | None  # 0-based call position whose answer carries it; None: standalone
+    final: bool = False  # the answer of `channel` (its stream ends after it)
+    status: int | None = None  # HTTP status of an error answer recorded with one
+
+
+@dataclass
+class _Arrived:
+    request_id: Any
+    token: Any
+    mock: dict[str, Any] | None  # the spec's mocked answer, when the tool is mocked now
+
+
+def call_label(method: str, params: Any) -> str:
+    name = params.get("name") if isinstance(params, dict) else None
+    return f"{method} {name}" if method == "tools/call" and isinstance(name, str) else method
+
+
+class Replayer:
+    def __init__(self, server: str, lane: Lane, mocks: Mapping[str, Any] | None = None):
+        self.server = server
+        self.lane = lane
+        self.mocks = dict(mocks or {})
+        self.arrived: list[_Arrived] = []
+        self.answered = 0
+        self.divergence: str | None = None
+        self.last_position: int | None = None  # position of the last request received
+        self._responded: set[int] = set()
+        self._cursor = 0  # next server event to emit
+        self._waiting: int | None = None  # server request awaiting the agent's answer
+        self._sent: dict[str, int] = {}  # id we gave a server request -> event index
+        self._answered_events: set[int] = set()
+        self._last_event: dict[int, int] = {}  # call position -> its last `during` event
+        for index, event in enumerate(lane.server):
+            if event.during is not None:
+                self._last_event[event.during - 1] = index
+        self._schemas = output_schemas(c.result for c in lane.calls if c.method == "tools/list")
+
+    # -- facts ---------------------------------------------------------------------------
+
+    @property
+    def negotiated(self) -> str | None:
+        """The protocol version of the replayed initialize, once it was answered."""
+        for position in sorted(self._responded):
+            call = self.lane.calls[position] if position < len(self.lane.calls) else None
+            if call is not None and call.method == "initialize" and isinstance(call.result, dict):
+                version = call.result.get("protocolVersion")
+                return version if isinstance(version, str) else None
+        return None
+
+    def batch_allowed(self) -> bool:
+        return self.negotiated == BATCH_PROTOCOL_VERSION
+
+    @property
+    def contacted(self) -> bool:
+        return bool(self.arrived) or self.divergence is not None
+
+    # -- the agent's messages --------------------------------------------------------------
+
+    def receive(self, message: Any) -> list[Emission]:
+        kind = kind_of(message)
+        if kind is Kind.REQUEST:
+            return self._request(message)
+        if kind is Kind.RESPONSE:
+            return self._answer(message)
+        return []  # client notifications are neither stored nor matched
+
+    def _request(self, message: dict[str, Any]) -> list[Emission]:
+        if message["method"] == PING:
+            self.last_position = UNPOSITIONED
+            pong = {"jsonrpc": "2.0", "id": message["id"], "result": {}}
+            return [Emission(pong, UNPOSITIONED, True)]
+        position = len(self.arrived)
+        self.last_position = position
+        method, params = canonical_request(message)
+        if self.divergence is not None:
+            text = f"flowproof: replay stopped after a divergence: {self.divergence}"
+            return [Emission(error_message(message["id"], DIVERGENCE_CODE, text), position, True)]
+        calls = self.lane.calls
+        if position >= len(calls):
+            return self._diverge(
+                message,
+                position,
+                f"an extra call ({call_label(method, params)}); the recording has "
+                f"{len(calls)} call(s)",
+            )
+        difference = compare_call(calls[position], method, params)
+        if difference is not None:
+            return self._diverge(message, position, difference)
+        self.arrived.append(
+            _Arrived(
+                message["id"],
+                progress_token(message),
+                mock_answer(message, self.mocks, self._schemas),
+            )
+        )
+        return self._advance()
+
+    def _answer(self, message: dict[str, Any]) -> list[Emission]:
+        index = self._sent.pop(id_key(message["id"]), None)
+        if index is None or self.divergence is not None:
+            return []
+        event = self.lane.server[index]
+        self._answered_events.add(index)
+        if self._waiting == index:
+            self._waiting = None
+        difference = compare_answer(event.answer, answer_of(message))
+        if difference is not None:
+            number = sum(1 for e in self.lane.server[: index + 1] if e.request is not None)
+            self.divergence = (
+                f"the MCP server '{self.server}' diverged at its request {number} "
+                f"({event.method}): {difference}"
+            )
+            return self._stop()
+        return self._advance()
+
+    def _diverge(self, message: dict[str, Any], position: int, difference: str) -> list[Emission]:
+        self.divergence = (
+            f"the MCP server '{self.server}' diverged at call {position + 1}: {difference}"
+        )
+        text = f"flowproof: {self.divergence}"
+        refusal = Emission(error_message(message["id"], DIVERGENCE_CODE, text), position, True)
+        return [refusal, *self._stop()]
+
+    def _stop(self) -> list[Emission]:
+        """After a divergence every open call is refused, so no stream is left hanging."""
+        text = f"flowproof: replay stopped after a divergence: {self.divergence}"
+        out = []
+        for position, arrived in enumerate(self.arrived):
+            if position not in self._responded:
+                self._responded.add(position)
+                message = error_message(arrived.request_id, DIVERGENCE_CODE, text)
+                out.append(Emission(message, position, True))
+        return out
+
+    # -- what the server says next ---------------------------------------------------------
+
+    def _advance(self) -> list[Emission]:
+        out: list[Emission] = []
+        events = self.lane.server
+        progressed = True
+        while progressed:
+            progressed = False
+            while self._cursor < len(events) and self._waiting is None:
+                event = events[self._cursor]
+                if self.answered < event.after:
+                    break
+                if event.during is not None and event.during > len(self.arrived):
+                    break
+                out.append(self._emit_event(self._cursor))
+                self._cursor += 1
+                progressed = True
+            for position in range(len(self.arrived)):
+                if position in self._responded or not self._ready(position):
+                    continue
+                out.append(self._emit_answer(position))
+                progressed = True
+        return out
+
+    def _ready(self, position: int) -> bool:
+        call: Call = self.lane.calls[position]
+        if not call.answered and self.arrived[position].mock is None:
+            return False  # never answered at record (a stream the agent closed)
+        if self._last_event.get(position, -1) >= self._cursor:
+            return False
+        if self._waiting is not None and self.lane.server[self._waiting].during == position + 1:
+            return False
+        return call.settled_after is None or self.answered >= call.settled_after
+
+    def _emit_event(self, index: int) -> Emission:
+        event = self.lane.server[index]
+        message: dict[str, Any] = {"jsonrpc": "2.0", **copy.deepcopy(event.message)}
+        position = event.during - 1 if event.during is not None else None
+        if position is not None:
+            self._retag(message.get("params"), position)
+        if event.request is not None:
+            message["id"] = index + 1
+            self._sent[id_key(index + 1)] = index
+            self._waiting = index
+        channel = position
+        if event.stream or (channel is not None and channel in self._responded):
+            channel = None
+        return Emission(message, channel)
+
+    def _emit_answer(self, position: int) -> Emission:
+        arrived = self.arrived[position]
+        call = self.lane.calls[position]
+        answer = arrived.mock if arrived.mock is not None else call.answer_message()
+        message: dict[str, Any] = {"jsonrpc": "2.0", "id": arrived.request_id}
+        message.update(copy.deepcopy(answer))
+        self._retag(message.get("result"), position)
+        self._responded.add(position)
+        self.answered += 1
+        status = call.status if arrived.mock is None else None
+        return Emission(message, position, True, status)
+
+    def _retag(self, body: Any, position: int) -> None:
+        """Progress tokens and subscription ids are the agent's own: use this run's."""
+        if not isinstance(body, dict):
+            return
+        arrived = self.arrived[position]
+        if "progressToken" in body and arrived.token is not None:
+            body["progressToken"] = arrived.token
+        meta = body.get("_meta")
+        if isinstance(meta, dict) and SUBSCRIPTION_ID_META in meta:
+            meta[SUBSCRIPTION_ID_META] = arrived.request_id
+
+    # -- the verdict -------------------------------------------------------------------------
+
+    def failures(self, variable: str | None = None) -> list[str]:
+        """What is wrong once the agent is done (empty when the lane was replayed whole)."""
+        if self.divergence is not None:
+            return [self.divergence]
+        calls = self.lane.calls
+        if calls and not self.arrived and variable is not None:
+            return [
+                f"the agent never contacted flowproof's MCP stand-in for '{self.server}' "
+                f"(the recording has {len(calls)} call(s)); its MCP config must point that "
+                f"server at ${variable}"
+            ]
+        if len(self.arrived) < len(calls):
+            missing = ", ".join(
+                f"{n + 1} ({calls[n].label()})" for n in range(len(self.arrived), len(calls))
+            )
+            return [
+                f"the MCP server '{self.server}' ran short: the agent made {len(self.arrived)} of "
+                f"the {len(calls)} recorded call(s) (never made: call {missing})"
+            ]
+        if self._waiting is not None and self.lane.server[self._waiting].answer is not None:
+            event = self.lane.server[self._waiting]
+            number = sum(1 for e in self.lane.server[: self._waiting + 1] if e.request is not None)
+            return [
+                f"the MCP server '{self.server}' diverged at its request {number} "
+                f"({event.method}): the agent never answered it"
+            ]
+        return []

@@ -1,0 +1,146 @@
+"""Canned model replies: a small valid answer in every dialect, for `flowproof doctor`.
+
+The doctor checks wiring, not behaviour: whatever the agent asks, it gets a short final
+text answer shaped exactly like the real API's (rendered by the dialect itself, so a
+streaming client gets the same SSE a replay would send). Agents then finish their loop in
+one turn, and no model or key is needed.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from typing import Any
+
+from mitmproxy import http
+
+from flowproof_cli.dialects import Dialect, Rendered, route
+
+CANNED_TEXT = "Hello from flowproof doctor."
+JSON = dict[str, Any]
+
+
+def _openai_chat(model: Any) -> JSON:
+    return {
+        "id": "chatcmpl-flowproof-doctor",
+        "object": "chat.completion",
+        "created": 0,
+        "model": model or "flowproof-doctor",
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": CANNED_TEXT, "refusal": None},
+                "logprobs": None,
+                "finish_reason": "stop",
+            }
+        ],
+        "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+    }
+
+
+def _openai_responses(model: Any) -> JSON:
+    return {
+        "id": "resp_flowproof_doctor",
+        "object": "response",
+        "created_at": 0,
+        "status": "completed",
+        "model": model or "flowproof-doctor",
+        "output": [
+            {
+                "type": "message",
+                "id": "msg_flowproof_doctor",
+                "status": "completed",
+                "role": "assistant",
+                "content": [{"type": "output_text", "text": CANNED_TEXT, "annotations": []}],
+            }
+        ],
+        "parallel_tool_calls": True,
+        "tool_choice": "auto",
+        "tools": [],
+        "error": None,
+        "incomplete_details": None,
+        "instructions": None,
+        "metadata": {},
+        "temperature": 1.0,
+        "top_p": 1.0,
+        "text": {"format": {"type": "text"}},
+        "usage": {
+            "input_tokens": 1,
+            "input_tokens_details": {"cached_tokens": 0},
+            "output_tokens": 1,
+            "output_tokens_details": {"reasoning_tokens": 0},
+            "total_tokens": 2,
+        },
+    }
+
+
+def _anthropic(model: Any) -> JSON:
+    return {
+        "id": "msg_flowproof_doctor",
+        "type": "message",
+        "role": "assistant",
+        "model": model or "flowproof-doctor",
+        "content": [{"type": "text", "text": CANNED_TEXT}],
+        "stop_reason": "end_turn",
+        "stop_sequence": None,
+        "usage": {"input_tokens": 1, "output_tokens": 1},
+    }
+
+
+def _gemini(model: Any) -> JSON:
+    return {
+        "candidates": [
+            {
+                "content": {"role": "model", "parts": [{"text": CANNED_TEXT}]},
+                "finishReason": "STOP",
+                "index": 0,
+            }
+        ],
+        "usageMetadata": {"promptTokenCount": 1, "candidatesTokenCount": 1, "totalTokenCount": 2},
+        "modelVersion": model or "flowproof-doctor",
+        "responseId": "flowproof-doctor",
+    }
+
+
+_CANNED = {
+    "openai-chat": _openai_chat,
+    "openai-responses": _openai_responses,
+    "anthropic": _anthropic,
+    "gemini": _gemini,
+}
+
+
+def canned_reply(dialect: Dialect, path: str, raw_body: bytes) -> Rendered:
+    """The canned answer to one request, as JSON or as the dialect's stream."""
+    try:
+        body = json.loads(raw_body or b"null")
+    except ValueError:
+        body = None
+    if not isinstance(body, dict):
+        error = dialect.error_body("flowproof doctor: the request is not a JSON object", "invalid")
+        return Rendered(400, "application/json", json.dumps(error).encode())
+    request = dialect.normalize(path, body)
+    response = _CANNED[dialect.name](request.get("model"))
+    return dialect.render(request, 200, response, stream=dialect.wants_stream(request))
+
+
+class CannedReplies:
+    """mitmproxy addon (after the guard): answer every model route, count what arrived."""
+
+    def __init__(self) -> None:
+        self.model_requests: Counter[tuple[str, str]] = Counter()  # (METHOD /path, dialect)
+        self.refused: Counter[str] = Counter()  # requests the guard answered
+
+    def request(self, flow: http.HTTPFlow) -> None:
+        where = f"{flow.request.method} {flow.request.path.split('?', 1)[0]}"
+        if flow.response is not None:
+            self.refused[where] += 1
+            return
+        dialect = route(flow.request.path)
+        if dialect is None:
+            return
+        self.model_requests[(where, dialect.name)] += 1
+        rendered = canned_reply(dialect, flow.request.path, flow.request.get_content() or b"")
+        flow.response = http.Response.make(
+            rendered.status, rendered.body, {"content-type": rendered.content_type}
+        )

@@ -1,0 +1,73 @@
+"""`flowproof doctor`: does this agent's model client reach flowproof at all?
+
+Before writing a spec, a user needs to know one thing: when flowproof starts the command with
+its usual environment, do model requests arrive at the proxy? The doctor runs the command
+once against a proxy that answers every model route with a canned reply (no trace, no
+upstream, no key), and reports what arrived where. It shares the flow's environment and
+process handling, so what works here works in `record` and `run`.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from flowproof_addons.guard import RequestGuard
+from flowproof_cli.runner.canned import CannedReplies
+from flowproof_cli.runner.command import AgentOutcome, run_agent, split_command
+from flowproof_cli.runner.environment import agent_environment, proxy_handles
+from flowproof_cli.runner.proxy import ProxyHost
+from flowproof_cli.runner.termination import cancelled_by_sigterm
+
+DEFAULT_PROMPT = "Say hello."
+DEFAULT_TIMEOUT_S = 60.0
+
+
+@dataclass(frozen=True)
+class Arrival:
+    route: str  # "POST /v1/chat/completions"
+    dialect: str
+    count: int
+
+
+@dataclass
+class DoctorReport:
+    command: str
+    port: int
+    outcome: AgentOutcome
+    arrivals: list[Arrival] = field(default_factory=list)
+    refused: dict[str, int] = field(default_factory=dict)  # non-model requests, answered 404
+
+    @property
+    def model_requests(self) -> int:
+        return sum(arrival.count for arrival in self.arrivals)
+
+    @property
+    def proxy_url(self) -> str:
+        return proxy_handles(self.port)["proxy_url"]
+
+
+async def diagnose(
+    command: str,
+    *,
+    prompt: str = DEFAULT_PROMPT,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+    environ: Mapping[str, str] | None = None,
+    cwd: Path | None = None,
+) -> DoctorReport:
+    """Run the command once against canned replies. AgentStartError propagates (exit 2)."""
+    environ = dict(os.environ if environ is None else environ)
+    argv = split_command(command)
+    canned = CannedReplies()
+    with cancelled_by_sigterm():
+        async with ProxyHost([RequestGuard(), canned]) as proxy:
+            port = proxy.port
+            env = agent_environment(environ, port=port, prompt=prompt, spec_env={})
+            outcome = await run_agent(argv, env=env, cwd=cwd or Path.cwd(), timeout_s=timeout_s)
+    arrivals = [
+        Arrival(route, dialect, count)
+        for (route, dialect), count in sorted(canned.model_requests.items())
+    ]
+    return DoctorReport(command, port, outcome, arrivals, dict(sorted(canned.refused.items())))

@@ -1,0 +1,169 @@
+"""One flow as a unit of work: its suite environment and hooks, skip rules, then `run_flow`.
+
+A FlowJob is plain data (JSON both ways) so the same `execute` runs a flow in this process
+(`-j 1`) or in a worker process (`-j N`), and both give the same result.
+
+Two semantics, chosen by `in_directory`:
+
+* single spec (`run SPEC`, `record SPEC`): flowproof errors propagate (exit 2, on stderr),
+  and a missing trace is such an error;
+* directory run: every problem of one flow becomes that flow's row (an error row for a bad
+  spec), and a flow without a trace is skipped, naming the record command.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from flowproof_cli.cassette import Mode
+from flowproof_cli.errors import FlowproofError, TraceError
+from flowproof_cli.runner.discovery import nearest_suite
+from flowproof_cli.runner.flow import run_flow
+from flowproof_cli.runner.suite import Hooks, Suite, prepare_suite, run_hook
+from flowproof_cli.runner.verdict import FlowResult
+from flowproof_cli.spec import FlowSpec, load_spec
+from flowproof_cli.trace import trace_path_for
+
+
+@dataclass(frozen=True)
+class FlowJob:
+    spec_path: Path
+    trace_path: Path
+    mode: Mode
+    environ: dict[str, str]
+    hooks: Hooks
+    timeout_s: float | None = None
+    in_directory: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "spec_path": str(self.spec_path),
+            "trace_path": str(self.trace_path),
+            "mode": self.mode.value,
+            "environ": self.environ,
+            "hooks": self.hooks.to_json(),
+            "timeout_s": self.timeout_s,
+            "in_directory": self.in_directory,
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> FlowJob:
+        return cls(
+            spec_path=Path(data["spec_path"]),
+            trace_path=Path(data["trace_path"]),
+            mode=Mode(data["mode"]),
+            environ=dict(data["environ"]),
+            hooks=Hooks.from_json(data["hooks"]),
+            timeout_s=data.get("timeout_s"),
+            in_directory=bool(data.get("in_directory")),
+        )
+
+
+def plan_jobs(
+    spec_paths: Sequence[Path],
+    *,
+    mode: Mode,
+    environ: Mapping[str, str],
+    timeout_s: float | None = None,
+    trace_path: Path | None = None,
+    in_directory: bool = False,
+) -> list[FlowJob]:
+    """A job per spec, each with the suite nearest above it.
+
+    Every suite is prepared once, before any flow runs: a broken suite (bad `suite.yaml`,
+    failing `env_from`) stops the whole run here with its error (exit 2).
+    """
+    suites: dict[Path | None, Suite] = {}
+    jobs: list[FlowJob] = []
+    for spec_path in spec_paths:
+        suite_path = nearest_suite(spec_path)
+        if suite_path not in suites:
+            suites[suite_path] = prepare_suite(suite_path, environ)
+        suite = suites[suite_path]
+        jobs.append(
+            FlowJob(
+                spec_path=spec_path,
+                trace_path=trace_path or trace_path_for(spec_path),
+                mode=mode,
+                environ=suite.environ,
+                hooks=suite.hooks,
+                timeout_s=timeout_s,
+                in_directory=in_directory,
+            )
+        )
+    return jobs
+
+
+def execute(job: FlowJob) -> FlowResult:
+    """Run one job to its result. Single-spec jobs raise FlowproofError; directory jobs don't."""
+    try:
+        return _execute(job)
+    except FlowproofError as exc:
+        if not job.in_directory:
+            raise
+        return error_row(job, str(exc))
+
+
+def error_row(job: FlowJob, message: str, name: str | None = None) -> FlowResult:
+    result = FlowResult(name or job.spec_path.name, job.spec_path, job.mode.value, job.trace_path)
+    result.error = message
+    return result
+
+
+def skip_reason(spec: FlowSpec, job: FlowJob) -> str | None:
+    """Why this flow does not run at all, or None. An empty variable counts as unset (CI
+    systems set a missing secret to the empty string)."""
+    missing = [name for name in spec.skip_unless_env if not job.environ.get(name)]
+    if missing:
+        return f"not set: {', '.join(missing)} (skip_unless_env)"
+    if job.mode is Mode.REPLAY and not job.trace_path.exists():
+        command = f"flowproof record {job.spec_path}"
+        if not job.in_directory:
+            raise TraceError(f"no trace at {job.trace_path}; record it first: {command}")
+        return f"no trace; record it: {command}"
+    return None
+
+
+def _execute(job: FlowJob) -> FlowResult:
+    spec = load_spec(job.spec_path)
+    result = FlowResult(spec.name, job.spec_path, job.mode.value, job.trace_path)
+    result.skipped = skip_reason(spec, job)
+    if result.skipped is not None:
+        return result
+    started = time.monotonic()
+    error: FlowproofError | None = None
+    try:
+        setup = run_hook(job.hooks, "before_each", job.spec_path, job.environ)
+        if setup is not None:
+            result.error = setup
+        else:
+            result = asyncio.run(
+                run_flow(
+                    spec,
+                    mode=job.mode,
+                    trace_path=job.trace_path,
+                    environ=job.environ,
+                    timeout_s=job.timeout_s,
+                )
+            )
+    except FlowproofError as exc:
+        error = exc
+    finally:  # after_each always runs: after a failure, an error, even an interrupt
+        teardown = run_hook(job.hooks, "after_each", job.spec_path, job.environ)
+    if error is not None:
+        if not job.in_directory:
+            raise error if teardown is None else FlowproofError(f"{error}\nalso: {teardown}")
+        result.error = str(error)
+    if result.error is not None and not result.duration_s:
+        result.duration_s = time.monotonic() - started
+    if teardown is not None:
+        if result.status == "passed":
+            result.error = teardown
+        else:
+            result.notes.append(teardown)
+    return result

@@ -1,0 +1,180 @@
+"""A suite at run time: the environment its flows share, and the hooks around each flow.
+
+The environment is built once per suite and run (so an `env_from` that fetches secrets runs
+once, not once per flow): the process environment, then `env` (its `${VAR}` resolved from
+that), then the `KEY=VALUE` lines `env_from` prints (run in the environment so far). It is
+the environ each flow runs with, so it reaches the agent and every `${VAR}` in the spec.
+
+Hooks are plain shell commands, run in the suite's folder with that environment and
+`FLOWPROOF_SPEC` naming the flow's spec. A failing hook is reported, never raised: the caller
+decides whether it fails the flow (`before_each`) and still runs `after_each` regardless.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import signal
+import subprocess
+import threading
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from flowproof_cli.errors import ConfigError
+from flowproof_cli.runner.termination import Terminated
+from flowproof_cli.spec.suite import load_suite
+from flowproof_cli.spec.variables import resolve_variables
+
+HOOK_TIMEOUT_S = 600.0  # a hook may start services; it may not hang a CI job forever
+TAIL_LINES = 15
+SHELL = "/bin/sh"
+
+HookName = Literal["before_each", "after_each"]
+_ASSIGNMENT = re.compile(r"(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)=(.*)")
+
+
+@dataclass(frozen=True)
+class Hooks:
+    """The per-flow commands of one suite; JSON-able so a worker process can run them."""
+
+    folder: str = "."
+    before_each: str | None = None
+    after_each: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "folder": self.folder,
+            "before_each": self.before_each,
+            "after_each": self.after_each,
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Hooks:
+        return cls(data["folder"], data.get("before_each"), data.get("after_each"))
+
+
+@dataclass(frozen=True)
+class Suite:
+    path: Path | None  # None: the flow has no suite.yaml above it
+    environ: dict[str, str]
+    hooks: Hooks
+
+
+def prepare_suite(path: Path | None, environ: Mapping[str, str]) -> Suite:
+    """Load the suite at path (if any) and build its environment. Raises FlowproofError."""
+    base = dict(environ)
+    if path is None:
+        return Suite(None, base, Hooks())
+    suite = load_suite(path)
+    folder = path.parent
+    for name, value in suite.env.items():
+        base[name] = resolve_variables(value, environ, where=f"{path} env.{name}")
+    if suite.env_from is not None:
+        base.update(_env_from(suite.env_from, path, base))
+    return Suite(path, base, Hooks(str(folder), suite.before_each, suite.after_each))
+
+
+def _env_from(command: str, suite_path: Path, environ: dict[str, str]) -> dict[str, str]:
+    code, stdout, stderr = _shell(command, cwd=suite_path.parent, environ=environ)
+    where = f"{suite_path}: env_from command `{command}`"
+    if code is None:
+        raise ConfigError(f"{where} did not finish within {HOOK_TIMEOUT_S:g} s and was killed")
+    if code != 0:
+        raise ConfigError(f"{where} exited with code {code}{_stderr_note(stderr)}")
+    added: dict[str, str] = {}
+    for number, line in enumerate(stdout.splitlines(), start=1):
+        text = line.strip()
+        if not text or text.startswith("#"):
+            continue
+        match = _ASSIGNMENT.fullmatch(text)
+        if match is None:
+            raise ConfigError(
+                f"{where} printed line {number} `{text}`, which is not KEY=VALUE. Fix: print "
+                "only `KEY=VALUE` lines (blank lines and `#` comments are ignored)"
+            )
+        added[match.group(1)] = match.group(2)
+    return added
+
+
+def run_hook(
+    hooks: Hooks, name: HookName, spec_path: Path, environ: Mapping[str, str]
+) -> str | None:
+    """Run one hook for one flow; None when it succeeded (or there is none), else why not."""
+    command = hooks.before_each if name == "before_each" else hooks.after_each
+    if command is None:
+        return None
+    env = {**environ, "FLOWPROOF_SPEC": str(spec_path.resolve())}
+    code, _, stderr = _shell(command, cwd=Path(hooks.folder), environ=env)
+    if code is None:
+        return f"{name} hook `{command}` did not finish within {HOOK_TIMEOUT_S:g} s and was killed"
+    if code != 0:
+        return f"{name} hook `{command}` exited with code {code}{_stderr_note(stderr)}"
+    return None
+
+
+def _shell(command: str, *, cwd: Path, environ: Mapping[str, str]) -> tuple[int | None, str, str]:
+    """(exit code or None on timeout, stdout, stderr) of `sh -c command`.
+
+    The command gets its own process group, killed whole on timeout or interruption, so a
+    background child of a hook can neither outlive it nor hold its pipes open.
+    """
+    with raising_on_sigterm():
+        return _communicate(command, cwd=cwd, environ=environ)
+
+
+def _communicate(
+    command: str, *, cwd: Path, environ: Mapping[str, str]
+) -> tuple[int | None, str, str]:
+    process = subprocess.Popen(
+        [SHELL, "-c", command],
+        cwd=cwd,
+        env=dict(environ),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        errors="replace",
+        start_new_session=True,
+    )
+    try:
+        stdout, stderr = process.communicate(timeout=HOOK_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        _kill_group(process)
+        return None, "", ""
+    except BaseException:
+        _kill_group(process)
+        raise
+    return process.returncode, stdout, stderr
+
+
+@contextlib.contextmanager
+def raising_on_sigterm() -> Iterator[None]:
+    """While blocked on child processes, turn SIGTERM into `Terminated` (like Ctrl-C into
+    KeyboardInterrupt), so the caller can stop its children and run its `finally` blocks
+    instead of dying on the spot. Only the main thread can handle signals; elsewhere a no-op."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def terminate(signum: int, frame: object) -> None:
+        raise Terminated
+
+    previous = signal.signal(signal.SIGTERM, terminate)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _kill_group(process: subprocess.Popen[str]) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(process.pid, signal.SIGKILL)
+    process.communicate()
+
+
+def _stderr_note(stderr: str) -> str:
+    tail = "\n".join(stderr.rstrip().splitlines()[-TAIL_LINES:])
+    return f"; its stderr ends with:\n{tail}" if tail else " (no stderr)"

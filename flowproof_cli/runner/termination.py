@@ -1,0 +1,84 @@
+"""SIGTERM ends a flow the way Ctrl-C does: by cancelling it, so every `finally` runs.
+
+`asyncio.run` already turns SIGINT into a cancellation of its main task. SIGTERM (what CI
+runners, `timeout` and `docker stop` send) would by default kill flowproof on the spot: no
+`finally` would run, and the agent, which lives in its own session, would survive with its
+children while the proxy's port went with flowproof. Here SIGTERM cancels every running
+flow instead; once their cleanup is done (agent group killed, proxy closed), `Terminated`
+(a SystemExit with the conventional 128 + 15) ends flowproof past every handler of flow
+errors, so a directory run does not go on to the next flow.
+
+Signal handlers can only be set from the main thread; a flow run in another thread is left
+to its caller.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+import sys
+from collections.abc import Iterator
+
+TERMINATED_EXIT_CODE = 128 + signal.SIGTERM
+
+
+class Terminated(SystemExit):
+    """Raised from a flow cancelled by SIGTERM, after its cleanup ran."""
+
+    def __init__(self) -> None:
+        super().__init__(TERMINATED_EXIT_CODE)
+
+
+class _LoopFlows:
+    """The flows of one event loop that a SIGTERM cancels."""
+
+    terminated = False  # set for the whole process: no flow starts after a SIGTERM
+
+    def __init__(self) -> None:
+        self.tasks: set[asyncio.Task[object]] = set()
+
+    def on_sigterm(self) -> None:
+        if _LoopFlows.terminated:
+            return  # already stopping: a second signal must not interrupt the cleanup
+        _LoopFlows.terminated = True
+        sys.stderr.write("flowproof: SIGTERM received: stopping the agent and the proxy\n")
+        for task in self.tasks:
+            task.cancel()
+
+
+_BY_LOOP: dict[asyncio.AbstractEventLoop, _LoopFlows] = {}
+
+
+@contextlib.contextmanager
+def cancelled_by_sigterm() -> Iterator[None]:
+    """Within this block (inside a task), SIGTERM cancels the task, then raises Terminated."""
+    if _LoopFlows.terminated:
+        raise Terminated
+    loop = asyncio.get_running_loop()
+    task = asyncio.current_task()
+    flows = _BY_LOOP.get(loop)
+    if flows is None and task is not None:
+        flows = _LoopFlows()
+        try:
+            loop.add_signal_handler(signal.SIGTERM, flows.on_sigterm)
+        except (ValueError, RuntimeError, NotImplementedError):  # not the main thread
+            flows = None
+        else:
+            _BY_LOOP[loop] = flows
+    if flows is None or task is None:
+        yield
+        return
+    flows.tasks.add(task)
+    try:
+        yield
+    except asyncio.CancelledError:
+        if _LoopFlows.terminated:
+            raise Terminated from None
+        raise
+    finally:
+        flows.tasks.discard(task)
+        if not flows.tasks:
+            del _BY_LOOP[loop]
+            with contextlib.suppress(Exception):
+                loop.remove_signal_handler(signal.SIGTERM)

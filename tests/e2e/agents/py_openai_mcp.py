@@ -1,0 +1,83 @@
+"""Real agent: openai-python Chat Completions whose tools are an MCP server's tools.
+
+The model decides (through OPENAI_BASE_URL, the model boundary); the tools run through an
+`mcp` 2.x client session (the MCP boundary): the server's tools/list becomes the model's
+tool declarations, and every tool call the model makes is a `tools/call` on the server.
+
+Server: FLOWPROOF_MCP_SERVER_NOTES (a stdio command line) or FLOWPROOF_MCP_URL_NOTES, the
+variables flowproof injects; MCP_MODE picks the client mode (auto by default).
+NAME_PREFIX (a deliberate bug for the tests) is prepended to a `name` argument the model gave.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shlex
+import sys
+from typing import Any
+
+from mcp import Client, StdioServerParameters
+from openai import OpenAI
+
+MODEL = os.environ.get("AGENT_MODEL", "gpt-4o-mini")
+
+
+def server() -> Any:
+    command = os.environ.get("FLOWPROOF_MCP_SERVER_NOTES")
+    if command:
+        argv = shlex.split(command)
+        return StdioServerParameters(command=argv[0], args=argv[1:], env=dict(os.environ))
+    url = os.environ.get("FLOWPROOF_MCP_URL_NOTES")
+    if not url:
+        raise RuntimeError("set FLOWPROOF_MCP_SERVER_NOTES or FLOWPROOF_MCP_URL_NOTES")
+    return url
+
+
+def declarations(tools: Any) -> list[dict[str, Any]]:
+    return [
+        {
+            "type": "function",
+            "function": {
+                "name": tool.name,
+                "description": tool.description or "",
+                "parameters": tool.input_schema,
+            },
+        }
+        for tool in tools.tools
+        if tool.name in ("write_note", "read_note")
+    ]
+
+
+async def main() -> int:
+    model = OpenAI(max_retries=0)
+    async with Client(server(), mode=os.environ.get("MCP_MODE", "auto")) as tools:
+        offered = declarations(await tools.list_tools())
+        messages: list[Any] = [
+            {"role": "system", "content": "You keep notes. Use the tools."},
+            {"role": "user", "content": os.environ["FLOWPROOF_PROMPT"]},
+        ]
+        for _ in range(10):
+            response = model.chat.completions.create(model=MODEL, messages=messages, tools=offered)
+            message = response.choices[0].message
+            messages.append(message.model_dump(exclude_none=True))
+            if not message.tool_calls:
+                print(message.content)
+                return 0
+            for call in message.tool_calls:
+                arguments = json.loads(call.function.arguments or "{}")
+                if "name" in arguments:
+                    arguments["name"] = os.environ.get("NAME_PREFIX", "") + arguments["name"]
+                result = await tools.call_tool(call.function.name, arguments)
+                text = "".join(getattr(block, "text", "") for block in result.content)
+                messages.append({"role": "tool", "tool_call_id": call.id, "content": text})
+    raise RuntimeError("no final answer after 10 model calls")
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(asyncio.run(main()))
+    except Exception as exc:
+        print(f"agent error: {type(exc).__name__}: {exc}", file=sys.stderr)
+        sys.exit(1)

@@ -1,0 +1,362 @@
+"""Unit tests of the egress package that need no kernel: the filter program (run through a
+cBPF interpreter), allow_egress parsing and decisions, sockaddr reading, the report."""
+
+from __future__ import annotations
+
+import errno
+import ipaddress
+import struct
+
+import pytest
+
+from flowproof_cli.egress import bpf
+from flowproof_cli.egress import constants as c
+from flowproof_cli.egress.launcher import Launch, refusal_reason, yama_reason
+from flowproof_cli.egress.policy import EntryError, Policy, Verdict, parse_entry
+from flowproof_cli.egress.report import Blocked, Containment, EgressReport, FsEvent
+from flowproof_cli.egress.sockaddr import Malformed, parse
+from flowproof_cli.egress.supervisor import open_flags
+
+PROGRAM = bpf.instructions()
+ALLOW = c.SECCOMP_RET_ALLOW
+NOTIFY = c.SECCOMP_RET_USER_NOTIF
+
+
+def refused(number: int) -> int:
+    return c.SECCOMP_RET_ERRNO | number
+
+
+def verdict(name: str, *args: int, arch: int = c.AUDIT_ARCH_X86_64, nr: int | None = None) -> int:
+    number = c.NR[name] if nr is None else nr
+    return bpf.run(PROGRAM, bpf.seccomp_data(number, args, arch))
+
+
+# --- the filter ------------------------------------------------------------------------------
+
+
+def test_program_is_valid_classic_bpf() -> None:
+    assert 0 < len(PROGRAM) < 4096  # BPF_MAXINSNS
+    for index, (code, jt, jf, k) in enumerate(PROGRAM):
+        if code == bpf.JMP_JA:
+            assert index + 1 + k < len(PROGRAM)
+        elif code & 0x07 == 0x05:  # BPF_JMP: forward only, inside the program
+            assert index + 1 + max(jt, jf) < len(PROGRAM)
+    assert PROGRAM[-1][0] == bpf.RET_K
+    assert len(bpf.pack(PROGRAM)) == 8 * len(PROGRAM)
+
+
+@pytest.mark.parametrize("name", ["connect", "sendmsg", "sendmmsg", "listen"])
+def test_network_calls_reach_the_supervisor(name: str) -> None:
+    assert verdict(name, 3, 0x7FFF0000, 16) == NOTIFY
+
+
+def test_sendto_with_an_address_reaches_the_supervisor_without_one_does_not() -> None:
+    assert verdict("sendto", 3, 0x1000, 10, 0, 0, 0) == ALLOW
+    assert verdict("sendto", 3, 0x1000, 10, 0, 0x7FFF1000, 16) == NOTIFY
+    assert verdict("sendto", 3, 0x1000, 10, 0, 0x1_0000_0000, 16) == NOTIFY  # high word only
+
+
+def test_foreign_architecture_and_x32_are_refused() -> None:
+    assert verdict("connect", arch=0x40000003) == refused(errno.EPERM)  # AUDIT_ARCH_I386
+    assert verdict("connect", nr=c.X32_SYSCALL_BIT | c.NR["connect"]) == refused(errno.EPERM)
+    assert verdict("read", nr=c.X32_SYSCALL_BIT) == refused(errno.EPERM)
+
+
+@pytest.mark.parametrize("family", c.ALLOWED_FAMILIES)
+def test_allowed_socket_families(family: int) -> None:
+    assert verdict("socket", family, c.SOCK_STREAM, 0) == ALLOW
+
+
+@pytest.mark.parametrize("family", [0, 3, 4, 17, 21, 29, 30, 31, 40, 44, 45, 255])
+def test_other_socket_families_are_refused(family: int) -> None:
+    assert verdict("socket", family, c.SOCK_STREAM, 0) == refused(errno.EAFNOSUPPORT)
+
+
+def test_socket_arguments_are_read_as_ints() -> None:
+    assert verdict("socket", (1 << 32) | c.AF_INET, c.SOCK_STREAM, 0) == ALLOW
+    assert verdict("socket", (1 << 32) | c.AF_PACKET, c.SOCK_RAW, 0) == refused(errno.EAFNOSUPPORT)
+
+
+@pytest.mark.parametrize("family", [c.AF_INET, c.AF_INET6])
+def test_raw_sctp_and_mptcp_refused_on_inet(family: int) -> None:
+    flags = 0o4000 | 0o2000000  # SOCK_NONBLOCK | SOCK_CLOEXEC
+    assert verdict("socket", family, c.SOCK_RAW | flags, 1) == refused(errno.EPERM)
+    assert verdict("socket", family, c.SOCK_PACKET, 0) == refused(errno.EPERM)
+    assert verdict("socket", family, c.SOCK_STREAM, c.IPPROTO_SCTP) == refused(
+        errno.EPROTONOSUPPORT
+    )
+    assert verdict("socket", family, c.SOCK_STREAM, c.IPPROTO_MPTCP) == refused(
+        errno.EPROTONOSUPPORT
+    )
+    assert verdict("socket", family, c.SOCK_DGRAM | flags, c.IPPROTO_UDP) == ALLOW
+    assert verdict("socket", family, c.SOCK_DGRAM, 1) == ALLOW  # ICMP ping sockets: sendto traps
+
+
+@pytest.mark.parametrize("name", ["io_uring_setup", "io_uring_enter", "io_uring_register"])
+def test_io_uring_is_refused(name: str) -> None:
+    assert verdict(name) == refused(errno.EPERM)
+
+
+def test_set_dumpable_succeeds_without_effect() -> None:
+    assert verdict("prctl", c.PR_SET_DUMPABLE, 0) == c.SECCOMP_RET_ERRNO  # errno 0: returns 0
+    assert verdict("prctl", c.PR_GET_DUMPABLE) == ALLOW
+    assert verdict("prctl", c.PR_SET_NO_NEW_PRIVS, 1) == ALLOW
+
+
+def test_multicast_joins_are_refused() -> None:
+    for option in c.MULTICAST_JOIN_V4:
+        assert verdict("setsockopt", 3, c.IPPROTO_IP, option) == refused(errno.EPERM)
+    for option in c.MULTICAST_JOIN_V6:
+        assert verdict("setsockopt", 3, c.IPPROTO_IPV6, option) == refused(errno.EPERM)
+    assert verdict("setsockopt", 3, 1, 2) == ALLOW  # SOL_SOCKET SO_REUSEADDR
+    assert verdict("setsockopt", 3, c.IPPROTO_IP, 1) == ALLOW  # IP_TOS
+    assert verdict("setsockopt", 3, c.IPPROTO_TCP, 35) == ALLOW
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["unlink", "unlinkat", "rmdir", "rename", "renameat", "renameat2", "truncate", "ftruncate",
+     "creat", "openat2"],
+)  # fmt: skip
+def test_destructive_filesystem_calls_reach_the_supervisor(name: str) -> None:
+    assert verdict(name, 0, 0, 0, 0) == NOTIFY
+
+
+def test_open_reaches_the_supervisor_only_with_o_trunc() -> None:
+    read, append, write = 0, 0o2000 | 1, 0o100 | 1
+    for flags in (read, append, write):
+        assert verdict("open", 0x1000, flags) == ALLOW
+        assert verdict("openat", c.AT_FDCWD, 0x1000, flags) == ALLOW
+    assert verdict("open", 0x1000, 1 | c.O_TRUNC) == NOTIFY
+    assert verdict("openat", c.AT_FDCWD, 0x1000, 0o101 | c.O_TRUNC) == NOTIFY
+    assert verdict("openat", c.AT_FDCWD, c.O_TRUNC, 0) == ALLOW  # O_TRUNC's value in arg 1
+
+
+@pytest.mark.parametrize("number", [0, 1, 3, 9, 56, 57, 59, 231, 232, 434, 438])
+def test_everything_else_is_allowed(number: int) -> None:
+    assert verdict("read", nr=number) == ALLOW
+
+
+# --- allow_egress ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "host", "port"),
+    [
+        ("api.example.com:443", "api.example.com", 443),
+        ("198.51.100.9:443", "198.51.100.9", 443),
+        ("10.0.0.0/8:443", "10.0.0.0/8", 443),
+        ("api.example.com", "api.example.com", None),
+        ("198.51.100.9", "198.51.100.9", None),
+        ("10.0.0.0/8", "10.0.0.0/8", None),
+        ("${SERVICE_HOST}:443", "${SERVICE_HOST}", 443),
+        ("[2001:db8::1]:443", "2001:db8::1", 443),
+        ("2001:db8::1", "2001:db8::1", None),
+        ("[2001:db8::/32]:8443", "2001:db8::/32", 8443),
+        ("2001:db8::/32", "2001:db8::/32", None),
+        ("localhost", "localhost", None),
+    ],
+)
+def test_entries_parse(text: str, host: str, port: int | None) -> None:
+    entry = parse_entry(text)
+    assert (entry.host, entry.port, entry.text) == (host, port, text)
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        ("", "empty"),
+        ("api.example.com:https", "port `https`"),
+        ("api.example.com:0", "port `0`"),
+        ("api.example.com:70000", "port `70000`"),
+        ("10.0.0.1/8:443", "not a CIDR block"),
+        ("[2001:db8::1:443", "unclosed"),
+        ("[10.0.0.1]:443", "brackets are for IPv6"),
+        ("300.1.2.3", "not an IP address or host"),
+        ("bad host", "whitespace"),
+        ("http://x.example:443", "is a URL"),
+    ],
+)
+def test_bad_entries_are_named(text: str, problem: str) -> None:
+    with pytest.raises(EntryError, match=r"allow_egress entry|empty") as caught:
+        parse_entry(text)
+    assert problem in str(caught.value)
+
+
+def ip(text: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address:
+    return ipaddress.ip_address(text)
+
+
+def test_loopback_and_unspecified_are_exempt_v4_mapped_normalised() -> None:
+    policy = Policy()
+    for text in ("127.0.0.1", "127.9.9.9", "::1", "0.0.0.0", "::", "::ffff:127.0.0.1"):
+        assert policy.decide(ip(text), 443) is Verdict.LOCAL, text
+    for text in ("10.0.0.1", "0.1.2.3", "169.254.169.254", "224.0.0.1", "255.255.255.255",
+                 "fe80::1", "::ffff:10.0.0.1", "64:ff9b::a00:1", "::10.0.0.1"):  # fmt: skip
+        assert policy.decide(ip(text), 443) is Verdict.DENIED, text
+
+
+def test_rules_match_address_and_port() -> None:
+    policy = Policy.from_entries(
+        ["198.51.100.9:443", "10.0.0.0/8:8443", "[2001:db8::1]:443", "192.0.2.7"],
+        resolver=lambda host: [],
+    )
+    assert policy.decide(ip("198.51.100.9"), 443) is Verdict.ALLOWED
+    assert policy.decide(ip("::ffff:198.51.100.9"), 443) is Verdict.ALLOWED
+    assert policy.decide(ip("198.51.100.9"), 80) is Verdict.DENIED
+    assert policy.decide(ip("10.200.3.4"), 8443) is Verdict.ALLOWED
+    assert policy.decide(ip("11.0.0.1"), 8443) is Verdict.DENIED
+    assert policy.decide(ip("2001:db8::1"), 443) is Verdict.ALLOWED
+    assert policy.decide(ip("2001:db8::2"), 443) is Verdict.DENIED
+    assert policy.decide(ip("192.0.2.7"), 22) is Verdict.ALLOWED  # bare: any port...
+    assert policy.decide(ip("192.0.2.7"), 53) is Verdict.DENIED  # ...except DNS
+
+
+def test_dns_needs_an_explicit_port_53() -> None:
+    policy = Policy.from_entries(["192.0.2.53:53"])
+    assert policy.decide(ip("192.0.2.53"), 53) is Verdict.ALLOWED
+
+
+def test_v4_mapped_entry_also_matches_the_ipv4_address() -> None:
+    policy = Policy.from_entries(["[::ffff:198.51.100.9]:443"])
+    assert policy.decide(ip("198.51.100.9"), 443) is Verdict.ALLOWED
+
+
+def test_hostnames_are_resolved_once_and_pinned() -> None:
+    calls: list[str] = []
+
+    def resolver(host: str) -> list[str]:
+        calls.append(host)
+        return ["198.51.100.20", "2001:db8::20"]
+
+    policy = Policy.from_entries(["api.example.com:443"], resolver=resolver)
+    assert calls == ["api.example.com"]
+    assert policy.decide(ip("198.51.100.20"), 443) is Verdict.ALLOWED
+    assert policy.decide(ip("2001:db8::20"), 443) is Verdict.ALLOWED
+    assert policy.decide(ip("198.51.100.21"), 443) is Verdict.DENIED
+    assert calls == ["api.example.com"]
+
+
+def test_unresolvable_hostname_is_a_note_not_an_error() -> None:
+    policy = Policy.from_entries(["nowhere.invalid:443"], resolver=lambda host: [])
+    assert policy.rules == []
+    assert "did not resolve" in policy.notes[0]
+
+
+def test_variables_resolve_at_execution() -> None:
+    policy = Policy.from_entries(["${SERVICE_HOST}:443"], {"SERVICE_HOST": "198.51.100.30"})
+    assert policy.decide(ip("198.51.100.30"), 443) is Verdict.ALLOWED
+    v6 = Policy.from_entries(["${V6}:443"], {"V6": "2001:db8::30"})
+    assert v6.decide(ip("2001:db8::30"), 443) is Verdict.ALLOWED
+    from flowproof_cli.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="SERVICE_HOST is not set"):
+        Policy.from_entries(["${SERVICE_HOST}:443"], {})
+
+
+# --- sockaddr ----------------------------------------------------------------------------------
+
+
+def v4(host: str, port: int, family: int = c.AF_INET) -> bytes:
+    return struct.pack("<H", family) + struct.pack(">H", port) + bytes(ip(host).packed) + bytes(8)
+
+
+def v6(host: str, port: int) -> bytes:
+    return struct.pack("<H", c.AF_INET6) + struct.pack(">HI", port, 0) + ip(host).packed + bytes(4)
+
+
+def test_sockaddr_forms() -> None:
+    assert parse(v4("10.1.2.3", 443)).describe() == "10.1.2.3:443"
+    assert parse(v6("2001:db8::1", 443)).describe() == "[2001:db8::1]:443"
+    mapped = parse(v6("::ffff:10.1.2.3", 80))
+    assert (mapped.family, str(mapped.ip), mapped.describe()) == (
+        c.AF_INET6,
+        "10.1.2.3",
+        "10.1.2.3:80",
+    )
+    assert parse(v6("2001:db8::1", 443)[:24]).port == 443  # without sin6_scope_id
+    unix = struct.pack("<H", c.AF_UNIX)
+    assert parse(unix + b"/run/x.sock\0").describe() == "/run/x.sock"
+    assert parse(unix + b"\0abstract").describe() == "@abstract"
+    assert parse(unix).describe() == "(unnamed)"
+    assert parse(struct.pack("<H", c.AF_UNSPEC) + bytes(14)).describe() == "AF_UNSPEC"
+
+
+@pytest.mark.parametrize("raw", [b"", b"\x02", v4("10.1.2.3", 1)[:15], v6("::1", 1)[:23]])
+def test_short_sockaddr_is_malformed(raw: bytes) -> None:
+    with pytest.raises(Malformed):
+        parse(raw)
+
+
+# --- report ----------------------------------------------------------------------------------
+
+
+def test_tier_lines() -> None:
+    assert Containment(True).line == "egress containment: enforced (linux seccomp)"
+    assert (
+        Containment(False, "a url agent is a running service").line
+        == "egress containment: not contained (a url agent is a running service)"
+    )
+
+
+def test_trace_section_only_when_contained_sorted_by_time() -> None:
+    report = EgressReport(Containment(True))
+    report.add_blocked(Blocked("10.0.0.2:80", "tcp", 30))
+    report.add_blocked(Blocked("10.0.0.1:53", "udp", 12, "sendto"))
+    assert report.trace_section() == [
+        {"destination": "10.0.0.1:53", "protocol": "udp", "at_ms": 12},
+        {"destination": "10.0.0.2:80", "protocol": "tcp", "at_ms": 30},
+    ]
+    assert not report.certifiable
+    report.containment = Containment(False, "x")
+    assert report.trace_section() == []
+    assert EgressReport(Containment(True)).certifiable
+    assert not EgressReport(Containment(False, "x")).certifiable
+
+
+def test_filesystem_report_format() -> None:
+    report = EgressReport(Containment(True))
+    assert report.fs_lines() == []
+    report.add_fs(FsEvent("openat", "[O_WRONLY|O_CREAT|O_TRUNC] /home/u/db.sqlite", 899))
+    report.add_fs(FsEvent("unlinkat", "/home/u/exports/2025.csv", 412))
+    assert report.fs_lines() == [
+        "filesystem observation: observed (linux seccomp); 2 destructive syscall(s)",
+        "  unlinkat /home/u/exports/2025.csv at 412ms",
+        "  openat [O_WRONLY|O_CREAT|O_TRUNC] /home/u/db.sqlite at 899ms",
+    ]
+
+
+def test_open_flags() -> None:
+    assert open_flags(0o1101) == "O_WRONLY|O_CREAT|O_TRUNC"
+    assert open_flags(0o1002) == "O_RDWR|O_TRUNC"
+    assert open_flags(c.O_TRUNC) == "O_RDONLY|O_TRUNC"
+
+
+def test_refusal_reasons() -> None:
+    assert "nested sandbox" in refusal_reason(f"ERR {errno.EBUSY} seccomp: busy")
+    assert "5.19" in refusal_reason(f"ERR {errno.EINVAL} seccomp: invalid")
+    assert "launcher failed" in refusal_reason("")
+
+
+def test_yama_reasons() -> None:
+    ptrace = 1 << c.DROPPED_CAPABILITIES["CAP_SYS_PTRACE"]
+    assert yama_reason(0, 0) is None
+    assert yama_reason(1, 0) is None  # the supervisor is the agent's ancestor
+    assert yama_reason(2, ptrace) is None
+    assert "CAP_SYS_PTRACE" in str(yama_reason(2, 0))
+    assert "ptrace_scope is 3" in str(yama_reason(3, ptrace))
+
+
+def test_a_launch_that_cannot_contain_passes_the_command_through() -> None:
+    launch = Launch.prepare(
+        reason="egress containment is Linux-only; this platform is not contained"
+    )
+    assert not launch.contained
+    assert launch.wrap(["agent", "--flag"]) == ["agent", "--flag"]
+    assert launch.pass_fds == ()
+    launch.attach_sync(12345)
+    report = launch.finish()
+    assert report.containment.line.endswith(
+        "not contained (egress containment is Linux-only; this platform is not contained)"
+    )
+    assert report.trace_section() == []

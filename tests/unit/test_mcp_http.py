@@ -1,0 +1,210 @@
+"""The streamable-HTTP MCP boundary: session logic, SSE, and the addon on a real proxy."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import httpx
+import pytest
+
+from flowproof_addons.guard import RequestGuard
+from flowproof_addons.mcp_http import McpHttpBoundary
+from flowproof_cli.mcp.http import (
+    REPLAY_SESSION_ID,
+    ForwardRequest,
+    HttpMcpSession,
+    Reply,
+    StreamReply,
+)
+from flowproof_cli.mcp.lane import Call, Lane, ServerEvent
+from flowproof_cli.mcp.sse import SseParser, frame
+from flowproof_cli.runner.proxy import ProxyHost
+
+ACCEPT_BOTH = {"accept": "application/json, text/event-stream"}
+
+
+def rpc(request_id, method, params=None) -> bytes:
+    message = {"jsonrpc": "2.0", "id": request_id, "method": method}
+    if params is not None:
+        message["params"] = params
+    return json.dumps(message).encode()
+
+
+def answer(request_id, result) -> bytes:
+    return json.dumps({"jsonrpc": "2.0", "id": request_id, "result": result}).encode()
+
+
+def lane() -> Lane:
+    """initialize; a slow call with progress; a call whose server asks for roots; then a
+    list_changed on the standalone stream."""
+    return Lane(
+        calls=[
+            Call(
+                "initialize",
+                {"protocolVersion": "2025-03-26"},
+                {"protocolVersion": "2025-03-26"},
+                answered=True,
+            ),
+            Call("tools/call", {"name": "slow", "arguments": {}}, {"content": []}, answered=True),
+            Call("tools/call", {"name": "roots", "arguments": {}}, {"content": []}, answered=True),
+        ],
+        server=[
+            ServerEvent(after=1, during=2, notification={"method": "notifications/progress"}),
+            ServerEvent(
+                after=2,
+                during=3,
+                request={"method": "roots/list"},
+                answer={"result": {"roots": []}},
+            ),
+            ServerEvent(
+                after=3, stream=True, notification={"method": "notifications/tools/list_changed"}
+            ),
+        ],
+    )
+
+
+def test_sse_parser_handles_crlf_split_chunks_and_ids() -> None:
+    parser = SseParser()
+    stream = b'id: 7\r\nevent: message\r\ndata: {"a":\r\ndata: 1}\r\n\r\n: comment\n\ndata: x'
+    events = []
+    for position in range(0, len(stream), 3):
+        events += parser.feed(stream[position : position + 3])
+    events += parser.close()
+    assert [(e.id, e.event, e.data) for e in events] == [
+        ("7", "message", '{"a":\n1}'),
+        (None, "message", "x"),
+    ]
+    assert SseParser().feed(frame({"x": "é"}, "1")) == SseParser().feed(frame({"x": "é"}, "1"))
+    (event,) = SseParser().feed(frame({"x": "é"}))
+    assert json.loads(event.data) == {"x": "é"}
+
+
+def test_replay_answers_json_sse_and_streams() -> None:
+    session = HttpMcpSession("notes", mode="replay", lane=lane())
+    init = session.on_request(
+        "POST", ACCEPT_BOTH, rpc(1, "initialize", {"protocolVersion": "2025-03-26"})
+    )
+    assert isinstance(init, Reply) and init.headers["mcp-session-id"] == REPLAY_SESSION_ID
+    assert json.loads(init.body)["id"] == 1 and init.headers["content-type"] == "application/json"
+    slow = session.on_request(
+        "POST", ACCEPT_BOTH, rpc(2, "tools/call", {"name": "slow", "arguments": {}})
+    )
+    assert isinstance(slow, Reply) and slow.headers["content-type"] == "text/event-stream"
+    events = SseParser().feed(slow.body)
+    assert [json.loads(e.data).get("method", "answer") for e in events] == [
+        "notifications/progress",
+        "answer",
+    ]
+    json_only = HttpMcpSession("notes", mode="replay", lane=lane())
+    json_only.on_request("POST", {}, rpc(1, "initialize", {"protocolVersion": "2025-03-26"}))
+    plain = json_only.on_request(
+        "POST",
+        {"accept": "application/json"},
+        rpc(2, "tools/call", {"name": "slow", "arguments": {}}),
+    )
+    assert isinstance(plain, Reply) and json.loads(plain.body)["id"] == 2
+    # The roots/list request must wait for the agent's answer: the POST is streamed.
+    roots = session.on_request(
+        "POST", ACCEPT_BOTH, rpc(3, "tools/call", {"name": "roots", "arguments": {}})
+    )
+    assert isinstance(roots, StreamReply)
+    stream = session.on_request("GET", ACCEPT_BOTH, b"")
+    assert isinstance(stream, StreamReply)
+    second = session.on_request("GET", ACCEPT_BOTH, b"")
+    assert isinstance(second, Reply) and second.status == 409
+    assert session.on_request("POST", {}, answer(2, {"roots": []})).status == 202  # type: ignore[union-attr]
+    assert session.replayer.failures() == []
+    assert session.on_request("DELETE", {}, b"").status == 200  # type: ignore[union-attr]
+
+
+def test_replay_refusals_are_named() -> None:
+    session = HttpMcpSession("notes", mode="replay", lane=lane())
+    batch = session.on_request("POST", {}, b"[" + rpc(1, "initialize") + b"]")
+    assert isinstance(batch, Reply) and batch.status == 400
+    assert "only allowed in protocol 2025-03-26" in json.loads(batch.body)["error"]["message"]
+    headers = {"mcp-method": "tools/list"}
+    mismatch = session.on_request("POST", headers, rpc(1, "tools/call", {"name": "x"}))
+    assert isinstance(mismatch, Reply) and mismatch.status == 400
+    assert "Mcp-Method header says tools/list" in json.loads(mismatch.body)["error"]["message"]
+    assert session.on_request("POST", {}, b"{not json").status == 400  # type: ignore[union-attr]
+
+
+def test_a_batch_in_2025_03_26_is_handled_element_wise() -> None:
+    session = HttpMcpSession("notes", mode="replay", lane=lane())
+    session.on_request("POST", {}, rpc(1, "initialize", {"protocolVersion": "2025-03-26"}))
+    batch = b"[" + rpc(7, "tools/call", {"name": "slow", "arguments": {}}) + b"]"
+    reply = session.on_request("POST", {}, batch)
+    assert isinstance(reply, Reply) and [m["id"] for m in json.loads(reply.body)] == [7]
+
+
+def test_record_forwards_mocks_answer_and_null_ids_are_attributed() -> None:
+    session = HttpMcpSession("notes", mode="record", url="http://real/mcp", mocks={"rm": "ok"})
+    forward = session.on_request("POST", {}, rpc(1, "server/discover"))
+    assert forward == ForwardRequest("http://real/mcp", via=1)
+    error = {"jsonrpc": "2.0", "id": None, "error": {"code": -32000, "message": "no"}}
+    session.on_upstream_message(error, via=1, status=400)
+    mocked = session.on_request("POST", {}, rpc(2, "tools/call", {"name": "rm", "arguments": {}}))
+    assert (
+        isinstance(mocked, Reply)
+        and json.loads(mocked.body)["result"]["content"][0]["text"] == "ok"
+    )
+    assert session.on_request("GET", {}, b"") == ForwardRequest("http://real/mcp", standalone=True)
+    session.on_upstream_message({"jsonrpc": "2.0", "method": "n"}, standalone=True, event_id="e1")
+    session.on_upstream_message({"jsonrpc": "2.0", "method": "n"}, standalone=True, event_id="e1")
+    recorded = session.lane()
+    assert recorded.calls[0].error == {"code": -32000, "message": "no"}
+    assert recorded.calls[0].status == 400
+    assert recorded.calls[1].mocked
+    assert len(recorded.server) == 1 and recorded.server[0].stream  # a resumed event once
+
+
+@pytest.mark.timeout(60)
+def test_the_addon_streams_over_time_with_zero_network() -> None:
+    """A GET stream and a POST awaiting a server-initiated request, through mitmproxy."""
+
+    async def scenario() -> None:
+        session = HttpMcpSession("notes", mode="replay", lane=lane())
+        boundary = McpHttpBoundary()
+        async with ProxyHost([RequestGuard(), boundary]) as proxy:
+            boundary.sessions[proxy.port] = session
+            url = f"http://127.0.0.1:{proxy.port}/api/mcp"
+            async with httpx.AsyncClient(timeout=20, headers=ACCEPT_BOTH) as client:
+                init = await client.post(
+                    url, content=rpc(1, "initialize", {"protocolVersion": "2025-03-26"})
+                )
+                assert init.headers["mcp-session-id"] == REPLAY_SESSION_ID
+                async with client.stream("GET", url) as standalone:
+                    assert standalone.status_code == 200
+                    second = await client.get(url)
+                    assert second.status_code == 409
+                    await client.post(
+                        url, content=rpc(2, "tools/call", {"name": "slow", "arguments": {}})
+                    )
+                    async with client.stream(
+                        "POST",
+                        url,
+                        content=rpc(3, "tools/call", {"name": "roots", "arguments": {}}),
+                    ) as waiting:
+                        lines = waiting.aiter_lines()
+                        request = await _next_message(lines)
+                        assert request["method"] == "roots/list"
+                        ack = await client.post(url, content=answer(request["id"], {"roots": []}))
+                        assert ack.status_code == 202
+                        final = await _next_message(lines)
+                        assert final["id"] == 3
+                    pushed = await _next_message(standalone.aiter_lines())
+                    assert pushed["method"] == "notifications/tools/list_changed"
+                refused = await client.get(f"http://127.0.0.1:{proxy.port}/elsewhere")
+                assert refused.status_code == 404
+            await boundary.done()
+        assert session.replayer.failures() == []
+
+    asyncio.run(scenario())
+
+
+async def _next_message(lines) -> dict:
+    async for text in lines:
+        if text.startswith("data:"):
+            return json.loads(text.removeprefix("data:").strip())
+    raise AssertionError("the stream ended")

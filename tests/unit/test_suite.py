@@ -1,0 +1,329 @@
+"""suite.yaml: loading (file:line errors), finding it, its environment, hooks, and the
+pieces of a directory run that need no agent: skip rules, JUnit XML, worker JSON."""
+
+from __future__ import annotations
+
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from flowproof_cli.cassette import Mode
+from flowproof_cli.cli.output import summary_line, verdict_line
+from flowproof_cli.errors import ConfigError, SpecError, TraceError
+from flowproof_cli.runner.discovery import nearest_suite
+from flowproof_cli.runner.job import FlowJob, execute, plan_jobs, skip_reason
+from flowproof_cli.runner.junit import junit_xml, write_junit
+from flowproof_cli.runner.suite import Hooks, prepare_suite, run_hook
+from flowproof_cli.runner.verdict import FlowResult
+from flowproof_cli.spec import parse_spec
+from flowproof_cli.spec.suite import load_suite, parse_suite
+
+SPEC = """\
+name: needs keys
+app: agent
+agent:
+  command: python agent.py
+skip_unless_env: [NEEDED_ONE, NEEDED_TWO]
+steps:
+  - prompt: hi
+"""
+
+
+# --- loading ---------------------------------------------------------------------------------
+
+
+def test_full_suite_loads() -> None:
+    suite = parse_suite(
+        "env:\n  A: '1'\n  B: ${HOME}/x\nenv_from: ./secrets.sh\n"
+        "before_each: make up\nafter_each: make down\n",
+        "suite.yaml",
+    )
+    assert suite.env == {"A": "1", "B": "${HOME}/x"}
+    assert (suite.env_from, suite.before_each, suite.after_each) == (
+        "./secrets.sh",
+        "make up",
+        "make down",
+    )
+
+
+def test_empty_suite_is_empty() -> None:
+    assert parse_suite("", "suite.yaml").env == {}
+    assert parse_suite("# nothing yet\n", "suite.yaml").before_each is None
+
+
+@pytest.mark.parametrize(
+    ("text", "line", "expected"),
+    [
+        (
+            "env: {}\nbefor_each: x\n",
+            2,
+            "unknown key `befor_each` at the top level. Did you mean `before_each`?",
+        ),
+        ("env:\n  A: '1'\n  A: '2'\n", 3, "duplicate key `A`"),
+        ("env:\n  PORT: 8080\n", 2, "`env.PORT` must be non-empty text, got 8080"),
+        ("env:\n  A: '1'\n  BAD-NAME: x\n", 3, "`BAD-NAME` is not a variable name"),
+        ("env: [A]\n", 1, "`env` must be a mapping"),
+        ("before_each: ''\n", 1, "`before_each` must be non-empty text"),
+        ("- env\n", 1, "the top level is a list, not a mapping"),
+        ("env: {A: [\n", 2, "invalid YAML"),
+    ],
+)
+def test_suite_errors_name_file_and_line(text: str, line: int, expected: str) -> None:
+    with pytest.raises(SpecError) as caught:
+        parse_suite(text, "x/suite.yaml")
+    assert caught.value.path == "x/suite.yaml"
+    assert caught.value.line == line, str(caught.value)
+    assert expected in str(caught.value)
+    assert str(caught.value).startswith(f"x/suite.yaml:{line}: ")
+
+
+def test_unreadable_suite_is_a_spec_error(tmp_path: Path) -> None:
+    with pytest.raises(SpecError, match="cannot read the suite file"):
+        load_suite(tmp_path)
+
+
+# --- finding the suite -----------------------------------------------------------------------
+
+
+def test_nearest_suite_walks_up(tmp_path: Path) -> None:
+    (tmp_path / "suite.yaml").write_text("")
+    deep = tmp_path / "a" / "b"
+    deep.mkdir(parents=True)
+    assert nearest_suite(deep / "x.flow.yaml") == (tmp_path / "suite.yaml").resolve()
+    (tmp_path / "a" / "suite.yaml").write_text("")
+    assert nearest_suite(deep / "x.flow.yaml") == (tmp_path / "a" / "suite.yaml").resolve()
+
+
+def test_nearest_suite_stops_at_the_repository_root(tmp_path: Path) -> None:
+    (tmp_path / "suite.yaml").write_text("")  # outside the repository: never used
+    repo = tmp_path / "repo"
+    (repo / ".git").mkdir(parents=True)
+    (repo / "flows").mkdir()
+    assert nearest_suite(repo / "flows" / "x.flow.yaml") is None
+    (repo / "suite.yaml").write_text("")  # the repository root itself is still searched
+    assert nearest_suite(repo / "flows" / "x.flow.yaml") == (repo / "suite.yaml").resolve()
+
+
+# --- environment -----------------------------------------------------------------------------
+
+
+def _suite(folder: Path, text: str) -> Path:
+    path = folder / "suite.yaml"
+    path.write_text(text)
+    return path
+
+
+def test_env_resolves_from_the_environment_and_env_from_adds(tmp_path: Path) -> None:
+    path = _suite(
+        tmp_path,
+        "env:\n  GREETING: hello ${WHO}\n"
+        "env_from: printf '# secrets\\n\\nexport TOKEN=t-1=2\\nSEEN=%s:%s\\n' \"$GREETING\" "
+        '"$(basename "$PWD")"\n',
+    )
+    suite = prepare_suite(path, {"WHO": "world", "PATH": "/usr/bin:/bin"})
+    assert suite.environ["GREETING"] == "hello world"
+    assert suite.environ["TOKEN"] == "t-1=2"
+    assert suite.environ["SEEN"] == f"hello world:{tmp_path.name}"  # env first, cwd = folder
+    assert suite.environ["WHO"] == "world"
+    assert suite.hooks.folder == str(tmp_path)
+
+
+def test_no_suite_keeps_the_environment() -> None:
+    suite = prepare_suite(None, {"A": "1"})
+    assert suite.environ == {"A": "1"} and suite.hooks == Hooks()
+
+
+def test_unset_variable_in_env_names_it(tmp_path: Path) -> None:
+    path = _suite(tmp_path, "env:\n  X: ${NOT_THERE_AT_ALL}\n")
+    with pytest.raises(
+        ConfigError, match=r"NOT_THERE_AT_ALL is not set \(used in .*suite.yaml env.X\)"
+    ):
+        prepare_suite(path, {})
+
+
+def test_failing_env_from_names_command_code_and_stderr(tmp_path: Path) -> None:
+    path = _suite(tmp_path, "env_from: echo out; echo vault sealed >&2; exit 7\n")
+    with pytest.raises(ConfigError) as caught:
+        prepare_suite(path, {"PATH": "/usr/bin:/bin"})
+    message = str(caught.value)
+    assert (
+        "env_from command `echo out; echo vault sealed >&2; exit 7` exited with code 7" in message
+    )
+    assert message.endswith("its stderr ends with:\nvault sealed")
+    assert caught.value.exit_code == 2
+
+
+def test_env_from_rejects_a_line_that_is_not_an_assignment(tmp_path: Path) -> None:
+    path = _suite(tmp_path, "env_from: printf 'A=1\\nnot an assignment\\n'\n")
+    with pytest.raises(
+        ConfigError, match="printed line 2 `not an assignment`, which is not KEY=VALUE"
+    ):
+        prepare_suite(path, {"PATH": "/usr/bin:/bin"})
+
+
+# --- hooks -----------------------------------------------------------------------------------
+
+
+def test_hook_runs_in_the_suite_folder_with_spec_and_env(tmp_path: Path) -> None:
+    hooks = Hooks(str(tmp_path), before_each='echo "$FLOWPROOF_SPEC $SUITE_VAR" > seen.txt')
+    spec = tmp_path / "a" / "x.flow.yaml"
+    assert run_hook(hooks, "before_each", spec, {"SUITE_VAR": "v", "PATH": "/usr/bin:/bin"}) is None
+    assert (tmp_path / "seen.txt").read_text() == f"{spec.resolve()} v\n"
+    assert run_hook(hooks, "after_each", spec, {}) is None  # no after_each: nothing to do
+
+
+def test_failing_hook_is_named(tmp_path: Path) -> None:
+    hooks = Hooks(str(tmp_path), after_each="echo db gone >&2; exit 4")
+    message = run_hook(hooks, "after_each", tmp_path / "x.flow.yaml", {"PATH": "/usr/bin:/bin"})
+    assert message == (
+        "after_each hook `echo db gone >&2; exit 4` exited with code 4; its stderr ends with:\n"
+        "db gone"
+    )
+
+
+# --- skipping --------------------------------------------------------------------------------
+
+
+def _job(tmp_path: Path, environ: dict[str, str], *, in_directory: bool = True) -> FlowJob:
+    spec = tmp_path / "x.flow.yaml"
+    spec.write_text(SPEC)
+    return FlowJob(
+        spec,
+        tmp_path / "x.trace.yaml",
+        Mode.REPLAY,
+        environ,
+        Hooks(str(tmp_path)),
+        None,
+        in_directory,
+    )
+
+
+def test_skip_unless_env_names_the_missing_variables(tmp_path: Path) -> None:
+    job = _job(tmp_path, {"NEEDED_TWO": "yes", "NEEDED_ONE": ""})
+    spec = parse_spec(SPEC, str(job.spec_path))
+    assert skip_reason(spec, job) == "not set: NEEDED_ONE (skip_unless_env)"
+    result = execute(job)
+    assert result.status == "skipped" and result.exit_code == 0
+    assert verdict_line(result, with_time=True) == (
+        "SKIP: needs keys - not set: NEEDED_ONE (skip_unless_env)"
+    )
+
+
+def test_missing_trace_skips_in_a_directory_and_errors_alone(tmp_path: Path) -> None:
+    job = _job(tmp_path, {"NEEDED_ONE": "1", "NEEDED_TWO": "2"})
+    result = execute(job)
+    assert result.skipped == f"no trace; record it: flowproof record {job.spec_path}"
+    single = _job(tmp_path, {"NEEDED_ONE": "1", "NEEDED_TWO": "2"}, in_directory=False)
+    with pytest.raises(TraceError, match=f"record it first: flowproof record {single.spec_path}"):
+        execute(single)
+
+
+def test_bad_spec_in_a_directory_is_an_error_row(tmp_path: Path) -> None:
+    spec = tmp_path / "bad.flow.yaml"
+    spec.write_text("name: x\nap: agent\n")
+    (job,) = plan_jobs([spec], mode=Mode.REPLAY, environ={}, in_directory=True)
+    result = execute(job)
+    assert result.status == "error" and result.name == "bad.flow.yaml"
+    assert f"{spec}:2: unknown key `ap`" in (result.error or "")
+
+
+# --- reporting -------------------------------------------------------------------------------
+
+
+def _results(tmp_path: Path) -> list[FlowResult]:
+    passed = FlowResult("ok", tmp_path / "a" / "ok.flow.yaml", "replay", tmp_path / "t")
+    passed.duration_s = 1.25
+    failed = FlowResult("bad <one>", tmp_path / "bad.flow.yaml", "replay", tmp_path / "t")
+    failed.failures = ["divergence at turn 1: model changed\n  recorded x\x1b[0m", "also this"]
+    failed.stderr_tail = "Traceback\n"
+    skipped = FlowResult("later", tmp_path / "s.flow.yaml", "replay", tmp_path / "t")
+    skipped.skipped = "no trace; record it: flowproof record s.flow.yaml"
+    broken = FlowResult("broken.flow.yaml", tmp_path / "broken.flow.yaml", "replay", tmp_path / "t")
+    broken.error = "broken.flow.yaml:2: unknown key"
+    return [passed, failed, skipped, broken]
+
+
+def test_junit_counts_cases_and_full_failure_text(tmp_path: Path) -> None:
+    path = write_junit(_results(tmp_path), tmp_path, elapsed_s=3.5)
+    assert path == tmp_path / ".flowproof" / "suite-junit.xml"
+    root = ET.parse(path).getroot()
+    suite = root.find("testsuite")
+    assert suite is not None
+    for element in (root, suite):
+        assert {k: element.get(k) for k in ("tests", "failures", "errors", "skipped", "time")} == {
+            "tests": "4",
+            "failures": "1",
+            "errors": "1",
+            "skipped": "1",
+            "time": "3.500",
+        }
+    cases = suite.findall("testcase")
+    assert [(c.get("classname"), c.get("name")) for c in cases] == [
+        ("a/ok.flow.yaml", "ok"),
+        ("bad.flow.yaml", "bad <one>"),
+        ("s.flow.yaml", "later"),
+        ("broken.flow.yaml", "broken.flow.yaml"),
+    ]
+    assert cases[0].get("time") == "1.250" and list(cases[0]) == []
+    failure = cases[1].find("failure")
+    assert failure is not None
+    expected = "divergence at turn 1: model changed\n  recorded x\ufffd[0m\nalso this"
+    assert failure.get("message") == expected and failure.text == expected
+    assert cases[1].findtext("system-err") == "Traceback\n"
+    skipped = cases[2].find("skipped")
+    assert skipped is not None and "flowproof record s.flow.yaml" in (skipped.get("message") or "")
+    error = cases[3].find("error")
+    assert error is not None and error.get("message") == "broken.flow.yaml:2: unknown key"
+
+
+def test_junit_is_stable_but_for_times(tmp_path: Path) -> None:
+    results = _results(tmp_path)
+    first = junit_xml(results, tmp_path, elapsed_s=1)
+    results[0].duration_s = 9
+    assert junit_xml(results, tmp_path, elapsed_s=1) != first
+    assert junit_xml(_results(tmp_path), tmp_path, elapsed_s=1) == first
+
+
+def test_summary_line_always_counts_skips() -> None:
+    results = _results(Path("/x"))
+    assert summary_line(results[:1]) == "1 passed, 0 failed, 0 skipped"
+    assert summary_line(results) == "1 passed, 1 failed, 1 skipped, 1 error(s)"
+
+
+def test_results_and_jobs_survive_json(tmp_path: Path) -> None:
+    for result in _results(tmp_path):
+        assert FlowResult.from_json(result.to_json()) == result
+    job = FlowJob(
+        tmp_path / "x.flow.yaml",
+        tmp_path / "x.trace.yaml",
+        Mode.RECORD,
+        {"A": "1"},
+        Hooks("f", "b", None),
+        2.5,
+        True,
+    )
+    assert FlowJob.from_json(job.to_json()) == job
+
+
+def test_a_worker_that_dies_is_an_error_row(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from flowproof_cli.runner import parallel
+
+    monkeypatch.setattr(
+        parallel,
+        "worker_command",
+        lambda job: [
+            sys.executable,
+            "-c",
+            "import sys; print('boom', file=sys.stderr); sys.exit(9)",
+        ],
+    )
+    result = parallel.WorkerPool().run(_job(tmp_path, {}))
+    assert result.status == "error"
+    assert result.error == (
+        "the worker process for this flow exited with code 9 without a result; its stderr ends "
+        "with:\nboom"
+    )
