@@ -24,6 +24,7 @@ from urllib.parse import urlsplit
 
 from mitmproxy import ctx, exceptions, http
 
+from flowproof_addons.guard import RequestGuard
 from flowproof_cli import trace as traces
 from flowproof_cli.mcp.http import ForwardRequest, HttpMcpSession, Reply, StreamReply
 from flowproof_cli.mcp.sse import STREAM_PATH, SseParser, StreamServer
@@ -200,4 +201,5 @@ class McpHttpBoundary:
         session.on_upstream_unreachable(reason)
 
 
-addons = [McpHttpBoundary()]
+# Stock mitmdump/mitmweb: the guard first, so only MCP paths are answered.
+addons = [RequestGuard(), McpHttpBoundary()]

@@ -6,8 +6,10 @@ import sys
 
 import click
 
-from flowproof_cli.cli import doctor, record, run, schema
+from flowproof_cli.cli import doctor, mcp_stdio, record, run, schema
 from flowproof_cli.errors import ExitCode, FlowproofError
+
+INTERRUPTED = 130  # the shell's convention for a run ended by SIGINT
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -20,6 +22,7 @@ cli.add_command(record.record)
 cli.add_command(run.run)
 cli.add_command(schema.schema)
 cli.add_command(doctor.doctor)
+cli.add_command(mcp_stdio.mcp_stdio)
 
 
 def main() -> None:
@@ -29,12 +32,13 @@ def main() -> None:
         click.echo(f"error: {exc}", err=True)
         sys.exit(exc.exit_code)
     except click.exceptions.Abort:
-        click.echo("aborted", err=True)
-        sys.exit(ExitCode.ERROR)
+        # click turns Ctrl-C into Abort; flowproof asks no questions, so it is an interrupt.
+        click.echo("interrupted", err=True)
+        sys.exit(INTERRUPTED)
     except click.ClickException as exc:
         exc.show()
         sys.exit(ExitCode.ERROR)
     except KeyboardInterrupt:
         click.echo("interrupted", err=True)
-        sys.exit(130)
+        sys.exit(INTERRUPTED)
     sys.exit(code if isinstance(code, int) else ExitCode.PASSED)

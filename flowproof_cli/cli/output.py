@@ -34,8 +34,13 @@ def verdict_line(result: FlowResult, *, with_time: bool = False) -> str:
 def print_flow(result: FlowResult, *, with_time: bool) -> None:
     """One flow's verdict and its notes, as soon as it is known."""
     click.echo(verdict_line(result, with_time=with_time))
+    if result.containment is not None:
+        click.echo(_indent(result.containment))
+    for line in result.egress_report:
+        click.echo(line, err=True)
     for note in result.notes:
-        click.echo(_indent(f"note: {note}"))
+        # Warnings carry their own label; everything else is a note.
+        click.echo(_indent(note if note.startswith("warning:") else f"note: {note}"))
     if result.trace_written:
         click.echo(f"    wrote {result.trace_path} ({result.recorded_turns} turn(s))")
 

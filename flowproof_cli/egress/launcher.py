@@ -174,6 +174,7 @@ class Launch:
         return self._reason is None
 
     def wrap(self, argv: list[str]) -> list[str]:
+        self._program = argv[0] if argv else ""
         if not self.contained:
             return list(argv)
         drop = "1" if os.geteuid() == 0 or _capabilities() else "0"
@@ -216,7 +217,12 @@ class Launch:
         result = _read_line(self._status_r, deadline)
         if result.startswith("EXEC "):
             number = int(result.split()[1])
-            raise AgentStartError(f"cannot start the agent: {os.strerror(number)}")
+            program = getattr(self, "_program", "")
+            if number == errno.ENOENT:
+                raise AgentStartError(f"cannot start the agent: {program!r} was not found")
+            if number == errno.EACCES:
+                raise AgentStartError(f"cannot start the agent: {program!r} is not executable")
+            raise AgentStartError(f"cannot start the agent {program!r}: {os.strerror(number)}")
 
     def _take_listener(self, pid: int, number: int) -> None:
         from flowproof_cli.egress import kernel  # noqa: PLC0415 (Linux-only ctypes)

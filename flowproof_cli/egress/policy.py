@@ -184,8 +184,8 @@ class Policy:
             addresses = resolver(host)
             if not addresses:
                 policy.notes.append(
-                    f"allow_egress entry `{entry.text}`: `{host}` did not resolve; "
-                    "connections to it will be blocked"
+                    f"allow_egress entry `{entry.text}`: `{host}` did not resolve at run "
+                    "start, so a contained agent cannot reach it"
                 )
             for address in addresses:
                 policy.rules.extend(_rules(ipaddress.ip_network(address), entry))

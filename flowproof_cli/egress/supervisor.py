@@ -108,6 +108,7 @@ class Supervisor:
         )
         self._inflight: set[int] = set()
         self._inflight_lock = threading.Lock()
+        self._drained = threading.Condition(self._inflight_lock)
         self._closed = False
         self.handlers: dict[int, Callable[[Notification], None]] = {
             c.NR["connect"]: self._connect,
@@ -132,11 +133,13 @@ class Supervisor:
         with contextlib.suppress(OSError):
             os.write(self._wake_w, b"x")
         self._thread.join(timeout)
-        with self._inflight_lock:
+        with self._drained:
             for fd in self._inflight:  # unblock a connect still waiting for its peer
                 kernel.shutdown(fd)
+            drained = self._drained.wait_for(lambda: not self._inflight, timeout)
         self._pool.stop()
-        if not self._thread.is_alive():
+        if drained and not self._thread.is_alive():
+            # Only now: a job answering later must never reach a reused descriptor number.
             os.close(self.listener.fd)
         os.close(self._wake_r)
         os.close(self._wake_w)
@@ -278,19 +281,23 @@ class Supervisor:
             self.listener.respond(n.id, error=exc.errno or errno.EBADF)
             return
 
+        with self._inflight_lock:
+            self._inflight.add(dup)
+
         def job() -> None:
-            with self._inflight_lock:
-                self._inflight.add(dup)
+            value, error = -1, errno.EPERM  # fail closed
             try:
                 value, error = action(dup)
             except Exception:
                 log.exception("egress supervisor: performing a call failed")
-                value, error = -1, errno.EPERM
             finally:
-                with self._inflight_lock:
+                # Answer before leaving the in-flight set: the listener is closed only once
+                # the set is empty, so no answer can reach a reused descriptor number.
+                self.listener.respond(n.id, value=value, error=error)
+                with self._drained:
                     self._inflight.discard(dup)
-                os.close(dup)
-            self.listener.respond(n.id, value=value, error=error)
+                    os.close(dup)
+                    self._drained.notify_all()
 
         try:
             blocking = not fcntl.fcntl(dup, fcntl.F_GETFL) & os.O_NONBLOCK

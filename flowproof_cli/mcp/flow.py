@@ -51,6 +51,20 @@ def standin_command(server: str, session_file: Path, python: str | None = None) 
 
 
 @dataclass
+class McpVerdict:
+    """What the runner keeps of a flow's MCP servers once the agent is done."""
+
+    hard: list[str]  # divergences and refusals: judged like a model divergence
+    soft: list[str]  # never contacted, replayed short, a request never answered
+    lanes: dict[str, Lane]  # record: what goes into the trace
+    calls: int  # requests the agent made to its MCP servers
+
+    @classmethod
+    def none(cls) -> McpVerdict:
+        return cls([], [], {}, 0)
+
+
+@dataclass
 class _Server:
     spec: McpServerSpec
     session_file: Path | None = None  # stdio
@@ -189,6 +203,15 @@ class McpFlow:
                     else len(server.http.replayer.arrived)
                 )
         return counts
+
+    def verdict(self) -> McpVerdict:
+        """Everything the runner needs, read before `close()` removes the captures."""
+        return McpVerdict(
+            hard=self.hard_failures(),
+            soft=self.soft_failures(),
+            lanes=self.lanes() if self.mode == RECORD else {},
+            calls=sum(self.call_counts().values()),
+        )
 
     def hard_failures(self) -> list[str]:
         """Divergences and refusals: the flow fails whatever the agent did with them."""

@@ -14,9 +14,12 @@ import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
+from typing import IO, TYPE_CHECKING
 
 from flowproof_cli.errors import AgentStartError
+
+if TYPE_CHECKING:
+    from flowproof_cli.egress import Launch
 
 OUTPUT_TAIL = 4000  # characters of stdout/stderr kept for messages and reports
 KILL_GRACE_S = 2.0
@@ -126,8 +129,14 @@ def _tail(stream: IO[bytes]) -> str:
 
 
 async def run_agent(
-    argv: list[str], *, env: Mapping[str, str], cwd: Path, timeout_s: float
+    argv: list[str],
+    *,
+    env: Mapping[str, str],
+    cwd: Path,
+    timeout_s: float,
+    launch: Launch | None = None,
 ) -> AgentOutcome:
+    """Run the agent; with `launch`, under egress containment (see flowproof_cli.egress)."""
     loop = asyncio.get_running_loop()
     started = loop.time()
     # Output goes to files, not pipes: a grandchild that inherits a pipe would keep
@@ -135,13 +144,14 @@ async def run_agent(
     with tempfile.TemporaryFile() as stdout, tempfile.TemporaryFile() as stderr:
         try:
             process = await asyncio.create_subprocess_exec(
-                *argv,
+                *(launch.wrap(argv) if launch is not None else argv),
                 env=dict(env),
                 cwd=cwd,
                 stdin=asyncio.subprocess.DEVNULL,
                 stdout=stdout,
                 stderr=stderr,
                 start_new_session=True,
+                pass_fds=launch.pass_fds if launch is not None else (),
             )
         except FileNotFoundError as exc:
             raise AgentStartError(f"cannot start the agent: {argv[0]!r} was not found") from exc
@@ -153,6 +163,8 @@ async def run_agent(
         pgid = process.pid
         timed_out = False
         try:
+            if launch is not None:
+                await launch.attach(process.pid)  # filter handed over, then the agent exec'd
             await asyncio.wait_for(process.wait(), timeout=timeout_s)
         except TimeoutError:
             timed_out = True

@@ -17,8 +17,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from flowproof_addons.guard import RequestGuard
+from flowproof_addons.mcp_http import McpHttpBoundary
 from flowproof_addons.model import ModelBoundary
 from flowproof_cli.cassette import CassetteSession
+from flowproof_cli.egress import EgressReport
+from flowproof_cli.egress import verdicts as egress
+from flowproof_cli.mcp.flow import McpFlow
 from flowproof_cli.runner.command import run_agent, split_command
 from flowproof_cli.runner.environment import (
     agent_environment,
@@ -41,6 +45,24 @@ class Driven:
     stdout: str = ""
     stderr: str = ""
     notes: list[str] = field(default_factory=list)
+    egress: EgressReport | None = None  # the containment this run ran under, and its report
+
+
+async def _open_mcp_listeners(
+    proxy: ProxyHost, mcp: McpFlow | None, boundary: McpHttpBoundary
+) -> None:
+    """A listener on the proxy for every `url:` MCP server, each answered by its session."""
+    for name, port in mcp.http_ports() if mcp is not None else []:
+        try:
+            bound = await proxy.add_listener(port)
+        except PortInUseError:
+            raise PortInUseError(
+                port,
+                f"port {port} of the MCP server '{name}' is already in use on 127.0.0.1. "
+                "Fix: stop whatever listens there, or choose another `port` for it",
+            ) from None
+        assert mcp is not None
+        boundary.sessions[bound] = mcp.bind(name, bound)
 
 
 def _calls_made(session: CassetteSession, recorded: int | None) -> str:
@@ -56,21 +78,33 @@ async def drive_command(
     cwd: Path,
     timeout_s: float,
     recorded: int | None,
+    mcp: McpFlow | None = None,
 ) -> Driven:
     """Start the agent pointed at a proxy on an ephemeral port; judge how it ended."""
     agent = spec.agent
     boundary = ModelBoundary()
-    async with ProxyHost([RequestGuard(), boundary]) as proxy:
+    mcp_boundary = McpHttpBoundary()
+    async with ProxyHost([RequestGuard(), mcp_boundary, boundary]) as proxy:
         boundary.sessions[proxy.port] = session
-        handles = proxy_handles(proxy.port)
+        await _open_mcp_listeners(proxy, mcp, mcp_boundary)
+        handles = {**proxy_handles(proxy.port), **(mcp.handles() if mcp is not None else {})}
         argv = split_command(agent.resolved_command(environ, handles))
         spec_env = agent.resolved_env(environ, handles)
         env = agent_environment(
-            environ, port=proxy.port, prompt=spec.task_prompt, spec_env=spec_env
+            environ,
+            port=proxy.port,
+            prompt=spec.task_prompt,
+            spec_env=spec_env,
+            mcp=mcp.environment() if mcp is not None else None,
         )
-        outcome = await run_agent(argv, env=env, cwd=cwd, timeout_s=timeout_s)
+        launch = egress.launch_for(spec, environ)
+        try:
+            outcome = await run_agent(argv, env=env, cwd=cwd, timeout_s=timeout_s, launch=launch)
+        finally:
+            report = launch.finish()  # the process group has ended: stop the supervisor
 
     driven = Driven(exit_code=outcome.exit_code, stdout=outcome.stdout, stderr=outcome.stderr)
+    driven.egress = report
     if outcome.timed_out:
         driven.failure = (
             f"the agent did not finish within {timeout_s:g} s and was killed; "
@@ -96,13 +130,15 @@ async def drive_service(
     environ: Mapping[str, str],
     timeout_s: float,
     recorded: int | None,
+    mcp: McpFlow | None = None,
 ) -> Driven:
     """Bind the proxy at the fixed proxy_port, POST the task to the service, await it."""
     agent = spec.agent
     url, port = str(agent.url), int(agent.proxy_port or 0)
     headers = agent.resolved_headers(environ)  # resolved here, never stored or printed
     boundary = ModelBoundary()
-    proxy = ProxyHost([RequestGuard(), boundary], port=port)
+    mcp_boundary = McpHttpBoundary()
+    proxy = ProxyHost([RequestGuard(), mcp_boundary, boundary], port=port)
     try:
         await proxy.start()
     except PortInUseError:
@@ -115,11 +151,12 @@ async def drive_service(
         ) from None
     try:
         boundary.sessions[proxy.port] = session
+        await _open_mcp_listeners(proxy, mcp, mcp_boundary)
         outcome = await trigger(url, spec.task_prompt, headers=headers, timeout_s=timeout_s)
     finally:
         await proxy.stop()
 
-    driven = Driven(stdout=outcome.body)
+    driven = Driven(stdout=outcome.body, egress=egress.url_report())
     if outcome.error is not None:
         driven.failure = (
             f"could not reach the agent service at {url}: {outcome.error}. Fix: start the "

@@ -48,10 +48,13 @@ def agent_environment(
     port: int,
     prompt: str,
     spec_env: Mapping[str, str],
+    mcp: Mapping[str, str] | None = None,
 ) -> dict[str, str]:
-    """Inherited environment, minus flowproof's keys, plus the injection; `agent.env` last."""
+    """Inherited environment, minus flowproof's keys, plus the injection (the model proxy,
+    then `mcp`: FLOWPROOF_MCP_SERVER_<NAME> / FLOWPROOF_MCP_URL_<NAME>); `agent.env` last."""
     environment = {k: v for k, v in inherited.items() if k not in REMOVED_VARIABLES}
     environment.update(injected_variables(port, prompt))
+    environment.update(mcp or {})
     environment.update(spec_env)
     return environment
 

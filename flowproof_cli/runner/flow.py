@@ -15,7 +15,9 @@ from pathlib import Path
 
 from flowproof_cli import trace as traces
 from flowproof_cli.cassette import CassetteSession, Mode
+from flowproof_cli.egress import verdicts as egress
 from flowproof_cli.errors import TraceError
+from flowproof_cli.mcp.flow import McpFlow
 from flowproof_cli.runner.drivers import drive_command, drive_service
 from flowproof_cli.runner.judge import judge
 from flowproof_cli.runner.termination import cancelled_by_sigterm
@@ -71,16 +73,33 @@ async def _run_flow(
     session, trace = _open_session(spec, mode, trace_path, environ)
     timeout = timeout_s if timeout_s is not None else spec.timeout
     recorded = len(session.recorded) if mode is Mode.REPLAY else None
-
-    if spec.agent.url is not None:
-        driven = await drive_service(
-            spec, session, environ=environ, timeout_s=timeout, recorded=recorded
-        )
-    else:
-        cwd = spec_path.parent if spec.source_path else Path.cwd()
-        driven = await drive_command(
-            spec, session, environ=environ, cwd=cwd, timeout_s=timeout, recorded=recorded
-        )
+    cwd = spec_path.parent if spec.source_path else Path.cwd()
+    mcp = McpFlow(
+        spec.mcp,
+        mode=mode.value,
+        environ=environ,
+        cwd=cwd,
+        lanes=trace.mcp if trace is not None else None,
+    )
+    try:
+        mcp.prepare()
+        if spec.agent.url is not None:
+            driven = await drive_service(
+                spec, session, environ=environ, timeout_s=timeout, recorded=recorded, mcp=mcp
+            )
+        else:
+            driven = await drive_command(
+                spec,
+                session,
+                environ=environ,
+                cwd=cwd,
+                timeout_s=timeout,
+                recorded=recorded,
+                mcp=mcp,
+            )
+        mcp_verdict = mcp.verdict()
+    finally:
+        mcp.close()
 
     result.duration_s = time.monotonic() - started
     result.model_calls = session.requests
@@ -90,7 +109,14 @@ async def _run_flow(
     result.stderr_tail = driven.stderr
     result.notes.extend(unintercepted_tool_warnings(spec))
     result.notes.extend(driven.notes)
-    result.failures = judge(spec, session=session, driven=driven, mode=mode, environ=environ)
+    result.failures = judge(
+        spec, session=session, driven=driven, mode=mode, environ=environ, mcp=mcp_verdict
+    )
+    if driven.egress is not None:
+        result.containment = driven.egress.containment.line
+        result.egress_report = driven.egress.stderr_lines()
+        result.notes.extend(egress.notes(spec, driven.egress))
+        result.failures.extend(egress.failures(spec, driven.egress))
     if result.failures and trace is not None and trace.mocks != dict(spec.mocks):
         result.notes.append(
             "the spec's tools: mocks differ from the ones snapshotted in the trace; "
@@ -102,7 +128,13 @@ async def _run_flow(
         else:
             traces.save(
                 trace_path,
-                traces.Trace(flow=spec.name, turns=session.recorded, mocks=dict(spec.mocks)),
+                traces.Trace(
+                    flow=spec.name,
+                    turns=session.recorded,
+                    mocks=dict(spec.mocks),
+                    egress_blocked=driven.egress.trace_section() if driven.egress else [],
+                    mcp=mcp_verdict.lanes,
+                ),
             )
             result.trace_written = True
     return result

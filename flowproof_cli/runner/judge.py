@@ -11,6 +11,7 @@ from collections.abc import Mapping
 
 from flowproof_cli.assertions import evaluate
 from flowproof_cli.cassette import CassetteSession, Mode
+from flowproof_cli.mcp.flow import McpVerdict
 from flowproof_cli.runner.drivers import Driven
 from flowproof_cli.spec import FlowSpec
 
@@ -22,16 +23,20 @@ def judge(
     driven: Driven,
     mode: Mode,
     environ: Mapping[str, str],
+    mcp: McpVerdict | None = None,
 ) -> list[str]:
     recorded = len(session.recorded)
+    mcp = mcp or McpVerdict.none()
     if session.errors:
         return list(dict.fromkeys(session.errors))
     if session.divergence is not None:
         return [f"divergence at {session.divergence.message}"]
+    if mcp.hard:  # an MCP divergence explains a crash that followed it, like a model one
+        return mcp.hard
     if driven.failure is not None:
         return [driven.failure]
-    if session.requests == 0:
-        return [driven.no_requests]
+    if session.requests == 0 and (mcp.soft or mcp.calls == 0 or recorded):
+        return mcp.soft or [driven.no_requests]
     if mode is Mode.REPLAY and len(session.served) != recorded:
         unused = sorted(set(range(recorded)) - set(session.served))
         turns = ", ".join(str(position + 1) for position in unused)
@@ -39,6 +44,8 @@ def judge(
             f"the agent made {session.requests} model call(s), the recording has {recorded} "
             f"(turn(s) never requested: {turns})"
         ]
+    if mcp.soft:
+        return mcp.soft
     failures = evaluate(spec, session.trajectory(), environ)
     return [
         f"{failure.message} (step at line {failure.step_line})"

@@ -18,6 +18,7 @@ from typing import Any
 
 from mitmproxy import master, options
 from mitmproxy.addons import core, disable_h2c, next_layer, proxyserver, tlsconfig
+from mitmproxy.proxy import mode_specs
 
 from flowproof_cli.errors import ConfigError
 
@@ -67,6 +68,7 @@ class ProxyHost:
         self._master: master.Master | None = None
         self._task: asyncio.Task[None] | None = None
         self._confdir = tempfile.TemporaryDirectory(prefix="flowproof-mitm-")
+        self._listeners = 0
         self.port: int = 0
 
     async def start(self) -> int:
@@ -112,6 +114,28 @@ class ProxyHost:
                 await self.stop()
                 raise ConfigError("the proxy did not start listening within 10 s")
             await asyncio.sleep(0.005)
+
+    async def add_listener(self, port: int = 0) -> int:
+        """One more loopback listener on this master (an MCP server's); its bound port.
+
+        The instance is added to the running servers directly: mitmproxy's `mode` option
+        refuses two modes on the same address, and `127.0.0.1:0` twice is that address.
+        Each listener gets its own (never dialled) target so the mode specs differ.
+        """
+        if self._master is None:
+            raise ConfigError("the proxy is not running")
+        server = self._master.addons.get("proxyserver")
+        self._listeners += 1
+        target = f"http://127.0.0.1:{10 + self._listeners}"
+        mode = mode_specs.ProxyMode.parse(f"reverse:{target}@127.0.0.1:{port}")
+        await server.servers.update([*(instance.mode for instance in server.servers), mode])
+        instance = server.servers[mode]
+        if instance.last_exception is not None or not instance.listen_addrs:
+            failure = instance.last_exception
+            if isinstance(failure, OSError) and failure.errno == errno.EADDRINUSE:
+                raise PortInUseError(port)
+            raise ConfigError(f"the proxy could not listen on 127.0.0.1:{port or 'any'}: {failure}")
+        return int(instance.listen_addrs[0][1])
 
     async def stop(self) -> None:
         if self._master is not None:

@@ -26,6 +26,8 @@ class FlowResult:
     stdout_tail: str = ""
     stderr_tail: str = ""
     notes: list[str] = field(default_factory=list)  # warnings worth printing on success too
+    containment: str | None = None  # "egress containment: ..." for every run of an agent
+    egress_report: list[str] = field(default_factory=list)  # stderr: blocked, local, fs
 
     @property
     def passed(self) -> bool:

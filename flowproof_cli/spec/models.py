@@ -614,6 +614,14 @@ class FlowSpec(_Model):
                         "there is what the server call answers)",
                         ("mcp", index, "tools", tool_index),
                     )
+            if server.command is not None and self.agent.url is not None:
+                raise spec_problem(
+                    f"the stdio MCP server `{server.name}` needs an agent flowproof starts: a "
+                    "running service (`agent.url`) cannot be handed the stand-in's command. "
+                    "Fix: drive the agent with `command`, or serve the MCP server over HTTP "
+                    "(`url` and a fixed `port`)",
+                    ("mcp", index, "command"),
+                )
             if server.url is not None and self.agent.url is not None and server.port is None:
                 raise spec_problem(
                     f"the MCP server `{server.name}` has a `url` and the agent is a running "

@@ -11,6 +11,8 @@ Layout (YAML; docs/trace-format.md is the reference):
         response: {status: 200, body: {...}}
     egress:                     # omitted unless a contained run refused something
       blocked: [{destination: 203.0.113.7:443, protocol: tcp, at_ms: 412}]
+    mcp:                        # one lane per MCP server; omitted when there are none
+      <server>: {calls: [...], server: [...]}   # see flowproof_cli/mcp/lane.py
 
 Never headers, never keys: only bodies cross into this file.
 """
@@ -23,6 +25,7 @@ from typing import Any
 from flowproof_cli.cassette.turn import Turn
 from flowproof_cli.dialects import DEFAULT_PROTOCOL
 from flowproof_cli.errors import TraceError
+from flowproof_cli.mcp.lane import Lane, lane_from_document, lane_to_document
 
 FORMAT_VERSION = 1
 
@@ -36,6 +39,8 @@ class Trace:
     #: Destinations the contained agent was refused ({destination, protocol, at_ms}); only a
     #: contained run has any, and an empty list leaves the document byte-identical.
     egress_blocked: list[dict[str, Any]] = field(default_factory=list)
+    #: MCP server name -> its lane (flowproof_cli/mcp/lane.py); empty: no `mcp` key.
+    mcp: dict[str, Lane] = field(default_factory=dict)
 
 
 def _sorted(value: Any) -> Any:
@@ -70,6 +75,8 @@ def to_document(trace: Trace) -> dict[str, Any]:
                 for item in trace.egress_blocked
             ]
         }  # fmt: skip
+    if trace.mcp:  # absent without MCP servers, so older traces stay byte-identical
+        document["mcp"] = {name: lane_to_document(trace.mcp[name]) for name in sorted(trace.mcp)}
     return document
 
 
@@ -103,7 +110,19 @@ def from_document(document: Any, source: str) -> Trace:
         mocks=dict(document.get("mocks") or {}),
         version=version,
         egress_blocked=_egress_blocked(document.get("egress"), source),
+        mcp=_mcp_lanes(document.get("mcp"), source),
     )
+
+
+def _mcp_lanes(section: Any, source: str) -> dict[str, Lane]:
+    if section is None:
+        return {}
+    if not isinstance(section, dict):
+        raise TraceError(f"{source}: the mcp section is malformed (expected server name: lane)")
+    return {
+        str(name): lane_from_document(lane, f"{source}: the MCP lane '{name}'")
+        for name, lane in section.items()
+    }
 
 
 def _egress_blocked(section: Any, source: str) -> list[dict[str, Any]]:

@@ -17,11 +17,11 @@ pytestmark = pytest.mark.slow
 TOOLS = [*DEFAULT_TOOLS, {"name": "delete_city"}]
 STEPS = [*DEFAULT_STEPS, {"assert_no_tool_call": "delete_city"}]
 MOCKED = (
-    "    note: warning: tool `get_time` is mocked under `tools:`, but nothing intercepts it: "
+    "    warning: tool `get_time` is mocked under `tools:`, but nothing intercepts it: "
     "the agent still runs get_time for real"
 )
 FORBIDDEN = (
-    "    note: warning: tool `delete_city` is forbidden by `assert_no_tool_call`, but nothing "
+    "    warning: tool `delete_city` is forbidden by `assert_no_tool_call`, but nothing "
     "intercepts it: if the agent calls delete_city, it runs for real before the flow fails"
 )
 

@@ -141,7 +141,7 @@ def wait_until_hanging(process: subprocess.Popen[str], probe: Probe) -> None:
     ("sig", "code", "says"),
     [
         (signal.SIGTERM, 128 + signal.SIGTERM, "SIGTERM received: stopping the agent"),
-        (signal.SIGINT, None, ""),
+        (signal.SIGINT, 128 + signal.SIGINT, "interrupted"),
     ],
 )
 def test_signals_to_flowproof_leave_nothing_behind(

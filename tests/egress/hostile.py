@@ -146,7 +146,9 @@ def case_sendmsg_name() -> dict:
     """msg_name overrides the peer of a connected UDP socket (connected to a declared one)."""
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
         sock.connect((CTX["peer4"], 8081))
+        sock.settimeout(5)
         connected_send = "OK" if sock.send(b"hello") == 5 else "short"
+        sock.recv(100)  # take the echo: a closed port would answer it with an ICMP error
         try:
             sock.sendmsg([b"exfil"], [], 0, (CTX["offhost4"], 9))
             redirected = "OK"

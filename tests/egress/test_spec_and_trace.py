@@ -52,9 +52,12 @@ def test_allow_egress_is_stored_as_written() -> None:
 def test_engagement() -> None:
     without = SPEC.replace("  - assert_no_egress\n", "")
     assert parse(without).engages_egress and not parse(without).asserts_no_egress
-    empty = SPEC.split("  allow_egress:")[0] + "  allow_egress: []\nsteps:\n  - prompt: hi\n"
+    empty = (
+        SPEC.split("  allow_egress:", maxsplit=1)[0]
+        + "  allow_egress: []\nsteps:\n  - prompt: hi\n"
+    )
     assert parse(empty).agent.declares_egress  # declared empty: nothing off-host allowed
-    plain = SPEC.split("  allow_egress:")[0] + "steps:\n  - prompt: hi\n"
+    plain = SPEC.split("  allow_egress:", maxsplit=1)[0] + "steps:\n  - prompt: hi\n"
     assert not parse(plain).engages_egress
 
 
@@ -65,14 +68,18 @@ def test_bad_entry_names_its_line() -> None:
 
 
 def test_allow_egress_on_a_url_agent_is_a_named_error() -> None:
-    text = SPEC.replace("  command: python agent.py\n", "  url: http://127.0.0.1:9/\n  proxy_port: 4646\n")
+    text = SPEC.replace(
+        "  command: python agent.py\n", "  url: http://127.0.0.1:9/\n  proxy_port: 4646\n"
+    )
     problem = error(text)
     assert "`agent.allow_egress` only applies to a `command` agent" in str(problem)
 
 
 def test_assert_no_egress_on_a_url_agent_loads() -> None:
     """It fails at run time as a capability error, never at load time and never vacuously."""
-    text = SPEC.split("  command:")[0] + "  url: http://127.0.0.1:9/\n  proxy_port: 4646\n"
+    text = (
+        SPEC.split("  command:", maxsplit=1)[0] + "  url: http://127.0.0.1:9/\n  proxy_port: 4646\n"
+    )
     text += "steps:\n  - prompt: hi\n  - assert_no_egress\n"
     assert parse(text).asserts_no_egress
 

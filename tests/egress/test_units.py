@@ -360,3 +360,56 @@ def test_a_launch_that_cannot_contain_passes_the_command_through() -> None:
         "not contained (egress containment is Linux-only; this platform is not contained)"
     )
     assert report.trace_section() == []
+
+
+# --- the runner's glue -----------------------------------------------------------------------
+
+
+def _spec(agent: str, steps: str = "  - assert_no_egress\n"):
+    from flowproof_cli.spec import parse_spec
+
+    return parse_spec(
+        f"name: n\napp: agent\nagent:\n{agent}steps:\n  - prompt: hi\n{steps}", "n.flow.yaml"
+    )
+
+
+def test_url_agent_cannot_be_certified() -> None:
+    from flowproof_cli.egress import verdicts
+
+    spec = _spec("  url: http://127.0.0.1:9/\n  proxy_port: 4646\n")
+    report = verdicts.url_report()
+    assert report.containment.line == (
+        "egress containment: not contained (a url agent is a running service that flowproof "
+        "did not start)"
+    )
+    assert verdicts.failures(spec, report) == [
+        "assert_no_egress: cannot certify: a url agent is a running service that flowproof "
+        "did not start (step at line 8)"
+    ]
+
+
+def test_verdicts_and_warning() -> None:
+    from flowproof_cli.egress import verdicts
+
+    certified = _spec("  command: a\n  allow_egress: [198.51.100.1:443]\n")
+    clean = EgressReport(Containment(True))
+    assert verdicts.failures(certified, clean) == []
+    assert verdicts.notes(certified, clean) == []
+    leaky = EgressReport(Containment(True))
+    leaky.add_blocked(Blocked("203.0.113.7:443", "tcp", 40))
+    assert verdicts.failures(certified, leaky) == [
+        "assert_no_egress: the agent attempted 1 undeclared destination(s): "
+        "tcp 203.0.113.7:443 (connect at 40ms) (step at line 8)"
+    ]
+    declared = _spec("  command: a\n  allow_egress: [198.51.100.1:443]\n", steps="")
+    assert verdicts.failures(declared, leaky) == []  # declared, not asserted: recorded only
+    uncontained = EgressReport(Containment(False, "egress containment is Linux-only"))
+    [warning] = verdicts.notes(declared, uncontained)
+    assert warning.startswith("warning: agent.allow_egress [198.51.100.1:443] was not applied")
+    assert "`- assert_no_egress`" in warning
+    assert verdicts.notes(declared, clean) == []
+    plain = _spec("  command: a\n", steps="")
+    assert not plain.engages_egress
+    launch = verdicts.launch_for(plain, {})
+    assert not launch.contained and launch.wrap(["a"]) == ["a"]
+    assert launch.finish().containment.reason == verdicts.NOT_ENGAGED
