@@ -24,6 +24,7 @@ from tests.e2e.mcp_flows import (
     edit_flow,
     everything_http,
     executed,
+    free_port,
     http_server,
     notes_http,
     record,
@@ -330,7 +331,7 @@ def test_a_lane_is_transport_blind(recorded_over: str, replayed_over: str, tmp_p
         )
         assert record(spec).code == 0
     server = (
-        {"name": "notes", "url": "http://127.0.0.1:9/mcp"}
+        {"name": "notes", "url": "http://127.0.0.1:9/mcp", "port": free_port()}
         if replayed_over == "http"
         else {"name": "notes", "command": "/nonexistent/server"}
     )

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import httpx
 import pytest
@@ -17,7 +19,7 @@ from flowproof_cli.mcp.http import (
     Reply,
     StreamReply,
 )
-from flowproof_cli.mcp.lane import Call, Lane, ServerEvent
+from flowproof_cli.mcp.lane import Call, Lane, ServerEvent, lane_to_document
 from flowproof_cli.mcp.sse import SseParser, frame
 from flowproof_cli.runner.proxy import ProxyHost
 
@@ -208,3 +210,51 @@ async def _next_message(lines) -> dict:
         if text.startswith("data:"):
             return json.loads(text.removeprefix("data:").strip())
     raise AssertionError("the stream ended")
+
+
+@pytest.mark.timeout(60)
+def test_record_passes_auth_and_session_through_and_stores_neither() -> None:
+    seen: list[dict[str, str]] = []
+
+    class Upstream(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            seen.append({k.lower(): v for k, v in self.headers.items()})
+            body = json.loads(self.rfile.read(int(self.headers["content-length"])))
+            reply = json.dumps({"jsonrpc": "2.0", "id": body["id"], "result": {"ok": 1}}).encode()
+            self.send_response(200)
+            self.send_header("content-type", "application/json")
+            self.send_header("mcp-session-id", "real-session-42")
+            self.send_header("content-length", str(len(reply)))
+            self.end_headers()
+            self.wfile.write(reply)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Upstream)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    real = f"http://127.0.0.1:{server.server_address[1]}/mcp"
+
+    async def scenario() -> HttpMcpSession:
+        session = HttpMcpSession("notes", mode="record", url=real)
+        boundary = McpHttpBoundary()
+        async with ProxyHost([RequestGuard(), boundary]) as proxy:
+            boundary.sessions[proxy.port] = session
+            headers = {**ACCEPT_BOTH, "authorization": "Bearer s3cret", "mcp-session-id": "abc"}
+            async with httpx.AsyncClient(timeout=20, headers=headers) as client:
+                reply = await client.post(
+                    f"http://127.0.0.1:{proxy.port}/mcp", content=rpc(7, "tools/list")
+                )
+            assert reply.json() == {"jsonrpc": "2.0", "id": 7, "result": {"ok": 1}}
+            assert reply.headers["mcp-session-id"] == "real-session-42"
+            await boundary.done()
+        return session
+
+    try:
+        session = asyncio.run(scenario())
+    finally:
+        server.shutdown()
+    assert seen[0]["authorization"] == "Bearer s3cret" and seen[0]["mcp-session-id"] == "abc"
+    stored = json.dumps(lane_to_document(session.lane()))
+    assert "s3cret" not in stored and "abc" not in stored and "real-session-42" not in stored
+    assert session.lane().calls[0].result == {"ok": 1}
