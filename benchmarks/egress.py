@@ -17,6 +17,7 @@ Target from the issue: the replayed flow within 5 percent.
 from __future__ import annotations
 
 import json
+import shutil
 import socket
 import statistics
 import subprocess
@@ -152,7 +153,10 @@ def main() -> None:
         raise SystemExit(f"cannot measure: {reason}")
     loopback_connects()
     if "--connects-only" not in sys.argv:
-        replayed_flow()
+        try:
+            replayed_flow()
+        finally:
+            shutil.rmtree(REPO / ".bench-egress", ignore_errors=True)
 
 
 if __name__ == "__main__":

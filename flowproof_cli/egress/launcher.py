@@ -23,6 +23,7 @@ import select
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -148,6 +149,8 @@ class Launch:
         self._fds: list[int] = []
         self.pass_fds: tuple[int, ...] = ()
         self.started = time.monotonic()
+        self._lock = threading.Lock()
+        self._finished = False
         if reason is None:
             status_r, status_w = os.pipe2(os.O_CLOEXEC)
             ack_r, ack_w = os.pipe2(os.O_CLOEXEC)
@@ -193,15 +196,29 @@ class Launch:
         ]
 
     def attach_sync(self, pid: int) -> None:
-        """Take the listener from the child, start the supervisor, let the child exec."""
-        if not self.contained:
-            return
+        """Take the listener from the child, start the supervisor, let the child exec.
+
+        Holds the launch's lock throughout, so a `finish` racing with it (a cancelled flow
+        whose process group was just killed) waits for it instead of closing its pipes."""
+        with self._lock:
+            if self.contained and not self._finished:
+                self._attach(pid)
+
+    def _ack(self, answer: bytes) -> None:
+        with contextlib.suppress(BrokenPipeError):  # the child died: its exit is the news
+            os.write(self._ack_w, answer)
+
+    def _attach(self, pid: int) -> None:
         self.started = time.monotonic()
         for fd in self._child_fds:
             self._close(fd)
         deadline = self.started + HANDSHAKE_TIMEOUT_S
         status = _read_line(self._status_r, deadline)
         kind, _, rest = status.partition(" ")
+        if not status:
+            raise AgentStartError(
+                "cannot start the agent: flowproof's launcher exited before starting it"
+            )
         if kind == "OK":
             child, listener_number, dropped = rest.split()
             self._take_listener(int(child), int(listener_number))
@@ -213,7 +230,7 @@ class Launch:
                 )
         else:
             self.report.containment = Containment(False, refusal_reason(status))
-            os.write(self._ack_w, b"G")
+            self._ack(b"G")
         result = _read_line(self._status_r, deadline)
         if result.startswith("EXEC "):
             number = int(result.split()[1])
@@ -235,7 +252,7 @@ class Launch:
             finally:
                 os.close(pidfd)
         except OSError as exc:
-            os.write(self._ack_w, b"X")  # the filter is installed: never run it orphaned
+            self._ack(b"X")  # the filter is installed: never run it orphaned
             raise ContainmentError(
                 f"egress containment: cannot take the filter's listener from the agent "
                 f"({exc.strerror})"
@@ -243,18 +260,20 @@ class Launch:
         self._supervisor = Supervisor(listener, self.policy, self.report, self.started)
         self._supervisor.start()
         self.report.containment = Containment(True)
-        os.write(self._ack_w, b"G")
+        self._ack(b"G")
 
     async def attach(self, pid: int) -> None:
         await asyncio.to_thread(self.attach_sync, pid)
 
     def finish(self) -> EgressReport:
         """Stop the supervisor (call once the agent's process group has ended)."""
-        if self._supervisor is not None:
-            self._supervisor.stop()
-            self._supervisor = None
-        for fd in list(self._fds):
-            self._close(fd)
+        with self._lock:
+            self._finished = True
+            if self._supervisor is not None:
+                self._supervisor.stop()
+                self._supervisor = None
+            for fd in list(self._fds):
+                self._close(fd)
         return self.report
 
     def _close(self, fd: int) -> None:

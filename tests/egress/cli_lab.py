@@ -120,6 +120,13 @@ def scenarios(folder: Path) -> dict[str, Any]:
         out["uncertified_record"] = nested_cli("record", uncertified, env=upstream)
         out["uncertified_trace"] = trace_text(uncertified)
 
+        # F: a command that does not exist fails as it does uncontained (exit 2).
+        missing = write_flow(folder, name="missing", command="definitely-not-a-command-xyz")
+        spec = yaml.safe_load(missing.read_text())
+        spec["agent"]["allow_egress"] = []
+        missing.write_text(yaml.safe_dump(spec, sort_keys=False))
+        out["missing_record"] = cli("record", missing, env=upstream)
+
         # E: a flow that engages nothing still says what it ran under.
         plain = write_flow(folder, name="plain")
         out["plain_record"] = cli("record", plain, env=upstream)

@@ -114,3 +114,11 @@ def test_a_flow_that_engages_nothing_prints_its_tier(lab: dict[str, Any]) -> Non
         "    egress containment: not contained (the flow declares no allow_egress and no "
         "assert_no_egress)"
     ) in record["stdout"].splitlines()
+
+
+def test_a_missing_command_fails_as_it_does_uncontained(lab: dict[str, Any]) -> None:
+    record = lab["missing_record"]
+    assert record["code"] == 2, record
+    assert "cannot start the agent: 'definitely-not-a-command-xyz' was not found" in (
+        record["stdout"] + record["stderr"]
+    )

@@ -332,6 +332,7 @@ def test_nested_sandbox_is_not_contained_by_itself() -> None:
     assert_nothing_left(outcome)
 
 
+@pytest.mark.slow
 def test_a_blocking_connect_does_not_stall_the_others() -> None:
     """Pitfall 4: a declared destination that never answers holds one worker, not the agent."""
     outcome = lab("stall", allow=[f"{OFFHOST4}:80"])
@@ -432,6 +433,7 @@ def test_listen_only_on_loopback() -> None:
 # --- controls: the same techniques uncontained DO reach the peer --------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "case",
     ["connect_v4", "connect_v6", "connect_v4mapped", "udp_sendto", "udp_unspec", "sendmsg_name",
@@ -445,6 +447,7 @@ def test_control_uncontained_packets_do_leave(case: str) -> None:
     assert outcome["report"]["reason"] == "the test asked for an uncontained control run"
 
 
+@pytest.mark.slow
 def test_control_uncontained_helper_techniques_leave(helper: dict[str, str]) -> None:
     for case in ("int80", "vfork"):
         outcome = lab(case, contained=False, options=helper)
@@ -453,6 +456,7 @@ def test_control_uncontained_helper_techniques_leave(helper: dict[str, str]) -> 
         assert outcome["tx"] > 0, (case, outcome)
 
 
+@pytest.mark.slow
 def test_control_uncontained_filter_refusals_succeed() -> None:
     """What the filter refuses does work without it (so the errno above is the filter's)."""
     outcome = lab("raw_socket", contained=False)
