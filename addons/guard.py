@@ -12,7 +12,17 @@ import json
 
 from mitmproxy import http
 
+from flowproof_cli.dialects import DIALECTS
 from flowproof_cli.routes import is_claimed
+
+ROUTES_ANSWERED = (
+    ", ".join(
+        f"...{'' if suffix.startswith(':') else '/'}{suffix}"
+        for dialect in DIALECTS
+        for suffix in dialect.route_suffixes
+    )
+    + ", and /mcp paths of declared MCP servers"
+)
 
 
 def _refuse(flow: http.HTTPFlow, status: int, message: str) -> None:
@@ -34,7 +44,7 @@ class RequestGuard:
                 flow,
                 404,
                 f"{flow.request.method} {flow.request.path.split('?', 1)[0]} is not a model route "
-                "(flowproof answers .../chat/completions, .../responses and .../messages)",
+                f"(flowproof answers {ROUTES_ANSWERED})",
             )
 
 

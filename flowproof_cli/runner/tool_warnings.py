@@ -57,9 +57,14 @@ def _warning(name: str, roles: list[str]) -> str:
 def unintercepted_tool_warnings(
     spec: FlowSpec, intercepted_tools: Set[str] = frozenset()
 ) -> list[str]:
-    """One warning per mocked or forbidden tool that no flowproof boundary intercepts."""
+    """One warning per mocked or forbidden tool that no flowproof boundary intercepts.
+
+    A tool given a `result:` under an `mcp:` server is answered by flowproof itself, at
+    record and at replay, so it never needs a warning.
+    """
+    answered = {tool.name for server in spec.mcp for tool in server.tools if tool.is_mocked}
     return [
         _warning(name, roles)
         for name, roles in _roles(spec).items()
-        if name not in intercepted_tools
+        if name not in intercepted_tools and name not in answered
     ]

@@ -94,3 +94,29 @@ def test_intercepted_tools_are_not_warned_about() -> None:
     assert unintercepted_tool_warnings(flow, intercepted_tools={"a", "b"}) == []
     (warning,) = unintercepted_tool_warnings(flow, intercepted_tools={"a"})
     assert "tool `b` is forbidden" in warning
+
+
+def test_a_tool_answered_by_an_mcp_mock_is_not_warned_about() -> None:
+    flow = parse_spec(
+        textwrap.dedent(
+            """\
+            name: n
+            app: agent
+            agent: {command: python agent.py}
+            mcp:
+              - name: exports
+                command: python server.py
+                tools:
+                  - name: export_rows
+                    result: {ok: false}
+            steps:
+              - prompt: go
+              - assert_no_tool_call: export_rows
+              - assert_no_tool_call: delete_city
+            """
+        ),
+        "t.flow.yaml",
+    )
+    warnings = unintercepted_tool_warnings(flow)
+    assert len(warnings) == 1
+    assert "delete_city" in warnings[0] and "export_rows" not in warnings[0]
