@@ -36,6 +36,8 @@ def print_flow(result: FlowResult, *, with_time: bool) -> None:
     click.echo(verdict_line(result, with_time=with_time))
     if result.containment is not None:
         click.echo(_indent(result.containment))
+    for server, calls in result.mcp_calls.items():
+        click.echo(_indent(f"mcp: {server} {calls} call(s)"))
     for line in result.egress_report:
         click.echo(line, err=True)
     for note in result.notes:

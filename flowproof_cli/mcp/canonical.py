@@ -28,6 +28,8 @@ DROPPED_INITIALIZE_PARAMS = frozenset({"clientInfo", "capabilities"})
 PING = "ping"
 #: Only this revision allows a top-level JSON-RPC batch.
 BATCH_PROTOCOL_VERSION = "2025-03-26"
+#: The handshake era, whose streamable HTTP has SSE event ids and `Last-Event-ID` resumption.
+RESUMABLE_VERSIONS = frozenset({"2025-03-26", "2025-06-18", "2025-11-25"})
 
 
 class Kind(StrEnum):

@@ -14,10 +14,11 @@ import shutil
 import sys
 import tempfile
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from flowproof_cli.mcp.canonical import PING
 from flowproof_cli.mcp.capture import (
     START,
     client_messages,
@@ -58,6 +59,7 @@ class McpVerdict:
     soft: list[str]  # never contacted, replayed short, a request never answered
     lanes: dict[str, Lane]  # record: what goes into the trace
     calls: int  # requests the agent made to its MCP servers
+    per_server: dict[str, int] = field(default_factory=dict)  # the same, by server name
 
     @classmethod
     def none(cls) -> McpVerdict:
@@ -206,11 +208,13 @@ class McpFlow:
 
     def verdict(self) -> McpVerdict:
         """Everything the runner needs, read before `close()` removes the captures."""
+        counts = self.call_counts()
         return McpVerdict(
             hard=self.hard_failures(),
             soft=self.soft_failures(),
             lanes=self.lanes() if self.mode == RECORD else {},
-            calls=sum(self.call_counts().values()),
+            calls=sum(counts.values()),
+            per_server=counts,
         )
 
     def hard_failures(self) -> list[str]:
@@ -290,4 +294,10 @@ class McpFlow:
 
 
 def _is_request(message: Any) -> bool:
-    return isinstance(message, dict) and "method" in message and message.get("id") is not None
+    """A call of the lane: a request other than `ping` (kept out of lanes, like over HTTP)."""
+    return (
+        isinstance(message, dict)
+        and "method" in message
+        and message.get("id") is not None
+        and message["method"] != PING
+    )

@@ -13,6 +13,15 @@ Replay: zero network. A call's answer is one JSON body, or SSE when server messa
 before it; it is streamed over time when it must wait (for the agent to answer a
 server-initiated request, or for other calls). The session id is a constant. The GET
 stream is served by flowproof (a second concurrent one gets 409). DELETE is acknowledged.
+
+Resumption (handshake era only, 2025-03-26 to 2025-11-25): every SSE event flowproof sends
+carries the id `<stream>-<n>`, the n-th event (1-based) of that stream, where the stream
+is `get` (the standalone GET stream) or `call<N>` (the answer of call N, by lane position):
+the same lane and agent give the same ids on every replay. A GET with `Last-Event-ID`
+resumes the stream that id names with the events after it, then goes on live; an id
+flowproof never sent is a named 400 (the SDK clients give up on it rather than hang). A
+message that went to the GET stream because the agent had left its call's stream is not
+sent again on the call's resumed stream; the call's answer itself waits for the resume.
 """
 
 from __future__ import annotations
@@ -24,6 +33,7 @@ from typing import Any
 
 from flowproof_cli.mcp.canonical import (
     BATCH_PROTOCOL_VERSION,
+    RESUMABLE_VERSIONS,
     Kind,
     error_message,
     kind_of,
@@ -36,6 +46,9 @@ from flowproof_cli.mcp.sse import Channel, frame
 
 REPLAY_SESSION_ID = "flowproof-replay"
 SESSION_HEADER = "mcp-session-id"
+LAST_EVENT_ID_HEADER = "last-event-id"
+#: The stream key of the standalone GET stream (a call's answer stream is `call<N>`).
+STANDALONE_KEY = "get"
 #: The 2026-07-28 headers that must agree with the body, and the param each mirrors.
 NAME_PARAMS = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
 
@@ -59,6 +72,29 @@ class ForwardRequest:
 @dataclass
 class StreamReply:
     channel: Channel
+
+
+def stream_key(position: int | None) -> str:
+    """The stream an event id names: `get`, or `call<N>` for the answer of call N (1-based)."""
+    return STANDALONE_KEY if position is None else f"call{position + 1}"
+
+
+@dataclass
+class _Stream:
+    """One SSE stream of the replay, kept whole so that an agent can resume it."""
+
+    key: str
+    events: list[dict[str, Any]] = field(default_factory=list)  # every message, in order
+    channel: Channel | None = None  # the connection carrying it now
+    handed: int = 0  # events put on some connection (the GET stream's backlog: the rest)
+    finished: bool = False  # a call's answer is in it: nothing more comes
+
+    @property
+    def live(self) -> bool:
+        return self.channel is not None and not self.channel.closed
+
+    def event_id(self, number: int) -> str:
+        return f"{self.key}-{number}"
 
 
 def _json_reply(status: int, message: Any, headers: Mapping[str, str] | None = None) -> Reply:
@@ -102,8 +138,7 @@ class HttpMcpSession:
         self.errors: list[str] = []
         self.recorder = LaneRecorder()
         self.replayer = Replayer(server, lane or Lane(), self.mocks)
-        self._streams: dict[int | None, Channel] = {}
-        self._standalone_backlog: list[dict[str, Any]] = []
+        self._streams: dict[int | None, _Stream] = {None: _Stream(STANDALONE_KEY)}
         self._seen_event_ids: set[str] = set()
 
     @property
@@ -246,18 +281,62 @@ class HttpMcpSession:
 
     # -- replay --------------------------------------------------------------------------
 
+    @property
+    def resumable(self) -> bool:
+        """The replayed session negotiated a handshake-era version: events carry ids."""
+        return self.replayer.negotiated in RESUMABLE_VERSIONS
+
     def _get(self, headers: Mapping[str, str]) -> Reply | ForwardRequest | StreamReply:
         if self.recording:
             return ForwardRequest(self._upstream(), standalone=True)
-        current = self._streams.get(None)
-        if current is not None and not current.closed:
+        last = _header(headers, LAST_EVENT_ID_HEADER).strip()
+        if last and self.resumable:
+            return self._resume(last)
+        standalone = self._streams[None]
+        if standalone.live:
             return _refusal(409, "the standalone stream is already open")
-        channel = Channel()
-        for message in self._standalone_backlog:
-            channel.put(frame(message))
-        self._standalone_backlog.clear()
-        self._streams[None] = channel
+        return self._connect(standalone, standalone.handed)
+
+    def _resume(self, last: str) -> Reply | StreamReply:
+        """`Last-Event-ID`: the events of that id's stream after it, then the stream live."""
+        key, _, number = last.rpartition("-")
+        stream = next((s for s in self._streams.values() if s.key == key), None)
+        sent = int(number) if number.isascii() and number.isdigit() else 0
+        if stream is None or not 1 <= sent <= len(stream.events) or stream.event_id(sent) != last:
+            return _refusal(
+                400, f"Last-Event-ID {last!r} names no event this replay sent; open a new stream"
+            )
+        if stream.channel is not None:
+            stream.channel.close()  # the connection the agent lost, if flowproof still has it
+        if stream.finished:
+            body = b"".join(self._frame(stream, n) for n in range(sent, len(stream.events)))
+            return Reply(200, body, {"content-type": "text/event-stream"})
+        return self._connect(stream, sent)
+
+    def _connect(self, stream: _Stream, start: int, channel: Channel | None = None) -> StreamReply:
+        """A new connection for `stream`, starting with its events from `start` (0-based)."""
+        channel = channel if channel is not None else Channel()
+        for number in range(start, len(stream.events)):
+            channel.put(self._frame(stream, number))
+        stream.channel = channel
+        stream.handed = len(stream.events)
         return StreamReply(channel)
+
+    def _frame(self, stream: _Stream, index: int) -> bytes:
+        event_id = stream.event_id(index + 1) if self.resumable else None
+        return frame(stream.events[index], event_id)
+
+    def _send(self, stream: _Stream, message: dict[str, Any]) -> None:
+        """Append to the stream, and write it to the stream's connection when it has one."""
+        stream.events.append(message)
+        if stream.channel is not None and not stream.channel.closed:
+            stream.channel.put(self._frame(stream, len(stream.events) - 1))
+            stream.handed = len(stream.events)
+
+    def _call_stream(self, position: int) -> _Stream:
+        stream = _Stream(stream_key(position))
+        self._streams[position] = stream
+        return stream
 
     def _replay(self, message: dict[str, Any], headers: Mapping[str, str]) -> Reply | StreamReply:
         emissions = self.replayer.receive(message)
@@ -270,23 +349,34 @@ class HttpMcpSession:
         extra = {SESSION_HEADER: REPLAY_SESSION_ID} if message.get("method") == "initialize" else {}
         if final is not None:
             before = [e.message for e in mine if not e.final]
-            return self._answer_reply(before, final.message, headers, final.status, extra)
-        channel = Channel(headers=extra)
+            return self._answer_reply(
+                before, final.message, headers, final.status, extra, position=here
+            )
+        assert here is not None and here >= 0  # only a positioned call's answer can wait
+        stream = self._call_stream(here)
+        reply = self._connect(stream, 0, Channel(headers=extra))
         for emission in mine:
-            channel.put(frame(emission.message))
-        self._streams[here] = channel
-        return StreamReply(channel)
+            self._send(stream, emission.message)
+        return reply
 
-    @staticmethod
     def _answer_reply(
+        self,
         before: list[dict[str, Any]],
         answer: dict[str, Any],
         headers: Mapping[str, str],
         status: int | None = None,
         extra: Mapping[str, str] | None = None,
+        *,
+        position: int | None = None,
     ) -> Reply:
         if before and accepts_sse(headers):
-            body = b"".join(frame(message) for message in [*before, answer])
+            if position is None or position < 0:
+                body = b"".join(frame(message) for message in [*before, answer])
+            else:  # kept whole: a resuming agent gets what it missed of it
+                stream = self._call_stream(position)
+                stream.events = [*before, answer]
+                stream.handed, stream.finished = len(stream.events), True
+                body = b"".join(self._frame(stream, n) for n in range(len(stream.events)))
             return Reply(200, body, {"content-type": "text/event-stream", **(extra or {})})
         return _json_reply(status or 200, answer, extra)
 
@@ -297,23 +387,33 @@ class HttpMcpSession:
             if emission.channel is not None and emission.channel == here:
                 mine.append(emission)
                 continue
-            channel = self._streams.get(emission.channel)
-            if channel is not None and not channel.closed:
-                channel.put(frame(emission.message))
+            stream = self._streams.get(emission.channel) if emission.channel is not None else None
+            if stream is not None and not stream.finished:
+                if stream.live:
+                    self._send(stream, emission.message)
+                    if emission.final:
+                        self._finish(stream)
+                    continue
                 if emission.final:
-                    channel.close()
-                    del self._streams[emission.channel]
-                continue
-            if emission.final:
+                    # The agent left that answer's stream: the answer waits for it to resume
+                    # (handshake era); nobody is told otherwise.
+                    if self.resumable:
+                        self._send(stream, emission.message)
+                        self._finish(stream)
+                    continue
+            elif emission.final:
                 continue  # the agent left that answer's stream: nobody to tell
-            standalone = self._streams.get(None)
-            if standalone is not None and not standalone.closed:
-                standalone.put(frame(emission.message))
-            else:
-                self._standalone_backlog.append(emission.message)
+            # Not resent on the call's stream if the agent resumes it: delivered here.
+            self._send(self._streams[None], emission.message)
         return mine
 
+    @staticmethod
+    def _finish(stream: _Stream) -> None:
+        stream.finished = True
+        if stream.channel is not None:
+            stream.channel.close()
+
     def close(self) -> None:
-        for channel in self._streams.values():
-            channel.close()
-        self._streams.clear()
+        for stream in self._streams.values():
+            if stream.channel is not None:
+                stream.channel.close()

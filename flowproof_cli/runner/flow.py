@@ -103,6 +103,7 @@ async def _run_flow(
 
     result.duration_s = time.monotonic() - started
     result.model_calls = session.requests
+    result.mcp_calls = mcp_verdict.per_server
     result.recorded_turns = len(session.recorded)
     result.agent_exit_code = driven.exit_code
     result.stdout_tail = driven.stdout

@@ -20,6 +20,7 @@ class FlowResult:
     skipped: str | None = None
     duration_s: float = 0.0
     model_calls: int = 0
+    mcp_calls: dict[str, int] = field(default_factory=dict)  # calls made, by MCP server name
     recorded_turns: int = 0
     trace_written: bool = False
     agent_exit_code: int | None = None

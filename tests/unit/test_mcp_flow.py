@@ -6,10 +6,14 @@ import json
 import shlex
 from pathlib import Path
 
+import pytest
+
+from flowproof_cli.cli.output import print_flow
 from flowproof_cli.mcp.capture import CaptureFile
 from flowproof_cli.mcp.flow import McpFlow
 from flowproof_cli.mcp.lane import Call, Lane
 from flowproof_cli.runner.environment import agent_environment
+from flowproof_cli.runner.verdict import FlowResult
 from flowproof_cli.spec.models import McpServerSpec
 from flowproof_cli.spec.variables import resolve_variables
 
@@ -89,3 +93,33 @@ def test_replay_judges_the_stand_in_capture_and_stale_lanes(tmp_path: Path) -> N
         "under `mcp`; re-record the flow",
     ]
     assert verdict.calls == 1 and verdict.lanes == {}
+
+
+def test_calls_are_counted_per_server_and_shown_in_text_and_json(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    flow = McpFlow(servers(), mode="replay", environ={}, cwd=tmp_path, lanes={})
+    flow.prepare()
+    (stdio, _) = flow.servers
+    assert stdio.capture is not None
+    capture = CaptureFile(stdio.capture, "x")
+    capture.append("start")
+    capture.append("c", {"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
+    capture.append("c", {"jsonrpc": "2.0", "id": 2, "method": "ping"})  # never a call
+    capture.append("c", {"jsonrpc": "2.0", "method": "notifications/initialized"})
+    capture.close()
+    verdict = flow.verdict()
+    flow.close()
+    assert verdict.per_server == {"files-v2": 1, "remote": 0} and verdict.calls == 1
+
+    result = FlowResult("f", Path("f.flow.yaml"), "replay", Path("f.trace.yaml"))
+    result.mcp_calls = verdict.per_server
+    print_flow(result, with_time=False)
+    assert capsys.readouterr().out.splitlines()[1:] == [
+        "    mcp: files-v2 1 call(s)",
+        "    mcp: remote 0 call(s)",
+    ]
+    document = json.loads(json.dumps(result.to_json()))
+    assert document["mcp_calls"] == {"files-v2": 1, "remote": 0}
+    assert FlowResult.from_json(document).mcp_calls == result.mcp_calls
+    assert FlowResult("g", Path("g"), "replay", Path("g")).to_json()["mcp_calls"] == {}
