@@ -140,6 +140,7 @@ class HttpMcpSession:
         self.replayer = Replayer(server, lane or Lane(), self.mocks)
         self._streams: dict[int | None, _Stream] = {None: _Stream(STANDALONE_KEY)}
         self._seen_event_ids: set[str] = set()
+        self._negotiated: str | None = None
 
     @property
     def contacted(self) -> bool:
@@ -284,7 +285,9 @@ class HttpMcpSession:
     @property
     def resumable(self) -> bool:
         """The replayed session negotiated a handshake-era version: events carry ids."""
-        return self.replayer.negotiated in RESUMABLE_VERSIONS
+        if self._negotiated is None:  # known once initialize was answered: kept from then
+            self._negotiated = self.replayer.negotiated
+        return self._negotiated in RESUMABLE_VERSIONS
 
     def _get(self, headers: Mapping[str, str]) -> Reply | ForwardRequest | StreamReply:
         if self.recording:
@@ -329,7 +332,7 @@ class HttpMcpSession:
     def _send(self, stream: _Stream, message: dict[str, Any]) -> None:
         """Append to the stream, and write it to the stream's connection when it has one."""
         stream.events.append(message)
-        if stream.channel is not None and not stream.channel.closed:
+        if stream.live and stream.channel is not None:
             stream.channel.put(self._frame(stream, len(stream.events) - 1))
             stream.handed = len(stream.events)
 

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING
 
 from flowproof_cli.errors import AgentStartError
+from flowproof_cli.runner import orphans
 
 if TYPE_CHECKING:
     from flowproof_cli.egress import Launch
@@ -139,6 +140,8 @@ async def run_agent(
     """Run the agent; with `launch`, under egress containment (see flowproof_cli.egress)."""
     loop = asyncio.get_running_loop()
     started = loop.time()
+    adopts_orphans = orphans.become_subreaper()
+    children_before = orphans.children() if adopts_orphans else set()
     # Output goes to files, not pipes: a grandchild that inherits a pipe would keep
     # asyncio's wait() from returning after the agent itself exited.
     with tempfile.TemporaryFile() as stdout, tempfile.TemporaryFile() as stderr:
@@ -170,6 +173,8 @@ async def run_agent(
             timed_out = True
         finally:
             await _end_group(process, pgid)
+            if adopts_orphans:
+                await asyncio.to_thread(orphans.end_adopted, children_before, {process.pid})
         stdout_text, stderr_text = _tail(stdout), _tail(stderr)
     return AgentOutcome(
         exit_code=None if timed_out else process.returncode,

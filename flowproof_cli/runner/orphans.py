@@ -1,0 +1,70 @@
+"""Descendants that leave the agent's process group still end with the flow (Linux).
+
+Killing the agent's process group misses a descendant that called `setsid` (a daemon, a
+`setsid cmd &`). flowproof therefore makes itself a child subreaper: such an orphan is
+reparented to flowproof instead of init, and once the agent's group has been ended, every
+child flowproof did not have before the agent started is killed and reaped.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import signal
+import sys
+import time
+from collections.abc import Set
+
+PR_SET_CHILD_SUBREAPER = 36
+_SETTLE_S = 0.05  # a dying parent's children are reparented asynchronously
+_PASSES = 5
+
+
+def become_subreaper() -> bool:
+    """Adopt orphaned descendants (idempotent). False where the platform has no such thing."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return int(libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def children(pid: int | None = None) -> set[int]:
+    """Process ids whose parent is `pid` (default: this process), read from /proc."""
+    parent = os.getpid() if pid is None else pid
+    found: set[int] = set()
+    with contextlib.suppress(FileNotFoundError):
+        entries = os.listdir("/proc")
+        for entry in entries:
+            if not entry.isdigit():
+                continue
+            try:
+                with open(f"/proc/{entry}/stat", "rb") as stat:
+                    fields = stat.read().rsplit(b")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[1]) == parent:  # fields after "comm)": state, ppid, ...
+                found.add(int(entry))
+    return found
+
+
+def end_adopted(before: Set[int], exclude: Set[int] = frozenset()) -> list[int]:
+    """Kill and reap every child that appeared since `before` (orphans adopted from the
+    agent's tree), repeating while killing them orphans more. Returns the pids ended."""
+    ended: list[int] = []
+    for _ in range(_PASSES):
+        time.sleep(_SETTLE_S)
+        adopted = children() - set(before) - set(exclude)
+        if not adopted:
+            break
+        for pid in adopted:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+        for pid in adopted:
+            with contextlib.suppress(ChildProcessError, OSError):
+                os.waitpid(pid, 0)
+            ended.append(pid)
+    return ended

@@ -1,0 +1,65 @@
+"""A descendant that leaves the agent's process group (setsid) still ends with the flow."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from flowproof_cli.runner import command, orphans
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux only")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            return stat.read().rsplit(b")", 1)[1].split()[0] != b"Z"
+    except FileNotFoundError:
+        return False
+
+
+def _run_escaping_agent(tmp_path: Path) -> int:
+    pidfile = tmp_path / "escaped.pid"
+    script = f"setsid sleep 300 & echo $! > {pidfile}"
+    asyncio.run(command.run_agent(["sh", "-c", script], env=os.environ, cwd=tmp_path, timeout_s=30))
+    deadline = time.monotonic() + 5
+    while not pidfile.exists() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return int(pidfile.read_text())
+
+
+def test_a_setsid_descendant_is_ended_with_the_agent(tmp_path: Path) -> None:
+    escaped = _run_escaping_agent(tmp_path)
+    assert not _alive(escaped), "a setsid descendant outlived the flow"
+
+
+def test_without_adoption_the_setsid_descendant_would_survive(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The control: what the process-group kill alone leaves behind."""
+    monkeypatch.setattr(orphans, "become_subreaper", lambda: False)
+    escaped = _run_escaping_agent(tmp_path)
+    try:
+        assert _alive(escaped)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(escaped, signal.SIGKILL)
+
+
+def test_children_lists_only_direct_children(tmp_path: Path) -> None:
+    before = orphans.children()
+    process = os.posix_spawnp("sleep", ["sleep", "30"], os.environ)
+    try:
+        assert orphans.children() - before == {process}
+        assert orphans.end_adopted(before) == [process]
+        assert not _alive(process)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(process, signal.SIGKILL)
