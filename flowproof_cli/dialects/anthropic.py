@@ -9,7 +9,6 @@ from flowproof_cli.dialects.base import (
     JSON,
     Dialect,
     MessageOutline,
-    Rendered,
     RequestOutline,
 )
 from flowproof_cli.dialects.sse import compact, named_event, split_deltas
@@ -162,13 +161,7 @@ class AnthropicMessages(Dialect):
 
     # --- rendering ------------------------------------------------------------------------
 
-    def render(self, request: JSON, status: int, response: JSON, *, stream: bool) -> Rendered:
-        if not stream or status != 200:
-            body = json.dumps(response, ensure_ascii=False).encode()
-            return Rendered(status, "application/json", body)
-        return Rendered(200, "text/event-stream", self._stream(request, response).encode())
-
-    def _stream(self, request: JSON, response: JSON) -> str:
+    def stream_events(self, request: JSON, response: JSON) -> str:
         usage = response.get("usage")
         usage = dict(usage) if isinstance(usage, dict) else {}
         output_tokens = usage.get("output_tokens", 1)

@@ -8,6 +8,7 @@ recorded response back to the client (as JSON or as a synthesized SSE stream).
 
 from __future__ import annotations
 
+import json
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any
@@ -97,9 +98,20 @@ class Dialect(ABC):
     def outline(self, request: JSON) -> RequestOutline:
         """The request's model, tools and conversation, for divergence reports."""
 
-    @abstractmethod
     def render(self, request: JSON, status: int, response: JSON, *, stream: bool) -> Rendered:
-        """The recorded response as the client expects it (SSE when ``stream``)."""
+        """The recorded response as the client expects it: JSON, or (a successful turn asked
+        for as a stream) the SSE stream synthesized from it. Errors are always JSON."""
+        if not stream or status != 200:
+            body = json.dumps(response, ensure_ascii=False).encode()
+            return Rendered(status, "application/json", body)
+        return Rendered(200, "text/event-stream", self.stream_events(request, response).encode())
+
+    @abstractmethod
+    def stream_events(self, request: JSON, response: JSON) -> str:
+        """The SSE stream a real server would have sent for this recorded response.
+
+        Deterministic: every id, timestamp and sequence number comes from the recording.
+        """
 
     def upstream_url(self, base_url: str, query: str) -> str:
         """The upstream endpoint for this dialect under the configured base URL."""

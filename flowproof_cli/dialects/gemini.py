@@ -268,18 +268,16 @@ class GeminiGenerateContent(Dialect):
     # --- rendering --------------------------------------------------------------------------
 
     def render(self, request: JSON, status: int, response: JSON, *, stream: bool) -> Rendered:
-        """JSON as recorded; a stream as `data:` events of GenerateContentResponse chunks (or
-        their JSON array when the client did not ask for `alt=sse`)."""
-        if not stream or status != 200:
-            body = json.dumps(response, ensure_ascii=False).encode()
-            return Rendered(status, "application/json", body)
-        chunks = self.stream_chunks(response)
+        """As every dialect, except that a stream the client asked for without `alt=sse` is
+        the JSON array of the chunks, as Google serves it."""
         options = request.get("stream_options")
-        if isinstance(options, dict) and options.get("alt") == "json":
-            body = json.dumps(chunks, ensure_ascii=False).encode()
+        if stream and status == 200 and isinstance(options, dict) and options.get("alt") == "json":
+            body = json.dumps(self.stream_chunks(response), ensure_ascii=False).encode()
             return Rendered(200, "application/json", body)
-        events = "".join(data_event(chunk) for chunk in chunks)
-        return Rendered(200, "text/event-stream", events.encode())
+        return super().render(request, status, response, stream=stream)
+
+    def stream_events(self, request: JSON, response: JSON) -> str:
+        return "".join(data_event(chunk) for chunk in self.stream_chunks(response))
 
     @staticmethod
     def stream_chunks(response: JSON) -> list[JSON]:

@@ -9,7 +9,6 @@ from flowproof_cli.dialects.base import (
     JSON,
     Dialect,
     MessageOutline,
-    Rendered,
     RequestOutline,
 )
 from flowproof_cli.dialects.sse import data_event, split_deltas
@@ -122,13 +121,7 @@ class OpenAIChat(Dialect):
             parameters=parameters,
         )
 
-    def render(self, request: JSON, status: int, response: JSON, *, stream: bool) -> Rendered:
-        if not stream or status != 200:
-            body = json.dumps(response, ensure_ascii=False).encode()
-            return Rendered(status, "application/json", body)
-        return Rendered(200, "text/event-stream", self._stream(request, response).encode())
-
-    def _stream(self, request: JSON, response: JSON) -> str:
+    def stream_events(self, request: JSON, response: JSON) -> str:
         envelope = {
             "id": response.get("id", "chatcmpl-flowproof"),
             "object": "chat.completion.chunk",

@@ -16,7 +16,6 @@ from flowproof_cli.dialects.base import (
     JSON,
     Dialect,
     MessageOutline,
-    Rendered,
     RequestOutline,
 )
 from flowproof_cli.dialects.sse import named_event, split_deltas
@@ -175,16 +174,10 @@ class OpenAIResponses(Dialect):
 
     # --- rendering ------------------------------------------------------------------------
 
-    def render(self, request: JSON, status: int, response: JSON, *, stream: bool) -> Rendered:
-        if not stream or status != 200:
-            body = json.dumps(response, ensure_ascii=False).encode()
-            return Rendered(status, "application/json", body)
-        return Rendered(200, "text/event-stream", self._stream(response).encode())
-
     def error_body(self, message: str, kind: str) -> JSON:
         return {"error": {"message": message, "type": kind, "code": kind, "param": None}}
 
-    def _stream(self, response: JSON) -> str:
+    def stream_events(self, request: JSON, response: JSON) -> str:
         events: list[str] = []
 
         def emit(kind: str, **fields: Any) -> None:

@@ -64,8 +64,11 @@ def parse_spec(text: str, path: str) -> FlowSpec:
         raise _to_spec_error(exc, root, path) from None
 
 
-def _compose(text: str, path: str) -> tuple[yaml.MappingNode, Any]:
-    """The root node (for lines) and the data built from it (for validation)."""
+def compose_yaml(text: str, path: str) -> tuple[yaml.Node | None, Any]:
+    """The root node (for lines; None for an empty file) and the data built from it.
+
+    Shared by every YAML file flowproof reads (specs, suites); a YAML syntax error becomes a
+    SpecError with the file and the line."""
     loader = _SpecYamlLoader(text)
     try:
         root = loader.get_single_node()
@@ -74,6 +77,12 @@ def _compose(text: str, path: str) -> tuple[yaml.MappingNode, Any]:
         raise _yaml_error(exc, path) from None
     finally:
         loader.dispose()
+    return root, data
+
+
+def _compose(text: str, path: str) -> tuple[yaml.MappingNode, Any]:
+    """The root node (for lines) and the data built from it (for validation)."""
+    root, data = compose_yaml(text, path)
     if root is None:
         raise SpecError(
             "the file is empty. Fix: write a mapping with `name`, `app`, `agent` and `steps`",

@@ -11,7 +11,6 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from flowproof_cli.errors import SpecError
@@ -20,9 +19,8 @@ from flowproof_cli.spec.loader import (
     _check_keys,
     _kind,
     _line,
-    _SpecYamlLoader,
     _to_spec_error,
-    _yaml_error,
+    compose_yaml,
 )
 from flowproof_cli.spec.models import spec_problem
 
@@ -80,14 +78,7 @@ def load_suite(path: Path | str) -> SuiteSpec:
 
 
 def parse_suite(text: str, path: str) -> SuiteSpec:
-    loader = _SpecYamlLoader(text)
-    try:
-        root = loader.get_single_node()
-        data = loader.construct_document(root) if root is not None else None
-    except yaml.YAMLError as exc:
-        raise _yaml_error(exc, path) from None
-    finally:
-        loader.dispose()
+    root, data = compose_yaml(text, path)
     if root is None:
         return SuiteSpec()
     if not isinstance(data, dict):
