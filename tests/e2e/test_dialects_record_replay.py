@@ -234,3 +234,30 @@ def test_a_streaming_recording_serves_a_plain_client(tmp_path: Path) -> None:
     set_agent_env(chat, AGENT_STREAM="")
     result = run_cli("run", chat)
     assert result.code == 0, result.output
+
+
+@pytest.mark.parametrize(
+    ("script", "agent_auth"),
+    [("py_anthropic.py", "authorization"), ("node_ai_sdk_anthropic.mjs", "x-api-key")],
+)
+def test_anthropic_record_sends_the_key_as_x_api_key(
+    tmp_path: Path, script: str, agent_auth: str
+) -> None:
+    """Whichever auth style the agent's SDK uses, upstream gets only flowproof's key, as
+    x-api-key, with the agent's own anthropic-version; the trace holds neither key."""
+    spec = flow_for(tmp_path, script, env=AGENT_ENV.get(script, {}))
+    with FakeUpstream() as fake:
+        result = run_cli(
+            "record",
+            spec,
+            env={"FLOWPROOF_AGENT_UPSTREAM": fake.base_url, "FLOWPROOF_AGENT_KEY": "sk-ant-real"},
+        )
+        requests = fake.model_requests()
+    assert result.code == 0, result.output
+    assert requests and all(r.path == "/v1/messages" for r in requests)
+    for request in requests:
+        assert request.headers.get("x-api-key") == "sk-ant-real"
+        assert "authorization" not in request.headers
+        assert request.headers.get("anthropic-version")
+    text = trace_path(spec).read_text()
+    assert "sk-ant-real" not in text and "flowproof-placeholder-key" not in text
