@@ -108,12 +108,13 @@ class ModelBoundary:
         return self.sessions.get(port, self.default) if port is not None else self.default
 
     def request(self, flow: http.HTTPFlow) -> None:
-        if flow.response is not None or route(flow.request.path) is None:
+        if flow.response is not None:
             return
-        session = self._session_for(flow)
+        dialect = route(flow.request.path)
+        session = self._session_for(flow) if dialect is not None else None
         if session is None:
             return
-        outcome = session.on_request(flow.request.path, flow.request.get_content() or b"")
+        outcome = session.on_request(flow.request.path, flow.request.get_content() or b"", dialect)
         if isinstance(outcome, Rendered):
             _respond(flow, outcome)
             flow.comment = "flowproof: answered from the trace"
@@ -141,8 +142,10 @@ class ModelBoundary:
 
     def response(self, flow: http.HTTPFlow) -> None:
         pending = flow.metadata.pop(PENDING, None)
+        if pending is None or flow.response is None:
+            return
         session = self._session_for(flow)
-        if pending is None or session is None or flow.response is None:
+        if session is None:
             return
         content = flow.response.get_content(strict=False) or b""
         _respond(flow, session.on_upstream_response(pending, flow.response.status_code, content))

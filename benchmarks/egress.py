@@ -24,6 +24,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -53,6 +54,23 @@ print(json.dumps({{"median_us": samples[len(samples) // 2] * 1e6,
 """
 
 
+Figures = dict[str, dict[str, list[float]]]  # mode -> figure -> one value per round
+
+
+def _abba(modes: list[str], rounds: int) -> Iterator[str]:
+    """The modes in order on even rounds, reversed on odd ones (ABBA), so drift cancels."""
+    for round_number in range(rounds):
+        yield from modes if round_number % 2 == 0 else modes[::-1]
+
+
+def _summary(results: Figures) -> Iterator[tuple[str, dict[str, float], dict[str, float]]]:
+    """Per mode: the median of each figure, and its ratio to the uncontained median."""
+    base = {key: statistics.median(values) for key, values in results["uncontained"].items()}
+    for mode, figures in results.items():
+        row = {key: statistics.median(values) for key, values in figures.items()}
+        yield mode, row, {key: row[key] / base[key] for key in row}
+
+
 def listener() -> int:
     server = socket.socket()
     server.bind(("127.0.0.1", 0))
@@ -70,31 +88,27 @@ def listener() -> int:
 def loopback_connects() -> None:
     port = listener()
     argv = [sys.executable, "-S", "-c", AGENT.format(connects=CONNECTS), str(port)]
-    results: dict[str, dict[str, list[float]]] = {
+    results: Figures = {
         "uncontained": {"median_us": [], "mean_us": [], "wall_ms": []},
         "contained": {"median_us": [], "mean_us": [], "wall_ms": []},
     }
     out = REPO / ".bench-egress.out"
-    for round_number in range(ROUNDS):
-        for mode in list(results) if round_number % 2 == 0 else list(results)[::-1]:  # ABBA
-            with open(out, "w") as handle:
-                started = time.perf_counter()
-                if mode == "contained":
-                    run = run_contained(argv, Policy(), stdout=handle)
-                    assert run.report.containment.enforced, run.report.containment.line
-                else:
-                    subprocess.run(argv, stdout=handle, check=True)
-                wall = (time.perf_counter() - started) * 1000
-            figures = json.loads(out.read_text())
-            results[mode]["median_us"].append(figures["median_us"])
-            results[mode]["mean_us"].append(figures["mean_us"])
-            results[mode]["wall_ms"].append(wall)
+    for mode in _abba(list(results), ROUNDS):
+        with open(out, "w") as handle:
+            started = time.perf_counter()
+            if mode == "contained":
+                run = run_contained(argv, Policy(), stdout=handle)
+                assert run.report.containment.enforced, run.report.containment.line
+            else:
+                subprocess.run(argv, stdout=handle, check=True)
+            wall = (time.perf_counter() - started) * 1000
+        figures = json.loads(out.read_text())
+        results[mode]["median_us"].append(figures["median_us"])
+        results[mode]["mean_us"].append(figures["mean_us"])
+        results[mode]["wall_ms"].append(wall)
     out.unlink()
     print(f"loopback_connects: {CONNECTS} connects per process x {ROUNDS} alternating rounds")
-    base = {key: statistics.median(values) for key, values in results["uncontained"].items()}
-    for mode, figures in results.items():
-        row = {key: statistics.median(values) for key, values in figures.items()}
-        ratio = {key: row[key] / base[key] for key in row}
+    for mode, row, ratio in _summary(results):
         print(
             f"  {mode:12s} connect p50 {row['median_us']:7.1f} us (x{ratio['median_us']:5.2f})"
             f"   mean {row['mean_us']:7.1f} us (x{ratio['mean_us']:5.2f})"
@@ -116,30 +130,26 @@ def replayed_flow() -> None:
     spec["agent"]["allow_egress"] = []
     contained.write_text(yaml.safe_dump(spec, sort_keys=False))
     (folder / "contained.trace.yaml").write_text((folder / "plain.trace.yaml").read_text())
-    rows: dict[str, dict[str, list[float]]] = {
+    rows: Figures = {
         "uncontained": {"flow_ms": [], "wall_ms": []},
         "contained": {"flow_ms": [], "wall_ms": []},
     }
     tiers: dict[str, str] = {}
-    order = [("uncontained", plain), ("contained", contained)]
-    for round_number in range(FLOW_ROUNDS):
-        for mode, path in order if round_number % 2 == 0 else order[::-1]:  # ABBA
-            started = time.perf_counter()
-            result = run_cli("run", path, "--json")
-            wall = (time.perf_counter() - started) * 1000
-            if result.code != 0:
-                raise SystemExit(f"replay failed:\n{result.output}")
-            flow = json.loads(result.stdout)["flows"][0]
-            rows[mode]["flow_ms"].append(flow["duration_s"] * 1000)
-            rows[mode]["wall_ms"].append(wall)
-            tiers[mode] = str(flow.get("containment") or "").strip() or "(not reported)"
+    paths = {"uncontained": plain, "contained": contained}
+    for mode in _abba(list(paths), FLOW_ROUNDS):
+        started = time.perf_counter()
+        result = run_cli("run", paths[mode], "--json")
+        wall = (time.perf_counter() - started) * 1000
+        if result.code != 0:
+            raise SystemExit(f"replay failed:\n{result.output}")
+        flow = json.loads(result.stdout)["flows"][0]
+        rows[mode]["flow_ms"].append(flow["duration_s"] * 1000)
+        rows[mode]["wall_ms"].append(wall)
+        tiers[mode] = str(flow.get("containment") or "").strip() or "(not reported)"
     print(
         f"replayed_flow: tool-loop weather flow, 2 model calls, x {FLOW_ROUNDS} alternating rounds"
     )
-    base = {key: statistics.median(values) for key, values in rows["uncontained"].items()}
-    for mode, figures in rows.items():
-        row = {key: statistics.median(values) for key, values in figures.items()}
-        ratio = {key: row[key] / base[key] for key in row}
+    for mode, row, ratio in _summary(rows):
         print(
             f"  {mode:12s} flow p50 {row['flow_ms']:7.1f} ms (x{ratio['flow_ms']:5.3f})"
             f"   CLI wall {row['wall_ms']:7.1f} ms (x{ratio['wall_ms']:5.3f})"

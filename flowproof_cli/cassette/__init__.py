@@ -1,7 +1,34 @@
-"""The cassette: canonical turns, the match index, divergence reports, the live session."""
+"""The cassette: canonical turns, the match index, divergence reports, the live session.
 
-from flowproof_cli.cassette.divergence import Divergence
-from flowproof_cli.cassette.session import CassetteSession, Forward, Mode, Upstream
-from flowproof_cli.cassette.turn import Turn, canonical_json
+Names load lazily, so a light user of one submodule (the MCP stand-in reads
+`cassette.diff`) does not pay for the session, the dialects and their imports.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from flowproof_cli.cassette.divergence import Divergence
+    from flowproof_cli.cassette.session import CassetteSession, Forward, Mode, Upstream
+    from flowproof_cli.cassette.turn import Turn, canonical_json
+
+_HOMES = {
+    "Divergence": "divergence",
+    "CassetteSession": "session",
+    "Forward": "session",
+    "Mode": "session",
+    "Upstream": "session",
+    "Turn": "turn",
+    "canonical_json": "turn",
+}
 
 __all__ = ["CassetteSession", "Divergence", "Forward", "Mode", "Turn", "Upstream", "canonical_json"]
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.{home}"), name)

@@ -5,8 +5,6 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from deepdiff import DeepDiff
-
 MAX_SHOWN = 80  # characters of a value shown in a message
 
 
@@ -25,6 +23,8 @@ def _dotted(path: list[Any], prefix: str) -> str:
 
 def field_changes(recorded: Any, replayed: Any, *, prefix: str = "", limit: int = 3) -> list[str]:
     """The first few changed paths, most specific first, in a stable order."""
+    from deepdiff import DeepDiff  # noqa: PLC0415 - only a divergence pays its import
+
     diff = DeepDiff(recorded, replayed, verbose_level=2, view="tree")
     lines: list[tuple[str, str]] = []
     for kind, items in diff.items():

@@ -153,13 +153,14 @@ def nearest_turn(
     turns: list[Turn], candidates: list[int], protocol: str, request: dict[str, Any]
 ) -> int:
     """The candidate turn most like the request; ties go to the earliest."""
+    dialect = dialect_named(protocol)
+    new = dialect.outline(request)  # once, not once per candidate
 
     def score(position: int) -> tuple[int, int, int, int, int, int]:
         turn = turns[position]
         if turn.protocol != protocol:
             return (0, 0, 0, 0, 0, -position)
-        dialect = dialect_named(protocol)
-        old, new = dialect.outline(turn.request), dialect.outline(request)
+        old = dialect.outline(turn.request)
         return (
             1,
             int(old.model == new.model),

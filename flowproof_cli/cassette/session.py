@@ -89,8 +89,12 @@ class CassetteSession:
 
     # -- requests -----------------------------------------------------------------------
 
-    def on_request(self, path: str, raw_body: bytes) -> Rendered | Forward:
-        dialect = route(path)
+    def on_request(
+        self, path: str, raw_body: bytes, dialect: Dialect | None = None
+    ) -> Rendered | Forward:
+        """Answer or forward one request; `dialect` is `route(path)` when the caller has it."""
+        if dialect is None:
+            dialect = route(path)
         if dialect is None:
             return _error(None, 404, f"flowproof: no model route at {path}", "not_found")
         self.requests += 1
@@ -176,7 +180,8 @@ class CassetteSession:
     def render(
         self, dialect: Dialect, live: dict[str, Any], status: int, response: Any
     ) -> Rendered:
-        if isinstance(response, dict) and status == 200:
+        if self._mock_text and isinstance(response, dict) and status == 200:
+            # Only mock substitution reads the calls seen; without mocks, skip the extraction.
             self._known_calls.update(dialect.call_names(response))
         if not isinstance(response, dict):
             return Rendered(status, "text/plain; charset=utf-8", str(response).encode())

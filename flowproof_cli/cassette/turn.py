@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import hashlib
-import json
 from dataclasses import dataclass
 from typing import Any
 
+from flowproof_cli.canonical import canonical_json
 
-def canonical_json(value: Any) -> str:
-    """Sorted keys, no insignificant whitespace: equal JSON gives equal text."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+__all__ = ["Turn", "canonical_json", "match_key"]
 
 
 @dataclass(frozen=True)

@@ -2,27 +2,43 @@
 
 from __future__ import annotations
 
+import importlib
 import sys
 
 import click
 
-from flowproof_cli.cli import doctor, mcp_stdio, record, run, schema
 from flowproof_cli.errors import ExitCode, FlowproofError
 
 INTERRUPTED = 130  # the shell's convention for a run ended by SIGINT
 
+#: Each command's module, imported only when that command runs: `schema` and `mcp-stdio`
+#: must not pay for the proxy engine (mitmproxy) and the egress package.
+COMMANDS = {
+    "record": "record",
+    "run": "run",
+    "schema": "schema",
+    "doctor": "doctor",
+    "mcp-stdio": "mcp_stdio",
+}
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+
+class LazyGroup(click.Group):
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return list(COMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        module = COMMANDS.get(cmd_name)
+        if module is None:
+            return None
+        command = getattr(importlib.import_module(f"flowproof_cli.cli.{module}"), module)
+        assert isinstance(command, click.Command)
+        return command
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="flowproof")
 def cli() -> None:
     """Record an agent's model traffic once; replay it deterministically in CI."""
-
-
-cli.add_command(record.record)
-cli.add_command(run.run)
-cli.add_command(schema.schema)
-cli.add_command(doctor.doctor)
-cli.add_command(mcp_stdio.mcp_stdio)
 
 
 def main() -> None:

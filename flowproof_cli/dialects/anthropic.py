@@ -5,11 +5,13 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from flowproof_cli.canonical import canonical_json
 from flowproof_cli.dialects.base import (
     JSON,
     Dialect,
     MessageOutline,
     RequestOutline,
+    bare_key,
 )
 from flowproof_cli.dialects.sse import compact, named_event, split_deltas
 from flowproof_cli.trajectory import AssistantTurn, ToolCall
@@ -23,11 +25,6 @@ _DELTA_USAGE_FIELDS = (
     "output_tokens_details",
     "server_tool_use",
 )
-
-
-def canonical_json(value: Any) -> str:
-    """The compact, key-sorted JSON text of a tool input (what a ToolCall stores)."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
 def _blocks(content: Any) -> list[JSON]:
@@ -278,9 +275,7 @@ class AnthropicMessages(Dialect):
 
     def upstream_auth(self, key: str) -> dict[str, str]:
         """Anthropic's `x-api-key` header, with any `Bearer ` prefix removed."""
-        if key.lower().startswith("bearer "):
-            key = key[len("bearer ") :].strip()
-        return {"x-api-key": key}
+        return {"x-api-key": bare_key(key)}
 
     def error_body(self, message: str, kind: str) -> JSON:
         return {"type": "error", "error": {"type": kind, "message": message}}

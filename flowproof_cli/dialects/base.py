@@ -21,6 +21,16 @@ JSON = dict[str, Any]
 TRANSPORT_FIELDS = frozenset({"stream", "stream_options"})
 
 
+def without_transport(body: JSON) -> JSON:
+    """The body minus its transport-only fields."""
+    return {key: value for key, value in body.items() if key not in TRANSPORT_FIELDS}
+
+
+def bare_key(key: str) -> str:
+    """A record key with any `Bearer ` prefix removed (for APIs with their own key header)."""
+    return key[len("bearer ") :].strip() if key.lower().startswith("bearer ") else key
+
+
 @dataclass(frozen=True)
 class MessageOutline:
     """One conversation entry reduced to what a divergence report compares."""
@@ -66,7 +76,7 @@ class Dialect(ABC):
 
     def canonical_request(self, body: JSON) -> JSON:
         """The request as stored and matched: every field except transport-only ones."""
-        return {key: value for key, value in body.items() if key not in TRANSPORT_FIELDS}
+        return without_transport(body)
 
     def wants_stream(self, body: JSON) -> bool:
         return bool(body.get("stream"))
@@ -135,7 +145,7 @@ class Dialect(ABC):
     def upstream_body(self, body: JSON) -> JSON:
         """What record forwards upstream: always non-streaming, so record and replay
         serve the same synthesized bytes."""
-        return {key: value for key, value in body.items() if key not in TRANSPORT_FIELDS}
+        return without_transport(body)
 
     def error_body(self, message: str, kind: str) -> JSON:
         """A JSON error in the dialect's own error shape."""

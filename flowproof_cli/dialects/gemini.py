@@ -26,13 +26,15 @@ import re
 from typing import Any
 from urllib.parse import parse_qsl, urlencode
 
+from flowproof_cli.canonical import canonical_json
 from flowproof_cli.dialects.base import (
     JSON,
-    TRANSPORT_FIELDS,
     Dialect,
     MessageOutline,
     Rendered,
     RequestOutline,
+    bare_key,
+    without_transport,
 )
 from flowproof_cli.dialects.sse import data_event, split_deltas
 from flowproof_cli.trajectory import AssistantTurn, ToolCall
@@ -56,11 +58,6 @@ _KIND_STATUS = {
     "flowproof_upstream_error": 502,
 }
 _OUTLINE_OMITTED = frozenset({"model", "contents", "tools", "systemInstruction"})
-
-
-def canonical_json(value: Any) -> str:
-    """The compact, key-sorted JSON text of a call's `args` (what a ToolCall stores)."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
 def _snake(name: str) -> str:
@@ -137,7 +134,7 @@ class GeminiGenerateContent(Dialect):
         (with `stream_options.alt = "json"` when the client asked for the JSON-array stream
         rather than `alt=sse`); both stream fields are transport, never matched."""
         clean, _, query = path.partition("?")
-        normalized = {k: v for k, v in body.items() if k not in TRANSPORT_FIELDS}
+        normalized = without_transport(body)
         model = _model_of(clean)
         if model is not None:
             normalized["model"] = model
@@ -350,13 +347,11 @@ class GeminiGenerateContent(Dialect):
 
     def upstream_auth(self, key: str) -> dict[str, str]:
         """Google's `x-goog-api-key` header, with any `Bearer ` prefix removed."""
-        if key.lower().startswith("bearer "):
-            key = key[len("bearer ") :].strip()
-        return {"x-goog-api-key": key}
+        return {"x-goog-api-key": bare_key(key)}
 
     def upstream_body(self, body: JSON) -> JSON:
         """Transport fields dropped, and `model` too: the upstream reads it from the URL."""
-        return {k: v for k, v in body.items() if k not in TRANSPORT_FIELDS and k != "model"}
+        return {k: v for k, v in without_transport(body).items() if k != "model"}
 
     def error_body(self, message: str, kind: str) -> JSON:
         """Google's error shape; `code` is the HTTP status of the kind (409 if unknown)."""

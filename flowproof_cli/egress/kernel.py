@@ -11,54 +11,24 @@ import os
 import struct
 import threading
 from dataclasses import dataclass
+from typing import Any
 
 from flowproof_cli.egress import constants as c
 
 _libc = ctypes.CDLL(None, use_errno=True)
-_syscall = _libc.syscall
-_syscall.restype = ctypes.c_long
-_ioctl = _libc.ioctl
-_ioctl.restype = ctypes.c_int
-_ioctl.argtypes = (ctypes.c_int, ctypes.c_ulong, ctypes.c_void_p)
-_prctl = _libc.prctl
-_prctl.restype = ctypes.c_int
-_prctl.argtypes = (ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong)
+
+
+def _bind(name: str, restype: type, *argtypes: object) -> Any:
+    """A libc function with its C signature declared."""
+    function = getattr(_libc, name)
+    function.restype = restype
+    if argtypes:
+        function.argtypes = argtypes
+    return function
 
 
 class IOVec(ctypes.Structure):
     _fields_ = (("base", ctypes.c_void_p), ("len", ctypes.c_size_t))
-
-
-_process_vm_readv = _libc.process_vm_readv
-_process_vm_readv.restype = ctypes.c_ssize_t
-_process_vm_readv.argtypes = (
-    ctypes.c_int,
-    ctypes.POINTER(IOVec),
-    ctypes.c_ulong,
-    ctypes.POINTER(IOVec),
-    ctypes.c_ulong,
-    ctypes.c_ulong,
-)
-_process_vm_writev = _libc.process_vm_writev
-_process_vm_writev.restype = ctypes.c_ssize_t
-_process_vm_writev.argtypes = _process_vm_readv.argtypes
-
-_connect = _libc.connect
-_connect.restype = ctypes.c_int
-_connect.argtypes = (ctypes.c_int, ctypes.c_char_p, ctypes.c_uint32)
-_listen = _libc.listen
-_listen.restype = ctypes.c_int
-_listen.argtypes = (ctypes.c_int, ctypes.c_int)
-_sendto = _libc.sendto
-_sendto.restype = ctypes.c_ssize_t
-_sendto.argtypes = (
-    ctypes.c_int,
-    ctypes.c_char_p,
-    ctypes.c_size_t,
-    ctypes.c_int,
-    ctypes.c_char_p,
-    ctypes.c_uint32,
-)
 
 
 class MsgHdr(ctypes.Structure):
@@ -73,9 +43,30 @@ class MsgHdr(ctypes.Structure):
     )
 
 
-_sendmsg = _libc.sendmsg
-_sendmsg.restype = ctypes.c_ssize_t
-_sendmsg.argtypes = (ctypes.c_int, ctypes.POINTER(MsgHdr), ctypes.c_int)
+_int, _uint32, _ulong, _size = ctypes.c_int, ctypes.c_uint32, ctypes.c_ulong, ctypes.c_size_t
+_iovecs = ctypes.POINTER(IOVec)
+_syscall = _bind("syscall", ctypes.c_long)
+_ioctl = _bind("ioctl", _int, _int, _ulong, ctypes.c_void_p)
+_prctl = _bind("prctl", _int, _int, _ulong, _ulong, _ulong, _ulong)
+_process_vm_readv = _bind(
+    "process_vm_readv", ctypes.c_ssize_t, _int, _iovecs, _ulong, _iovecs, _ulong, _ulong
+)
+_process_vm_writev = _bind(
+    "process_vm_writev", ctypes.c_ssize_t, _int, _iovecs, _ulong, _iovecs, _ulong, _ulong
+)
+_connect = _bind("connect", _int, _int, ctypes.c_char_p, _uint32)
+_listen = _bind("listen", _int, _int, _int)
+_shutdown = _bind("shutdown", _int, _int, _int)
+_sendto = _bind(
+    "sendto", ctypes.c_ssize_t, _int, ctypes.c_char_p, _size, _int, ctypes.c_char_p, _uint32
+)
+_sendmsg = _bind("sendmsg", ctypes.c_ssize_t, _int, ctypes.POINTER(MsgHdr), _int)
+_getsockname = _bind("getsockname", _int, _int, ctypes.c_void_p, ctypes.POINTER(_uint32))
+_getsockopt = _bind("getsockopt", _int, _int, _int, _int, ctypes.c_void_p, ctypes.POINTER(_uint32))
+SOL_SOCKET = 1
+SO_TYPE = 3
+SO_PROTOCOL = 38
+SO_DOMAIN = 39
 
 
 def _check(result: int) -> int:
@@ -97,13 +88,19 @@ def pidfd_getfd(pidfd: int, target_fd: int) -> int:
     return syscall(c.NR["pidfd_getfd"], pidfd, target_fd, 0)
 
 
+_pidfd_thread = True  # False once the kernel refused PIDFD_THREAD: never ask it again
+
+
 def open_thread_pidfd(tid: int) -> int:
     """A pidfd for the thread that made the call (notification pids are thread ids)."""
-    try:
-        return os.pidfd_open(tid, c.PIDFD_THREAD)
-    except OSError as exc:
-        if exc.errno != errno.EINVAL:
-            raise
+    global _pidfd_thread  # noqa: PLW0603 (a per-kernel fact, learnt once)
+    if _pidfd_thread:
+        try:
+            return os.pidfd_open(tid, c.PIDFD_THREAD)
+        except OSError as exc:
+            if exc.errno != errno.EINVAL:
+                raise
+            _pidfd_thread = False
     # Kernel without PIDFD_THREAD (< 6.9): a thread-group leader works as is; a non-leader's
     # descriptor table is its leader's.
     try:
@@ -239,10 +236,13 @@ def listen(fd: int, backlog: int) -> int:
     return 0 if _listen(fd, backlog) == 0 else ctypes.get_errno()
 
 
+def _sent(sent: int) -> tuple[int, int]:
+    return (sent, 0) if sent >= 0 else (-1, ctypes.get_errno())
+
+
 def sendto(fd: int, data: bytes, flags: int, address: bytes) -> tuple[int, int]:
     """(bytes sent, 0) or (-1, errno)."""
-    sent = _sendto(fd, data, len(data), flags, address, len(address))
-    return (sent, 0) if sent >= 0 else (-1, ctypes.get_errno())
+    return _sent(_sendto(fd, data, len(data), flags, address, len(address)))
 
 
 def sendmsg(
@@ -262,26 +262,7 @@ def sendmsg(
         len(control),
         0,
     )
-    sent = _sendmsg(fd, ctypes.byref(header), flags)
-    return (sent, 0) if sent >= 0 else (-1, ctypes.get_errno())
-
-
-_getsockname = _libc.getsockname
-_getsockname.restype = ctypes.c_int
-_getsockname.argtypes = (ctypes.c_int, ctypes.c_void_p, ctypes.POINTER(ctypes.c_uint32))
-_getsockopt = _libc.getsockopt
-_getsockopt.restype = ctypes.c_int
-_getsockopt.argtypes = (
-    ctypes.c_int,
-    ctypes.c_int,
-    ctypes.c_int,
-    ctypes.c_void_p,
-    ctypes.POINTER(ctypes.c_uint32),
-)
-SOL_SOCKET = 1
-SO_TYPE = 3
-SO_PROTOCOL = 38
-SO_DOMAIN = 39
+    return _sent(_sendmsg(fd, ctypes.byref(header), flags))
 
 
 def getsockname(fd: int) -> bytes:
@@ -296,11 +277,6 @@ def getsockopt_int(fd: int, level: int, option: int) -> int:
     length = ctypes.c_uint32(ctypes.sizeof(value))
     _check(_getsockopt(fd, level, option, ctypes.addressof(value), ctypes.byref(length)))
     return value.value
-
-
-_shutdown = _libc.shutdown
-_shutdown.restype = ctypes.c_int
-_shutdown.argtypes = (ctypes.c_int, ctypes.c_int)
 
 
 def shutdown(fd: int) -> None:

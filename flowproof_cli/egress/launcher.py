@@ -35,6 +35,7 @@ from flowproof_cli.egress import constants as c
 from flowproof_cli.egress.policy import Policy
 from flowproof_cli.egress.report import Containment, EgressReport
 from flowproof_cli.errors import AgentStartError, FlowproofError
+from flowproof_cli.runner.command import _signal_group as signal_group
 
 if TYPE_CHECKING:
     from flowproof_cli.egress.supervisor import Supervisor
@@ -316,8 +317,7 @@ def run_contained(
             launch.attach_sync(process.pid)
             returncode = process.wait(timeout)
         finally:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(process.pid, signal.SIGKILL)
+            signal_group(process.pid, signal.SIGKILL)
             process.wait()
     finally:
         report = launch.finish()

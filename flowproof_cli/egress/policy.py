@@ -124,9 +124,7 @@ def normalise(address: IPAddress) -> IPAddress:
 def is_local(address: IPAddress) -> bool:
     """Loopback, or the unspecified address (the kernel connects 0.0.0.0 and :: to loopback)."""
     address = normalise(address)
-    return address.is_loopback or address == ipaddress.ip_address(
-        "0.0.0.0" if address.version == 4 else "::"  # noqa: S104 (a destination, not a bind)
-    )
+    return address.is_loopback or address.is_unspecified
 
 
 def resolve_host(host: str) -> list[str]:
@@ -193,7 +191,7 @@ class Policy:
 
     def decide(self, address: IPAddress, port: int) -> Verdict:
         address = normalise(address)
-        if is_local(address):
+        if address.is_loopback or address.is_unspecified:  # is_local, normalised once
             return Verdict.LOCAL
         for rule in self.rules:
             if address.version != rule.network.version or address not in rule.network:

@@ -21,10 +21,6 @@ class SockAddr:
     port: int = 0
     path: str | None = None  # AF_UNIX: a path, "@name" for abstract, "" unnamed
 
-    @property
-    def is_ip(self) -> bool:
-        return self.ip is not None
-
     def describe(self) -> str:
         if self.ip is not None:
             return format_destination(self.ip, self.port)

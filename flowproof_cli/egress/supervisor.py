@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from flowproof_cli.egress import constants as c
 from flowproof_cli.egress import kernel
 from flowproof_cli.egress.kernel import Listener, Notification
-from flowproof_cli.egress.policy import Policy, Verdict, format_destination
+from flowproof_cli.egress.policy import Policy, Verdict
 from flowproof_cli.egress.report import Blocked, EgressReport, FsEvent
 from flowproof_cli.egress.sockaddr import MAX_ADDRLEN, Malformed, SockAddr, parse
 
@@ -46,6 +46,8 @@ MMSGHDR_SIZE = 64
 MAX_WORKERS = 32
 _PROTOCOLS = {0: "ip", 1: "icmp", 6: "tcp", 17: "udp", 58: "icmpv6", 136: "udplite"}
 _SOCK_TYPES = {1: "stream", 2: "dgram", 5: "seqpacket"}
+_FS_NUMBERS = frozenset(c.NR[name] for name in c.FS_TRAPS)
+_NR_SENDTO = c.NR["sendto"]
 
 
 class _Unreadable(Exception):
@@ -117,8 +119,8 @@ class Supervisor:
             c.NR["sendmmsg"]: self._sendmmsg,
             c.NR["listen"]: self._listen,
         }
-        for name in c.FS_TRAPS:
-            self.handlers[c.NR[name]] = self._filesystem
+        for number in _FS_NUMBERS:
+            self.handlers[number] = self._filesystem
 
     # --- lifecycle --------------------------------------------------------------------------
 
@@ -173,7 +175,7 @@ class Supervisor:
                 handler(n)
         except Exception as exc:
             log.exception("egress supervisor: handling %s failed", c.NAME_OF.get(n.nr, n.nr))
-            if n.nr in (c.NR[name] for name in c.FS_TRAPS):
+            if n.nr in _FS_NUMBERS:
                 self.listener.respond(n.id, cont=True)
             else:
                 self.report.notes.append(f"egress supervisor fault ({exc!r}); the call was refused")
@@ -541,7 +543,7 @@ class Supervisor:
     ) -> tuple[int, int]:
         control, passed = self._translate_rights(n, message.control)
         try:
-            if n.nr == c.NR["sendto"]:
+            if n.nr == _NR_SENDTO:
                 return kernel.sendto(dup, message.data, flags, message.name or b"")
             return kernel.sendmsg(dup, message.name, message.data, control, flags)
         finally:
@@ -641,9 +643,3 @@ def open_flags(flags: int) -> str:
     names = [("O_RDONLY", "O_WRONLY", "O_RDWR", "O_ACCMODE")[flags & c.O_ACCMODE]]
     names.extend(name for bit, name in c.OPEN_FLAG_NAMES if flags & bit)
     return "|".join(names)
-
-
-def describe_destination(address: SockAddr) -> str:
-    if address.ip is not None:
-        return format_destination(address.ip, address.port)
-    return address.describe()

@@ -90,17 +90,24 @@ def progress_token(message: dict[str, Any]) -> Any:
     return meta.get("progressToken") if isinstance(meta, dict) else None
 
 
-def protocol_version(message: dict[str, Any]) -> str | None:
-    """The protocol version a request asks for (initialize param or 2026 `_meta`)."""
-    params = message.get("params")
+def requested_version(method: str, params: Any) -> Any:
+    """The protocol version a request asks for (initialize param or 2026 `_meta`), unchecked."""
     if not isinstance(params, dict):
         return None
-    if message.get("method") == "initialize" and isinstance(params.get("protocolVersion"), str):
-        return str(params["protocolVersion"])
+    if method == "initialize" and "protocolVersion" in params:
+        return params["protocolVersion"]
     meta = params.get("_meta")
-    if isinstance(meta, dict) and isinstance(meta.get(PROTOCOL_VERSION_META), str):
-        return str(meta[PROTOCOL_VERSION_META])
-    return None
+    return meta.get(PROTOCOL_VERSION_META) if isinstance(meta, dict) else None
+
+
+def batch_refusal(negotiated: str | None) -> str | None:
+    """Why a JSON-RPC batch is refused in a session that negotiated `negotiated`, or None."""
+    if negotiated == BATCH_PROTOCOL_VERSION:
+        return None
+    return (
+        f"a JSON-RPC batch is only allowed in protocol {BATCH_PROTOCOL_VERSION} (this session "
+        f"negotiated {negotiated or 'none'})"
+    )
 
 
 def is_modern(message: dict[str, Any]) -> bool:

@@ -102,10 +102,6 @@ class McpFlow:
         self.servers = [_Server(spec) for spec in servers]
         self._folder: Path | None = None
 
-    @property
-    def active(self) -> bool:
-        return bool(self.servers)
-
     def prepare(self) -> None:
         """Resolve every server (unset `${VAR}` is a ConfigError) and write stdio sessions."""
         for server in self.servers:
@@ -151,9 +147,6 @@ class McpFlow:
         assert server.http is not None
         server.port = port
         return server.http
-
-    def http_sessions(self) -> dict[int, HttpMcpSession]:
-        return {s.port: s.http for s in self.servers if s.http is not None and s.port}
 
     def _named(self, name: str) -> _Server:
         return next(server for server in self.servers if server.name == name)

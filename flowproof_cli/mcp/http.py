@@ -31,12 +31,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from flowproof_cli.dialects.sse import compact
 from flowproof_cli.mcp.canonical import (
-    BATCH_PROTOCOL_VERSION,
     RESUMABLE_VERSIONS,
     Kind,
+    batch_refusal,
     error_message,
     kind_of,
+    with_id,
 )
 from flowproof_cli.mcp.lane import Lane
 from flowproof_cli.mcp.mocks import mock_answer, mocked_tool, output_schemas
@@ -98,7 +100,7 @@ class _Stream:
 
 
 def _json_reply(status: int, message: Any, headers: Mapping[str, str] | None = None) -> Reply:
-    body = json.dumps(message, ensure_ascii=False, separators=(",", ":")).encode()
+    body = compact(message).encode()
     return Reply(status, body, {"content-type": "application/json", **(headers or {})})
 
 
@@ -202,11 +204,8 @@ class HttpMcpSession:
 
     def _batch(self, batch: list[Any], headers: Mapping[str, str]) -> Reply | ForwardRequest:
         negotiated = self.recorder.negotiated if self.recording else self.replayer.negotiated
-        if negotiated != BATCH_PROTOCOL_VERSION:
-            text = (
-                "a JSON-RPC batch is only allowed in protocol 2025-03-26 (this session "
-                f"negotiated {negotiated or 'none'})"
-            )
+        text = batch_refusal(negotiated)
+        if text is not None:
             self.errors.append(f"the MCP server '{self.server}': {text}")
             return _refusal(400, text)
         if self.recording:
@@ -231,11 +230,12 @@ class HttpMcpSession:
     def _record(
         self, message: dict[str, Any], headers: Mapping[str, str]
     ) -> Reply | ForwardRequest:
-        lists = (c.result for c in self.recorder.lane.calls if c.method == "tools/list")
-        answer = mock_answer(message, self.mocks, output_schemas(lists))
-        if answer is not None:
+        if mocked_tool(message, self.mocks) is not None:  # the tools/list scan only for a mock
+            lists = (c.result for c in self.recorder.lane.calls if c.method == "tools/list")
+            answer = mock_answer(message, self.mocks, output_schemas(lists))
+            assert answer is not None
             self.recorder.client(message, mocked=True)
-            reply = {"jsonrpc": "2.0", "id": message["id"], **answer}
+            reply = with_id(message["id"], answer)
             self.recorder.server(reply)
             return self._answer_reply([], reply, headers)
         self.recorder.client(message)

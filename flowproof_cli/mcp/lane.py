@@ -30,7 +30,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from flowproof_cli.canonical import sorted_keys
 from flowproof_cli.errors import TraceError
+
+
+def call_label(method: str, params: Any) -> str:
+    """`tools/call <name>` for a tool call, else the method."""
+    name = params.get("name") if isinstance(params, dict) else None
+    return f"{method} {name}" if method == "tools/call" and isinstance(name, str) else method
 
 
 @dataclass
@@ -46,10 +53,8 @@ class Call:
 
     @property
     def tool(self) -> str | None:
-        if self.method == "tools/call" and isinstance(self.params, dict):
-            name = self.params.get("name")
-            return name if isinstance(name, str) else None
-        return None
+        name = self.params.get("name") if isinstance(self.params, dict) else None
+        return name if self.method == "tools/call" and isinstance(name, str) else None
 
     def answer_message(self) -> dict[str, Any]:
         """The JSON-RPC answer without id (the replying side adds the agent's id)."""
@@ -58,7 +63,7 @@ class Call:
         return {"result": self.result}
 
     def label(self) -> str:
-        return f"{self.method} {self.tool}" if self.tool else self.method
+        return call_label(self.method, self.params)
 
 
 @dataclass
@@ -89,25 +94,17 @@ class Lane:
         return not self.calls and not self.server
 
 
-def sort_keys(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {key: sort_keys(value[key]) for key in sorted(value)}
-    if isinstance(value, list):
-        return [sort_keys(item) for item in value]
-    return value
-
-
 def lane_to_document(lane: Lane) -> dict[str, Any]:
     calls: list[dict[str, Any]] = []
     for call in lane.calls:
         entry: dict[str, Any] = {"method": call.method}
         if call.params is not None:
-            entry["params"] = sort_keys(call.params)
+            entry["params"] = sorted_keys(call.params)
         if call.answered:
             if call.error is not None:
-                entry["error"] = sort_keys(call.error)
+                entry["error"] = sorted_keys(call.error)
             else:
-                entry["result"] = sort_keys(call.result)
+                entry["result"] = sorted_keys(call.result)
         if call.mocked:
             entry["mocked"] = True
         if call.settled_after is not None:
@@ -123,11 +120,11 @@ def lane_to_document(lane: Lane) -> dict[str, Any]:
         if event.stream:
             item["stream"] = True
         if event.request is not None:
-            item["request"] = sort_keys(event.request)
+            item["request"] = sorted_keys(event.request)
             if event.answer is not None:
-                item["answer"] = sort_keys(event.answer)
+                item["answer"] = sorted_keys(event.answer)
         else:
-            item["notification"] = sort_keys(event.notification)
+            item["notification"] = sorted_keys(event.notification)
         events.append(item)
     document: dict[str, Any] = {"calls": calls}
     if events:

@@ -9,19 +9,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from flowproof_cli.canonical import canonical_json
 from flowproof_cli.cassette.diff import field_changes, show
-from flowproof_cli.cassette.turn import canonical_json
-from flowproof_cli.mcp.canonical import PROTOCOL_VERSION_META
+from flowproof_cli.mcp.canonical import requested_version
 from flowproof_cli.mcp.lane import Call
-
-
-def _version(method: str, params: dict[str, Any] | None) -> Any:
-    if not params:
-        return None
-    if method == "initialize" and "protocolVersion" in params:
-        return params["protocolVersion"]
-    meta = params.get("_meta")
-    return meta.get(PROTOCOL_VERSION_META) if isinstance(meta, dict) else None
 
 
 def _first_change(recorded: Any, replayed: Any, prefix: str) -> str:
@@ -38,7 +29,7 @@ def compare_call(recorded: Call, method: str, params: dict[str, Any] | None) -> 
     old, new = recorded.params or {}, params or {}
     if method == "tools/call" and old.get("name") != new.get("name"):
         return f"tool: recorded {show(old.get('name'))}, replayed {show(new.get('name'))}"
-    old_version, new_version = _version(method, old), _version(method, new)
+    old_version, new_version = requested_version(method, old), requested_version(method, new)
     if old_version != new_version:
         return f"protocolVersion: recorded {show(old_version)}, replayed {show(new_version)}"
     if "arguments" in old or "arguments" in new:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from flowproof_cli.cassette.turn import canonical_json
+from flowproof_cli.canonical import canonical_json
 from flowproof_cli.mcp.canonical import is_modern
 
 

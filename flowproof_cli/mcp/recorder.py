@@ -133,6 +133,3 @@ class LaneRecorder:
                 if self._ids.get(position) == meta[SUBSCRIPTION_ID_META]:
                     return position
         return max(pending) if pending else None
-
-    def pending_ids(self, instance: str = "") -> list[Any]:
-        return [self._ids[p] for (inst, _), p in self._pending.items() if inst == instance]

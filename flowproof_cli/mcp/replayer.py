@@ -22,7 +22,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from flowproof_cli.mcp.canonical import (
-    BATCH_PROTOCOL_VERSION,
     PING,
     SUBSCRIPTION_ID_META,
     Kind,
@@ -33,7 +32,7 @@ from flowproof_cli.mcp.canonical import (
     kind_of,
     progress_token,
 )
-from flowproof_cli.mcp.lane import Call, Lane
+from flowproof_cli.mcp.lane import Call, Lane, call_label
 from flowproof_cli.mcp.matching import compare_answer, compare_call
 from flowproof_cli.mcp.mocks import mock_answer, output_schemas
 
@@ -55,11 +54,6 @@ class _Arrived:
     request_id: Any
     token: Any
     mock: dict[str, Any] | None  # the spec's mocked answer, when the tool is mocked now
-
-
-def call_label(method: str, params: Any) -> str:
-    name = params.get("name") if isinstance(params, dict) else None
-    return f"{method} {name}" if method == "tools/call" and isinstance(name, str) else method
 
 
 class Replayer:
@@ -93,9 +87,6 @@ class Replayer:
                 version = call.result.get("protocolVersion")
                 return version if isinstance(version, str) else None
         return None
-
-    def batch_allowed(self) -> bool:
-        return self.negotiated == BATCH_PROTOCOL_VERSION
 
     @property
     def contacted(self) -> bool:

@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import secrets
 from dataclasses import dataclass, field
 from typing import Any
+
+from flowproof_cli.dialects.sse import named_event
 
 log = logging.getLogger(__name__)
 
@@ -100,8 +101,7 @@ class SseParser:
 def frame(message: Any, event_id: str | None = None) -> bytes:
     """One JSON-RPC message as an SSE `message` event."""
     head = f"id: {event_id}\n" if event_id is not None else ""
-    data = json.dumps(message, ensure_ascii=False, separators=(",", ":"))
-    return f"{head}event: message\ndata: {data}\n\n".encode()
+    return (head + named_event("message", message)).encode()
 
 
 @dataclass

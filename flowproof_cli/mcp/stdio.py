@@ -28,7 +28,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from flowproof_cli.mcp.canonical import Kind, error_message, kind_of
+from flowproof_cli.mcp.canonical import Kind, batch_refusal, error_message, kind_of, with_id
 from flowproof_cli.mcp.capture import CLIENT, SERVER, START, CaptureFile
 from flowproof_cli.mcp.lane import lane_from_document
 from flowproof_cli.mcp.mocks import mock_answer, output_schemas
@@ -185,7 +185,7 @@ def _record_client(
                 capture.append(CLIENT, element)
             passed.append(element)
             continue
-        reply = {"jsonrpc": "2.0", "id": element["id"], **answer}
+        reply = with_id(element["id"], answer)
         capture.append(CLIENT, element, mock=True)
         capture.append(SERVER, reply)
         output.write(_line(reply))
@@ -254,11 +254,9 @@ def _replay_message(
     if message is None:
         return [_line(error_message(None, -32700, "flowproof: the line is not JSON"))]
     if isinstance(message, list):
-        if not replayer.batch_allowed():
-            text = (
-                "flowproof: a JSON-RPC batch is only allowed in protocol 2025-03-26 (this "
-                f"session negotiated {replayer.negotiated or 'none'})"
-            )
+        refusal = batch_refusal(replayer.negotiated)
+        if refusal is not None:
+            text = f"flowproof: {refusal}"
             capture.append(REFUSED, text=text)
             return [_line(error_message(None, -32600, text))]
         finals: list[Any] = []

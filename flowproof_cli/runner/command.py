@@ -23,7 +23,13 @@ if TYPE_CHECKING:
     from flowproof_cli.egress import Launch
 
 OUTPUT_TAIL = 4000  # characters of stdout/stderr kept for messages and reports
+TAIL_LINES = 15  # lines of a child's stderr quoted in a message
 KILL_GRACE_S = 2.0
+
+
+def tail_lines(text: str, lines: int = TAIL_LINES) -> str:
+    """The last `lines` lines of a child's output, as quoted in flowproof's messages."""
+    return "\n".join(text.rstrip().splitlines()[-lines:])
 
 
 @dataclass(frozen=True)
@@ -34,8 +40,8 @@ class AgentOutcome:
     stderr: str
     duration_s: float
 
-    def stderr_tail(self, lines: int = 15) -> str:
-        return "\n".join(self.stderr.rstrip().splitlines()[-lines:])
+    def stderr_tail(self, lines: int = TAIL_LINES) -> str:
+        return tail_lines(self.stderr, lines)
 
 
 _DOUBLE_QUOTE_ESCAPABLE = frozenset('$`"\\\n')

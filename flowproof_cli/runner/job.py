@@ -23,7 +23,6 @@ from typing import Any
 from flowproof_cli.cassette import Mode
 from flowproof_cli.errors import FlowproofError, TraceError
 from flowproof_cli.runner.discovery import nearest_suite
-from flowproof_cli.runner.flow import run_flow
 from flowproof_cli.runner.suite import Hooks, Suite, prepare_suite, run_hook
 from flowproof_cli.runner.verdict import FlowResult
 from flowproof_cli.spec import FlowSpec, load_spec
@@ -135,6 +134,9 @@ def _execute(job: FlowJob) -> FlowResult:
     result.skipped = skip_reason(spec, job)
     if result.skipped is not None:
         return result
+    # Imported here: the parent of a `-j N` run never loads the proxy engine (mitmproxy).
+    from flowproof_cli.runner.flow import run_flow  # noqa: PLC0415
+
     started = time.monotonic()
     error: FlowproofError | None = None
     try:

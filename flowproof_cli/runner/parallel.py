@@ -21,11 +21,10 @@ import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 
+from flowproof_cli.runner.command import tail_lines
 from flowproof_cli.runner.job import FlowJob, error_row, execute
-from flowproof_cli.runner.suite import raising_on_sigterm
+from flowproof_cli.runner.termination import raising_on_sigterm
 from flowproof_cli.runner.verdict import FlowResult
-
-TAIL_LINES = 15
 
 OnResult = Callable[[FlowResult], None]
 
@@ -104,7 +103,7 @@ def _read_result(job: FlowJob, code: int, stdout: str, stderr: str) -> FlowResul
     try:
         return FlowResult.from_json(json.loads(stdout))
     except (ValueError, KeyError, TypeError):
-        tail = "\n".join(stderr.rstrip().splitlines()[-TAIL_LINES:])
+        tail = tail_lines(stderr)
         return error_row(
             job,
             f"the worker process for this flow exited with code {code} without a result"

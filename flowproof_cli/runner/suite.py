@@ -17,19 +17,18 @@ import os
 import re
 import signal
 import subprocess
-import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
 from flowproof_cli.errors import ConfigError
-from flowproof_cli.runner.termination import Terminated
+from flowproof_cli.runner.command import tail_lines
+from flowproof_cli.runner.termination import raising_on_sigterm
 from flowproof_cli.spec.suite import load_suite
 from flowproof_cli.spec.variables import resolve_variables
 
 HOOK_TIMEOUT_S = 600.0  # a hook may start services; it may not hang a CI job forever
-TAIL_LINES = 15
 SHELL = "/bin/sh"
 
 HookName = Literal["before_each", "after_each"]
@@ -58,7 +57,6 @@ class Hooks:
 
 @dataclass(frozen=True)
 class Suite:
-    path: Path | None  # None: the flow has no suite.yaml above it
     environ: dict[str, str]
     hooks: Hooks
 
@@ -67,14 +65,14 @@ def prepare_suite(path: Path | None, environ: Mapping[str, str]) -> Suite:
     """Load the suite at path (if any) and build its environment. Raises FlowproofError."""
     base = dict(environ)
     if path is None:
-        return Suite(None, base, Hooks())
+        return Suite(base, Hooks())
     suite = load_suite(path)
     folder = path.parent
     for name, value in suite.env.items():
         base[name] = resolve_variables(value, environ, where=f"{path} env.{name}")
     if suite.env_from is not None:
         base.update(_env_from(suite.env_from, path, base))
-    return Suite(path, base, Hooks(str(folder), suite.before_each, suite.after_each))
+    return Suite(base, Hooks(str(folder), suite.before_each, suite.after_each))
 
 
 def _env_from(command: str, suite_path: Path, environ: dict[str, str]) -> dict[str, str]:
@@ -150,25 +148,6 @@ def _communicate(
     return process.returncode, stdout, stderr
 
 
-@contextlib.contextmanager
-def raising_on_sigterm() -> Iterator[None]:
-    """While blocked on child processes, turn SIGTERM into `Terminated` (like Ctrl-C into
-    KeyboardInterrupt), so the caller can stop its children and run its `finally` blocks
-    instead of dying on the spot. Only the main thread can handle signals; elsewhere a no-op."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def terminate(signum: int, frame: object) -> None:
-        raise Terminated
-
-    previous = signal.signal(signal.SIGTERM, terminate)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-
-
 def _kill_group(process: subprocess.Popen[str]) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(process.pid, signal.SIGKILL)
@@ -176,5 +155,5 @@ def _kill_group(process: subprocess.Popen[str]) -> None:
 
 
 def _stderr_note(stderr: str) -> str:
-    tail = "\n".join(stderr.rstrip().splitlines()[-TAIL_LINES:])
+    tail = tail_lines(stderr)
     return f"; its stderr ends with:\n{tail}" if tail else " (no stderr)"

@@ -18,6 +18,7 @@ import asyncio
 import contextlib
 import signal
 import sys
+import threading
 from collections.abc import Iterator
 
 TERMINATED_EXIT_CODE = 128 + signal.SIGTERM
@@ -82,3 +83,22 @@ def cancelled_by_sigterm() -> Iterator[None]:
             del _BY_LOOP[loop]
             with contextlib.suppress(Exception):
                 loop.remove_signal_handler(signal.SIGTERM)
+
+
+@contextlib.contextmanager
+def raising_on_sigterm() -> Iterator[None]:
+    """While blocked on child processes, turn SIGTERM into `Terminated` (like Ctrl-C into
+    KeyboardInterrupt), so the caller can stop its children and run its `finally` blocks
+    instead of dying on the spot. Only the main thread can handle signals; elsewhere a no-op."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def terminate(signum: int, frame: object) -> None:
+        raise Terminated
+
+    previous = signal.signal(signal.SIGTERM, terminate)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)

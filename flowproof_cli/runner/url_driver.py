@@ -30,12 +30,10 @@ BODY_TAIL = 2000  # characters of the service's answer kept for messages
 
 @dataclass(frozen=True)
 class TriggerOutcome:
-    url: str
     status: int | None  # None: no answer (unreachable, or timed out)
     body: str  # the tail of the answer
     timed_out: bool
     error: str | None  # why the service could not be reached
-    duration_s: float
 
     @property
     def answered_ok(self) -> bool:
@@ -69,7 +67,6 @@ async def trigger(
 ) -> TriggerOutcome:
     """POST {"prompt": prompt} to url and wait (at most timeout_s) for the answer."""
     loop = asyncio.get_running_loop()
-    started = loop.time()
     connection, target = _connection(url, timeout_s)
     body = json.dumps({"prompt": prompt}, ensure_ascii=False).encode()
     sent = {"content-type": "application/json", "accept": "application/json", **headers}
@@ -100,8 +97,7 @@ async def trigger(
     def finish(
         status: int | None = None, text: str = "", *, timed_out: bool = False, error: str = ""
     ) -> TriggerOutcome:
-        elapsed = loop.time() - started
-        return TriggerOutcome(url, status, text, timed_out, error or None, elapsed)
+        return TriggerOutcome(status, text, timed_out, error or None)
 
     try:
         status, text = await asyncio.wait_for(answer, timeout=timeout_s)

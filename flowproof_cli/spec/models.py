@@ -35,7 +35,6 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
-from flowproof_cli.egress.policy import EntryError, parse_entry
 from flowproof_cli.errors import SpecError
 from flowproof_cli.spec.grammar import (
     ReplyAssertion,
@@ -105,6 +104,10 @@ class AgentSpec(_Model):
     @field_validator("allow_egress", mode="after")
     @classmethod
     def _check_allow_egress(cls, entries: list[str]) -> list[str]:
+        # Imported here: the egress package is heavy, and most specs (and `flowproof
+        # schema`) never write allow_egress.
+        from flowproof_cli.egress.policy import EntryError, parse_entry  # noqa: PLC0415
+
         for index, entry in enumerate(entries):
             try:
                 parse_entry(entry)

@@ -22,6 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from flowproof_cli.canonical import sorted_keys
 from flowproof_cli.cassette.turn import Turn
 from flowproof_cli.dialects import DEFAULT_PROTOCOL
 from flowproof_cli.errors import TraceError
@@ -43,38 +44,23 @@ class Trace:
     mcp: dict[str, Lane] = field(default_factory=dict)
 
 
-def _sorted(value: Any) -> Any:
-    """Deep copy with dict keys sorted, so serialization never depends on arrival order."""
-    if isinstance(value, dict):
-        return {key: _sorted(value[key]) for key in sorted(value)}
-    if isinstance(value, list):
-        return [_sorted(item) for item in value]
-    return value
-
-
 def to_document(trace: Trace) -> dict[str, Any]:
     turns = []
     for turn in trace.turns:
         entry: dict[str, Any] = {}
         if turn.protocol != DEFAULT_PROTOCOL:
             entry["protocol"] = turn.protocol
-        entry["request"] = _sorted(turn.request)
-        entry["response"] = {"status": turn.status, "body": _sorted(turn.response)}
+        entry["request"] = sorted_keys(turn.request)
+        entry["response"] = {"status": turn.status, "body": sorted_keys(turn.response)}
         turns.append(entry)
     document: dict[str, Any] = {
         "flowproof_trace": trace.version,
         "flow": trace.flow,
-        "mocks": _sorted(trace.mocks),
+        "mocks": sorted_keys(trace.mocks),
         "turns": turns,
     }
     if trace.egress_blocked:
-        document["egress"] = {
-            "blocked": [
-                {"destination": str(item["destination"]), "protocol": str(item["protocol"]),
-                 "at_ms": int(item["at_ms"])}
-                for item in trace.egress_blocked
-            ]
-        }  # fmt: skip
+        document["egress"] = {"blocked": [_blocked_entry(item) for item in trace.egress_blocked]}
     if trace.mcp:  # absent without MCP servers, so older traces stay byte-identical
         document["mcp"] = {name: lane_to_document(trace.mcp[name]) for name in sorted(trace.mcp)}
     return document
@@ -134,15 +120,18 @@ def _egress_blocked(section: Any, source: str) -> list[dict[str, Any]]:
     items = []
     for number, item in enumerate(blocked, start=1):
         try:
-            items.append(
-                {
-                    "destination": str(item["destination"]),
-                    "protocol": str(item["protocol"]),
-                    "at_ms": int(item["at_ms"]),
-                }
-            )
+            items.append(_blocked_entry(item))
         except (KeyError, TypeError, ValueError) as exc:
             raise TraceError(
                 f"{source}: egress blocked entry {number} is malformed ({exc!r})"
             ) from exc
     return items
+
+
+def _blocked_entry(item: Any) -> dict[str, Any]:
+    """One refused destination in its stored shape (raises on a missing or bad field)."""
+    return {
+        "destination": str(item["destination"]),
+        "protocol": str(item["protocol"]),
+        "at_ms": int(item["at_ms"]),
+    }

@@ -577,6 +577,32 @@ def case_nonblocking() -> dict:
     return {"first": first, "writable": bool(writable), "so_error": error, "reply": reply}
 
 
+def case_stream_cap() -> dict:
+    """A stream sendto with an address is emulated from a copy of at most 1 MiB: the agent
+    gets a short count (uncontained, the kernel sends everything)."""
+    total = (1 << 20) + 65536
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen(1)
+        received = []
+
+        def drain() -> None:
+            conn, _ = server.accept()
+            with conn:
+                while chunk := conn.recv(1 << 16):
+                    received.append(len(chunk))
+
+        reader = threading.Thread(target=drain)
+        reader.start()
+        with socket.create_connection(server.getsockname()) as sock:
+            sock.settimeout(10)
+            raw = sockaddr("127.0.0.1", server.getsockname()[1])
+            sent = libc.sendto(sock.fileno(), b"x" * total, total, 0, raw, len(raw))
+            result = sent if sent >= 0 else name(ctypes.get_errno())
+        reader.join(10)
+    return {"sent": result, "received": sum(received), "offered": total}
+
+
 def case_udp_connected() -> dict:
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
         sock.settimeout(5)

@@ -430,6 +430,17 @@ def test_listen_only_on_loopback() -> None:
     assert [b["syscall"] for b in outcome["report"]["blocked"]] == ["listen"] * 4
 
 
+def test_a_stream_send_beyond_1_mib_returns_a_short_count() -> None:
+    outcome = lab("stream_cap")
+    assert outcome["result"] == {
+        "sent": 1 << 20,
+        "received": 1 << 20,
+        "offered": (1 << 20) + 65536,
+    }
+    assert_nothing_left(outcome)
+    assert any(key.startswith("tcp 127.0.0.1:") for key in outcome["report"]["local"])
+
+
 # --- controls: the same techniques uncontained DO reach the peer --------------------------------
 
 
@@ -465,5 +476,7 @@ def test_control_uncontained_filter_refusals_succeed() -> None:
     assert lab("af_packet", contained=False)["result"]["packet_raw"] == "OK"
     assert lab("x32", contained=False)["result"] == {"x32_connect": "ENOSYS"}
     assert lab("multicast_join", contained=False)["result"] == {"join": "OK"}
+    whole = (1 << 20) + 65536  # the 1 MiB cap is the supervisor's, not the kernel's
+    assert lab("stream_cap", contained=False)["result"]["sent"] == whole
     vsock = lab("vsock", contained=False)["result"]["vsock"]  # socket() only, never connect
     assert vsock in ("OK", "EAFNOSUPPORT")  # EAFNOSUPPORT: this kernel has no vsock at all

@@ -3,6 +3,7 @@ cBPF interpreter), allow_egress parsing and decisions, sockaddr reading, the rep
 
 from __future__ import annotations
 
+import ast
 import errno
 import ipaddress
 import struct
@@ -11,7 +12,7 @@ import pytest
 
 from flowproof_cli.egress import bpf
 from flowproof_cli.egress import constants as c
-from flowproof_cli.egress.launcher import Launch, refusal_reason, yama_reason
+from flowproof_cli.egress.launcher import STUB, Launch, refusal_reason, yama_reason
 from flowproof_cli.egress.policy import EntryError, Policy, Verdict, parse_entry
 from flowproof_cli.egress.report import Blocked, Containment, EgressReport, FsEvent
 from flowproof_cli.egress.sockaddr import Malformed, parse
@@ -413,3 +414,22 @@ def test_verdicts_and_warning() -> None:
     launch = verdicts.launch_for(plain, {})
     assert not launch.contained and launch.wrap(["a"]) == ["a"]
     assert launch.finish().containment.reason == verdicts.NOT_ENGAGED
+
+
+def test_the_standalone_stub_agrees_with_the_constants() -> None:
+    """_stub.py imports nothing of flowproof, so it spells its numbers out: they must not drift."""
+    constants = [
+        node
+        for node in ast.parse(STUB.read_text()).body
+        if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name)
+        if node.targets[0].id.isupper()
+    ]
+    stub: dict[str, object] = {}
+    exec(compile(ast.Module(body=constants, type_ignores=[]), str(STUB), "exec"), stub)
+    assert stub["SYS_SECCOMP"] == c.NR["seccomp"]
+    assert stub["SECCOMP_SET_MODE_FILTER"] == c.SECCOMP_SET_MODE_FILTER
+    assert stub["FLAGS"] == (
+        c.SECCOMP_FILTER_FLAG_NEW_LISTENER | c.SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV
+    )
+    assert stub["PR_SET_DUMPABLE"] == c.PR_SET_DUMPABLE
+    assert stub["CAPS"] == c.DROPPED_CAPABILITIES

@@ -364,3 +364,40 @@ def test_record_upstream_error_is_a_502_and_recorded_as_error() -> None:
     assert error_message(rendered) == message
     assert session.errors == [message]
     assert session.recorded == []
+
+
+def test_mocks_reach_a_result_whose_call_came_in_an_earlier_served_response() -> None:
+    # Responses API chain: the second request answers call_1 by `previous_response_id`, so
+    # only the session's memory of the first served response names the tool as mocked.
+    first = {"model": "m", "input": "weather?"}
+    called = {
+        "id": "resp_1",
+        "object": "response",
+        "status": "completed",
+        "output": [
+            {"type": "function_call", "call_id": "call_1", "name": "get_weather", "arguments": "{}"}
+        ],
+    }
+    answer = {"id": "resp_2", "object": "response", "status": "completed", "output": []}
+
+    def second(output: str) -> dict[str, Any]:
+        result = {"type": "function_call_output", "call_id": "call_1", "output": output}
+        return {"model": "m", "previous_response_id": "resp_1", "input": [result]}
+
+    def session() -> CassetteSession:
+        return CassetteSession(
+            Mode.REPLAY,
+            mocks={"get_weather": {"temp": 21}},
+            recorded=[
+                Turn("openai-responses", first, 200, called),
+                Turn("openai-responses", second('{"temp":21}'), 200, answer),
+            ],
+        )
+
+    chained = session()
+    assert send(chained, first, "/v1/responses").status == 200
+    assert json.loads(send(chained, second("live tool output"), "/v1/responses").body) == answer
+
+    # Without the first response served, call_1 is unknown: the result is left alone.
+    unchained = session()
+    assert send(unchained, second("live tool output"), "/v1/responses").status == 409

@@ -258,3 +258,21 @@ def test_record_passes_auth_and_session_through_and_stores_neither() -> None:
     stored = json.dumps(lane_to_document(session.lane()))
     assert "s3cret" not in stored and "abc" not in stored and "real-session-42" not in stored
     assert session.lane().calls[0].result == {"ok": 1}
+
+
+def test_record_refuses_a_mocked_tool_inside_a_batch() -> None:
+    """docs/mcp.md: "a mocked tool inside a batch is refused at record"."""
+    session = HttpMcpSession("notes", mode="record", url="http://real/mcp", mocks={"rm": "ok"})
+    session.on_request("POST", {}, rpc(1, "initialize", {"protocolVersion": "2025-03-26"}))
+    session.on_upstream_message(
+        json.loads(answer(1, {"protocolVersion": "2025-03-26"})), via=1, status=200
+    )
+    mixed = b"[" + rpc(2, "tools/list") + b"," + rpc(3, "tools/call", {"name": "rm"}) + b"]"
+    refused = session.on_request("POST", {}, mixed)
+    assert isinstance(refused, Reply) and refused.status == 400
+    text = "a mocked tool cannot be called inside a JSON-RPC batch"
+    assert text in json.loads(refused.body)["error"]["message"]
+    assert session.errors == [f"the MCP server 'notes': {text}"]
+    assert [call.method for call in session.lane().calls] == ["initialize"]  # nothing kept
+    plain = b"[" + rpc(4, "tools/list") + b"]"
+    assert session.on_request("POST", {}, plain) == ForwardRequest("http://real/mcp")

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import textwrap
 from pathlib import Path
 from typing import Any
@@ -459,3 +461,22 @@ def test_model_accepts_what_the_schema_describes() -> None:
     spec = FlowSpec.model_validate(_example_data())
     assert spec.source_path is None
     assert spec.steps[0].line is None
+
+
+def test_light_commands_do_not_load_the_proxy_engine_or_the_egress_package() -> None:
+    """`flowproof schema`, `mcp-stdio` and the parent of `-j N` need neither mitmproxy nor
+    the egress package; importing them at start-up is paid by every run of these paths."""
+    probe = (
+        "import sys\n"
+        "from flowproof_cli.cli.main import main\n"
+        "import flowproof_cli.runner.parallel\n"
+        "sys.argv = ['flowproof', 'schema']\n"
+        "try:\n"
+        "    main()\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "loaded = [m for m in ('mitmproxy', 'flowproof_cli.egress') if m in sys.modules]\n"
+        "print('LOADED', loaded, file=sys.stderr)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert "LOADED []" in done.stderr

@@ -12,7 +12,7 @@ import pytest
 from flowproof_cli.cassette import Mode
 from flowproof_cli.cli.output import summary_line, verdict_line
 from flowproof_cli.errors import ConfigError, SpecError, TraceError
-from flowproof_cli.runner.discovery import nearest_suite
+from flowproof_cli.runner.discovery import discover_specs, nearest_suite
 from flowproof_cli.runner.job import FlowJob, execute, plan_jobs, skip_reason
 from flowproof_cli.runner.junit import junit_xml, write_junit
 from flowproof_cli.runner.suite import Hooks, prepare_suite, run_hook
@@ -327,3 +327,20 @@ def test_a_worker_that_dies_is_an_error_row(
         "the worker process for this flow exited with code 9 without a result; its stderr ends "
         "with:\nboom"
     )
+
+
+def test_directory_discovery_skips_tool_folders_and_keeps_path_order(tmp_path: Path) -> None:
+    """docs/suites.md: `run DIR` skips `.flowproof/`, `.git/`, `node_modules/`, `.venv/`
+    (at any depth), and runs the rest in path order."""
+    wanted = ["a.flow.yaml", "b/c.flow.yaml", "b/d/e.flow.yaml", "z.flow.yaml"]
+    ignored = [
+        ".flowproof/x.flow.yaml",
+        ".git/x.flow.yaml",
+        "node_modules/pkg/x.flow.yaml",
+        "b/.venv/x.flow.yaml",
+    ]
+    for name in [*reversed(wanted), *ignored]:
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text("name: x\n")
+    (tmp_path / "folder.flow.yaml").mkdir()  # a folder named like a spec is not one
+    assert discover_specs(tmp_path) == [tmp_path / name for name in wanted]
