@@ -9,6 +9,9 @@ port. Loaded into stock mitmdump/mitmweb with `-s`, it builds its own session fr
 
 With `flowproof_mode=record` it forwards to `flowproof_upstream` (default: the
 FLOWPROOF_AGENT_UPSTREAM / OPENAI_BASE_URL of its environment) and writes the trace on exit.
+
+Matcher addons load beside it the mitmproxy way (`-s strip_session.py`): every loaded addon
+that defines `flowproof_normalize(request, protocol)` is a match rule, in load order.
 """
 
 from __future__ import annotations
@@ -19,12 +22,14 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from mitmproxy import ctx, exceptions, http
+from mitmproxy import addonmanager, ctx, exceptions, http
 
 from flowproof_addons.guard import RequestGuard
 from flowproof_cli import trace as traces
 from flowproof_cli.cassette import CassetteSession, Forward, Mode, Upstream
 from flowproof_cli.dialects import Rendered, route
+from flowproof_cli.match.addons import rules_from_master_addons
+from flowproof_cli.match.rules import MatchRules
 from flowproof_cli.runner.upstream import upstream_from_environment
 
 log = logging.getLogger(__name__)
@@ -47,6 +52,7 @@ class ModelBoundary:
         self.sessions: dict[int, CassetteSession] = dict(sessions or {})
         self.default: CassetteSession | None = None
         self._trace_path: Path | None = None
+        self._stock: tuple[Mode, Upstream | None, traces.Trace | None] | None = None
 
     # -- stock mitmproxy use ------------------------------------------------------------
 
@@ -82,21 +88,36 @@ class ModelBoundary:
                     if ctx.options.flowproof_upstream
                     else upstream_from_environment(os.environ)
                 )
-                self.default = CassetteSession(Mode.RECORD, upstream=upstream)
+                self._stock = (Mode.RECORD, upstream, None)
             else:
-                trace = traces.load(self._trace_path)
-                self.default = CassetteSession(
-                    Mode.REPLAY, mocks=trace.mocks, recorded=list(trace.turns)
-                )
+                self._stock = (Mode.REPLAY, None, traces.load(self._trace_path))
         except Exception as exc:
             raise exceptions.OptionsError(str(exc)) from exc
+
+    def running(self) -> None:
+        """Every `-s` script has loaded by now: its matcher addons join the rules."""
+        if self._stock is None:
+            return
+        mode, upstream, trace = self._stock
+        rules = MatchRules(
+            list(rules_from_master_addons(addonmanager.traverse(ctx.master.addons.chain)))
+        )
+        if mode is Mode.RECORD:
+            self.default = CassetteSession(Mode.RECORD, upstream=upstream, rules=rules)
+        else:
+            assert trace is not None
+            self.default = CassetteSession(
+                Mode.REPLAY, mocks=trace.mocks, recorded=list(trace.turns), rules=rules
+            )
 
     def done(self) -> None:
         session = self.default
         if session is None or session.mode is not Mode.RECORD or self._trace_path is None:
             return
         if session.recorded and not session.errors:
-            trace = traces.Trace(flow=self._trace_path.name, turns=session.recorded)
+            trace = traces.Trace(
+                flow=self._trace_path.name, turns=session.recorded, match=session.rules.snapshot()
+            )
             traces.save(self._trace_path, trace)
             log.info("flowproof: wrote %d turn(s) to %s", len(session.recorded), self._trace_path)
 

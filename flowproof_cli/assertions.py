@@ -318,19 +318,56 @@ def _check_reply(text: str, trajectory: Trajectory) -> str | None:
     if reply is None:
         if not trajectory.turns:
             return "there is no reply: the agent made no model call"
-        names = trajectory.last_turn_tool_names
-        if names:
-            return (
-                f"there is no reply: the trajectory ends in a tool call ({', '.join(names)}) "
-                "with no model answer after it; did the agent stop or time out before the "
-                "final turn?"
-            )
+        last = trajectory.main_thread[-1]
+        if last.tool_calls:
+            return _explain_tool_call_ending(text, last.turn, last.tool_calls)
         return "there is no reply: the last model response has no text"
     if text in reply:
         return None
     if not reply:
         return f'the reply is empty, so it does not contain "{text}"'
     return f'the reply does not contain "{text}"; the reply was: {_shorten(json.dumps(reply))}'
+
+
+def _is_final_answer_tool(name: str) -> bool:
+    """smolagents' `final_answer`, pydantic-ai's `final_result`, a `FinalAnswer` and the like."""
+    folded = re.sub(r"[^a-z]", "", name.lower())
+    return "final" in folded or "answer" in folded
+
+
+def _explain_tool_call_ending(text: str, turn: int, calls: Sequence[ToolCall]) -> str:
+    """No reply because the run ended on a tool call: frameworks that answer through a tool
+    (smolagents' final_answer) do so by design, so point at asserting on that call.
+
+    Assertions run only when the agent exited by itself (a crash or a timeout is reported
+    instead), so this never guesses that the agent stopped early.
+    """
+    call = next((c for c in calls if _is_final_answer_tool(c.name)), calls[-1])
+    arguments = call.arguments if call.arguments_are_json else None
+    if not isinstance(arguments, dict):
+        arguments = {}
+    keys = [key for key in arguments if re.fullmatch(r"[^\s.]+", key)]  # usable as a PATH
+    strings = [key for key in keys if isinstance(arguments[key], str)]
+    key = "answer" if "answer" in keys else next(iter(strings or keys), None)
+    final = _is_final_answer_tool(call.name)
+    names = ", ".join(c.name for c in calls)
+    ending = f"the last model turn (turn {turn}) is a tool call ({names}) with no text"
+    if key is None:
+        suggestion, shown = f"assert_tool_call: {call.name}", ""
+    else:
+        usable = final and isinstance(arguments[key], str) and " and " not in text
+        value = text if usable else "..."
+        suggestion = f"assert_tool_call: {call.name} where {key} contains {value}"
+        shown = f" ({call.name}'s {key} is {_shorten(_compact(arguments[key]))})"
+    if final:
+        return (
+            f"there is no reply: {ending}, so the agent gives its answer through "
+            f"{call.name}{shown}. Fix: assert on that call instead: `{suggestion}`"
+        )
+    return (
+        f"there is no reply: {ending}, and no model turn followed it{shown}. If the agent "
+        f"ends on a tool call by design, assert on that call instead: `{suggestion}`"
+    )
 
 
 def _shorten(text: str) -> str:

@@ -39,6 +39,8 @@ ensure_egress_tools() {
     { command -v unshare && command -v nsenter && command -v setpriv; } >/dev/null 2>&1 \
         || missing+=(util-linux)
     { command -v gcc || command -v cc; } >/dev/null 2>&1 || missing+=(gcc libc6-dev)
+    # libfaketime: the coding-CLI tests (tests/e2e/test_cli_agents.py) replay on a later day
+    command -v faketime >/dev/null 2>&1 || missing+=(faketime)
     [[ ${#missing[@]} -eq 0 ]] && return 0
     if [[ "$(id -u)" == "0" ]] && command -v apt-get >/dev/null 2>&1; then
         echo "bootstrap: installing ${missing[*]} for the egress tests"
@@ -52,7 +54,7 @@ ensure_egress_tools
 
 fingerprint() {
     local f
-    for f in pyproject.toml package.json package-lock.json; do
+    for f in pyproject.toml package.json package-lock.json tests/cookbook-requirements.txt; do
         if [[ -f "$f" ]]; then cat "$f"; fi
     done | sha256sum | cut -d' ' -f1
 }
@@ -63,8 +65,35 @@ MCP1_SPEC="mcp==1.30.0"
 MCP1_DIR=.deps/mcp1
 mcp1_ready() { [[ -f "$MCP1_DIR/.stamp" ]] && [[ "$(cat "$MCP1_DIR/.stamp")" == "$MCP1_SPEC" ]]; }
 
+# The agent frameworks of the wiring cookbook (docs/agents.md, tests/e2e/test_cookbook.py),
+# pinned in tests/cookbook-requirements.txt, get a virtualenv of their own: their dependency
+# trees are heavy (pip takes minutes) and conflict with .venv's. It is built from the same
+# interpreter as .venv (a venv made by a venv's python nests badly). The stamp is the
+# requirements file's hash, so an edit of the pins reinstalls.
+COOKBOOK_REQUIREMENTS=tests/cookbook-requirements.txt
+COOKBOOK_DIR=.deps/cookbook
+cookbook_stamp() { sha256sum "$COOKBOOK_REQUIREMENTS" | cut -d' ' -f1; }
+cookbook_ready() {
+    [[ ! -f "$COOKBOOK_REQUIREMENTS" ]] || { [[ -f "$COOKBOOK_DIR/.stamp" ]] \
+        && [[ "$(cat "$COOKBOOK_DIR/.stamp")" == "$(cookbook_stamp)" ]]; }
+}
+cookbook_install() {
+    local base
+    base="$("$VENV/bin/python" -c 'import sys; print(sys._base_executable)')"
+    echo "bootstrap: installing the cookbook's agent frameworks into $COOKBOOK_DIR (a few minutes)"
+    rm -rf "$COOKBOOK_DIR"
+    "$base" -m venv "$COOKBOOK_DIR"
+    if ! "$COOKBOOK_DIR/bin/python" -m pip install --quiet -r "$COOKBOOK_REQUIREMENTS" \
+        2> >(grep -v "is ignored: it is neither" >&2); then
+        rm -rf "$COOKBOOK_DIR"
+        echo "bootstrap: pip could not install $COOKBOOK_REQUIREMENTS (see above)" >&2
+        return 1
+    fi
+    cookbook_stamp > "$COOKBOOK_DIR/.stamp"
+}
+
 if [[ -x "$VENV/bin/python" ]] && [[ -f "$STAMP" ]] && [[ "$(cat "$STAMP")" == "$(fingerprint)" ]] \
-    && mcp1_ready; then
+    && mcp1_ready && cookbook_ready; then
     exit 0
 fi
 
@@ -98,6 +127,9 @@ if ! mcp1_ready; then
     "$VENV/bin/python" -m pip install --quiet --target "$MCP1_DIR" "$MCP1_SPEC" \
         2> >(grep -v "is ignored: it is neither" >&2)
     echo "$MCP1_SPEC" > "$MCP1_DIR/.stamp"
+fi
+if ! cookbook_ready; then
+    cookbook_install
 fi
 
 fingerprint > "$STAMP"

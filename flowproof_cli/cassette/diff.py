@@ -1,11 +1,42 @@
-"""Field-level differences between two JSON values, as `path: recorded X, replayed Y` lines."""
+"""Field-level differences between two JSON values: readable lines, and the full values.
+
+A changed string too long to show whole is never cut to its first characters (an edit at
+the end of a long prompt would print two identical lines). It is shown as a window around
+its first differing character, with that offset, or, for multi-line text, as the changed
+lines with their numbers. Short strings and non-string values stay `recorded X, replayed Y`.
+"""
 
 from __future__ import annotations
 
+import difflib
 import json
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Literal
 
 MAX_SHOWN = 80  # characters of a value shown in a message
+CONTEXT = 32  # characters shown on each side of the first difference
+LINE_WIDTH = 100  # a line of a line diff longer than this is clipped
+SIDE_LINES = 4  # removed (or added) lines of one change shown at most
+
+ChangeKind = Literal["changed", "added", "removed"]
+
+
+@dataclass(frozen=True)
+class FieldChange:
+    """One changed field with both values whole, for machines (`--json`)."""
+
+    path: str  # dotted, `*`-free: `system.0.text`, `metadata.user_id`
+    recorded: Any = None  # None when the field is only in the replay
+    replayed: Any = None  # None when the field is only in the recording
+    kind: ChangeKind = "changed"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "path": self.path,
+            "kind": self.kind,
+            "recorded": self.recorded,
+            "replayed": self.replayed,
+        }
 
 
 def show(value: Any, limit: int = MAX_SHOWN) -> str:
@@ -15,32 +46,196 @@ def show(value: Any, limit: int = MAX_SHOWN) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def _dotted(path: list[Any], prefix: str) -> str:
-    parts = [prefix] if prefix else []
-    parts.extend(str(part) for part in path)
-    return ".".join(parts) or "(root)"
+def _escape(text: str) -> str:
+    """Control characters made visible, so a window stays on one line."""
+    out = []
+    for char in text:
+        if char == "\n":
+            out.append("\\n")
+        elif char == "\r":
+            out.append("\\r")
+        elif char == "\t":
+            out.append("\\t")
+        elif ord(char) < 32 or ord(char) == 127:
+            out.append(f"\\u{ord(char):04x}")
+        else:
+            out.append(char)
+    return "".join(out)
+
+
+def first_difference(recorded: str, replayed: str) -> int:
+    """The offset of the first differing character (the length of the common prefix)."""
+    for index, (left, right) in enumerate(zip(recorded, replayed, strict=False)):
+        if left != right:
+            return index
+    return min(len(recorded), len(replayed))
+
+
+def window(text: str, at: int, context: int = CONTEXT, *, quote: bool = True) -> str:
+    """`..."around at"...`: `context` characters each side of `at` (more after it when it
+    is near the start), escaped. The start depends on `at` alone, so two windows align."""
+    start = max(0, at - context)
+    end = min(len(text), start + 2 * context)
+    body = _escape(text[start:end])
+    body = f'"{body}"' if quote else body
+    return ("..." if start > 0 else "") + body + ("..." if end < len(text) else "")
+
+
+def _of(position: int, recorded: int, replayed: int, unit: str) -> str:
+    """`differs at char 12 of 40`, or with both sizes when they differ."""
+    if recorded == replayed:
+        return f"differs at {unit} {position} of {recorded}"
+    return f"differs at {unit} {position} (recorded {recorded} {unit}s, replayed {replayed})"
+
+
+def _too_long(recorded: Any, replayed: Any, limit: int) -> bool:
+    """Both strings, and either would be clipped by `show`."""
+    if not (isinstance(recorded, str) and isinstance(replayed, str)):
+        return False
+    return any(len(_escape(text)) > limit for text in (recorded, replayed))
+
+
+def _clip_line(text: str, at: int | None) -> str:
+    if len(text) <= LINE_WIDTH:
+        return _escape(text)
+    return window(text, at or 0, quote=False)
+
+
+def _capped(rows: list[str], side: str) -> list[str]:
+    if len(rows) <= SIDE_LINES:
+        return rows
+    return [*rows[:SIDE_LINES], f"  ... {len(rows) - SIDE_LINES} more {side} line(s)"]
+
+
+def _hunk(old: list[str], new: list[str], group: list[tuple[str, int, int, int, int]]) -> list[str]:
+    """One group of difflib opcodes as numbered `-`/`+` lines with their context."""
+    width = len(str(max(len(old), len(new))))
+    rows: list[str] = []
+    for tag, i1, i2, j1, j2 in group:
+        if tag == "equal":
+            rows += [f"  {n + 1:>{width}}  {_clip_line(old[n], None)}" for n in range(i1, i2)]
+            continue
+        pairs = min(i2 - i1, j2 - j1) if tag == "replace" else 0
+        removed, added = [], []
+        for n in range(i1, i2):
+            partner = new[j1 + n - i1] if n - i1 < pairs else None
+            at = first_difference(old[n], partner) if partner is not None else None
+            removed.append(f"- {n + 1:>{width}}  {_clip_line(old[n], at)}")
+        for n in range(j1, j2):
+            partner = old[i1 + n - j1] if n - j1 < pairs else None
+            at = first_difference(partner, new[n]) if partner is not None else None
+            added.append(f"+ {n + 1:>{width}}  {_clip_line(new[n], at)}")
+        rows += _capped(removed, "recorded") + _capped(added, "replayed")
+    return rows
+
+
+def line_diff(recorded: str, replayed: str) -> list[str]:
+    """`differs at line N of M`, then the first changed lines with a line of context."""
+    old, new = recorded.split("\n"), replayed.split("\n")
+    matcher = difflib.SequenceMatcher(None, old, new, autojunk=False)
+    groups = list(matcher.get_grouped_opcodes(1))
+    first = next(op for op in groups[0] if op[0] != "equal")
+    lines = [_of(first[1] + 1, len(old), len(new), "line"), *_hunk(old, new, groups[0])]
+    later = [op for group in groups[1:] for op in group if op[0] != "equal"]
+    if later:
+        count = sum(max(i2 - i1, j2 - j1) for _, i1, i2, j1, j2 in later)
+        lines.append(f"  ... and {count} more changed line(s) after line {groups[0][-1][2]}")
+    return lines
+
+
+def contrast(recorded: Any, replayed: Any, limit: int = MAX_SHOWN) -> list[str]:
+    """Two values as `recorded X, replayed Y`, or for long strings the place they differ.
+
+    One line, except for multi-line text: a heading line, then the line diff.
+    """
+    if not _too_long(recorded, replayed, limit):
+        return [f"recorded {show(recorded, limit)}, replayed {show(replayed, limit)}"]
+    if "\n" in recorded or "\n" in replayed:
+        return line_diff(recorded, replayed)
+    at = first_difference(recorded, replayed)
+    return [
+        f"{_of(at, len(recorded), len(replayed), 'char')}: "
+        f"recorded {window(recorded, at)}, replayed {window(replayed, at)}"
+    ]
+
+
+def side_by_side(recorded: Any, replayed: Any, limit: int = MAX_SHOWN) -> list[str]:
+    """Like `contrast`, but `recorded:` and `replayed:` on lines of their own, aligned."""
+    if not _too_long(recorded, replayed, limit):
+        return [f"recorded: {show(recorded, limit)}", f"replayed: {show(replayed, limit)}"]
+    if "\n" in recorded or "\n" in replayed:
+        return line_diff(recorded, replayed)
+    at = first_difference(recorded, replayed)
+    return [
+        _of(at, len(recorded), len(replayed), "char"),
+        f"recorded: {window(recorded, at)}",
+        f"replayed: {window(replayed, at)}",
+    ]
+
+
+_ADDED = ("dictionary_item_added", "iterable_item_added", "attribute_added")
+_REMOVED = ("dictionary_item_removed", "iterable_item_removed", "attribute_removed")
+
+
+def _deep_changes(recorded: Any, replayed: Any, path: list[str]) -> list[FieldChange]:
+    """DeepDiff's tree view of one differing subtree, as FieldChanges. Lists compare by
+    position, as the match does; `0` and `0.0`, `1` and `true` are type changes."""
+    from deepdiff import DeepDiff  # noqa: PLC0415 - only a divergence pays its import
+
+    found: list[FieldChange] = []
+    for kind, items in DeepDiff(
+        recorded, replayed, verbose_level=2, view="tree", threshold_to_diff_deeper=0
+    ).items():
+        for item in items:
+            dotted = ".".join([*path, *(str(part) for part in item.path(output_format="list"))])
+            dotted = dotted or "(root)"
+            if kind in _ADDED:
+                found.append(FieldChange(dotted, None, item.t2, "added"))
+            elif kind in _REMOVED:
+                found.append(FieldChange(dotted, item.t1, None, "removed"))
+            else:
+                found.append(FieldChange(dotted, item.t1, item.t2))
+    return found
+
+
+def _prune(recorded: Any, replayed: Any, path: list[str], found: list[FieldChange]) -> None:
+    """Descend through mappings whose keys agree, skipping equal subtrees, so DeepDiff only
+    sees what differs: a coding agent's 300 KB request with one edited prompt costs
+    milliseconds, not a large part of a second."""
+    if (
+        isinstance(recorded, dict)
+        and isinstance(replayed, dict)
+        and recorded.keys() == replayed.keys()
+    ):
+        for key in recorded:
+            left, right = recorded[key], replayed[key]
+            if type(left) is not type(right) or left != right:
+                _prune(left, right, [*path, str(key)], found)
+        return
+    found.extend(_deep_changes(recorded, replayed, path))
+
+
+def changes(recorded: Any, replayed: Any, *, prefix: str = "") -> list[FieldChange]:
+    """Every changed path with both values whole, sorted by path."""
+    found: list[FieldChange] = []
+    _prune(recorded, replayed, [prefix] if prefix else [], found)
+    return sorted(found, key=lambda change: (change.path, change.kind))
+
+
+def describe(change: FieldChange) -> list[str]:
+    """`path: recorded X, replayed Y`, and the line diff under it for multi-line text."""
+    if change.kind == "added":
+        return [f"{change.path}: added in replay ({show(change.replayed)})"]
+    if change.kind == "removed":
+        return [f"{change.path}: missing in replay (recorded {show(change.recorded)})"]
+    head, *rest = contrast(change.recorded, change.replayed)
+    return [f"{change.path}: {head}", *rest]
 
 
 def field_changes(recorded: Any, replayed: Any, *, prefix: str = "", limit: int = 3) -> list[str]:
-    """The first few changed paths, most specific first, in a stable order."""
-    from deepdiff import DeepDiff  # noqa: PLC0415 - only a divergence pays its import
-
-    diff = DeepDiff(recorded, replayed, verbose_level=2, view="tree")
-    lines: list[tuple[str, str]] = []
-    for kind, items in diff.items():
-        for item in items:
-            path = _dotted(item.path(output_format="list"), prefix)
-            if kind in ("values_changed", "type_changes"):
-                line = f"{path}: recorded {show(item.t1)}, replayed {show(item.t2)}"
-            elif kind in ("dictionary_item_added", "iterable_item_added", "attribute_added"):
-                line = f"{path}: added in replay ({show(item.t2)})"
-            elif kind in ("dictionary_item_removed", "iterable_item_removed", "attribute_removed"):
-                line = f"{path}: missing in replay (recorded {show(item.t1)})"
-            else:
-                line = f"{path}: {kind.replace('_', ' ')}"
-            lines.append((path, line))
-    lines.sort()
-    shown = [line for _, line in lines[:limit]]
-    if len(lines) > limit:
-        shown.append(f"... and {len(lines) - limit} more change(s)")
-    return shown
+    """The first few changed paths, in a stable order, as message lines."""
+    found = changes(recorded, replayed, prefix=prefix)
+    lines = [line for change in found[:limit] for line in describe(change)]
+    if len(found) > limit:
+        lines.append(f"... and {len(found) - limit} more change(s)")
+    return lines

@@ -8,13 +8,22 @@ long prompts is unreadable; "you added a tool" is a one-line answer.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-from flowproof_cli.cassette.diff import field_changes, show
+from flowproof_cli.cassette.diff import (
+    MAX_SHOWN,
+    FieldChange,
+    changes,
+    contrast,
+    field_changes,
+    side_by_side,
+)
 from flowproof_cli.cassette.turn import Turn
 from flowproof_cli.dialects import Dialect, dialect_named
 from flowproof_cli.dialects.base import MessageOutline, RequestOutline
+
+MAX_TEXT_SHOWN = 300  # plain message text is shown whole up to this many characters
 
 
 @dataclass(frozen=True)
@@ -22,10 +31,23 @@ class Divergence:
     turn: int  # 1-based recorded turn the request was compared with (0: none left)
     summary: str
     details: tuple[str, ...] = ()
+    # Every changed field of the request, over canonical-request paths, with both values
+    # whole: the message clips long values, `--json` must not. Not part of equality: two
+    # reports are the same when they say the same.
+    changes: tuple[FieldChange, ...] = field(default=(), compare=False)
 
     @property
     def message(self) -> str:
         return "\n".join((self.summary, *(f"  {line}" for line in self.details)))
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "turn": self.turn,
+            "summary": self.summary,
+            "details": list(self.details),
+            "message": self.message,
+            "changes": [change.to_json() for change in self.changes],
+        }
 
 
 def _parse(raw: str) -> Any:
@@ -33,6 +55,15 @@ def _parse(raw: str) -> Any:
         return json.loads(raw)
     except ValueError:
         return None
+
+
+Report = tuple[str, tuple[str, ...]]  # summary, details
+
+
+def _headed(head: str, lines: list[str]) -> Report:
+    """A summary that ends with the first line of a change; the rest become details."""
+    first, *rest = lines or [""]
+    return f"{head}{first}", tuple(rest)
 
 
 def _argument_drift(recorded: MessageOutline, replayed: MessageOutline) -> list[str] | None:
@@ -49,11 +80,14 @@ def _argument_drift(recorded: MessageOutline, replayed: MessageOutline) -> list[
         if r_args == p_args:
             continue
         r_json, p_json = _parse(r_args), _parse(p_args)
-        if r_json is None or p_json is None or r_json == p_json:
-            # Not JSON (or only spacing/key order moved): show both payloads whole.
+        if r_json is not None and p_json is not None and r_json != p_json:
+            lines.extend(field_changes(r_json, p_json, prefix=r_name))
+        elif max(len(r_args), len(p_args)) <= MAX_SHOWN:
+            # Not JSON (or only spacing/key order moved): short payloads are shown whole.
             lines.append(f"{r_name} arguments: recorded {r_args!r}, replayed {p_args!r}")
         else:
-            lines.extend(field_changes(r_json, p_json, prefix=r_name))
+            head, *rest = contrast(r_args, p_args)
+            lines += [f"{r_name} arguments: {head}", *rest]
     return lines
 
 
@@ -61,83 +95,74 @@ def _roles(outline: RequestOutline) -> list[str]:
     return [message.role for message in outline.messages]
 
 
-def explain(turn_number: int, recorded: Turn, protocol: str, request: dict[str, Any]) -> Divergence:
-    """Compare a replayed request with the recorded turn it most resembles."""
-    here = f"turn {turn_number}"
-    if recorded.protocol != protocol:
-        return Divergence(
-            turn_number,
-            f"{here}: protocol changed: recorded {recorded.protocol}, replayed {protocol}",
+def _tools_changed(old: RequestOutline, new: RequestOutline) -> Report:
+    added = sorted(set(new.tools) - set(old.tools))
+    removed = sorted(set(old.tools) - set(new.tools))
+    if added or removed:
+        parts = [f"added {', '.join(added)}"] if added else []
+        parts += [f"removed {', '.join(removed)}"] if removed else []
+        return (
+            f"tools offered changed: {'; '.join(parts)}",
+            (f"recorded: {sorted(old.tools)}", f"replayed: {sorted(new.tools)}"),
         )
+    changed = [name for name in old.tools if old.tools[name] != new.tools[name]]
+    if changed:
+        name = changed[0]
+        return (
+            f"tools offered changed: the declaration of {name} changed",
+            tuple(field_changes(old.tools[name], new.tools[name], prefix=name)),
+        )
+    return "tools offered changed: order of tools moved", ()
+
+
+def _message_changed(position: int, r_msg: MessageOutline, p_msg: MessageOutline) -> Report:
+    where = f"message {position} ({r_msg.role})"
+    drift = _argument_drift(r_msg, p_msg) if r_msg.tool_calls or p_msg.tool_calls else None
+    if drift:
+        return _headed(f"tool-call arguments drifted in {where}: ", drift)
+    if r_msg.content == p_msg.content and r_msg.tool_calls == p_msg.tool_calls:
+        return _headed(f"{where} changed: ", field_changes(r_msg.raw, p_msg.raw, limit=5))
+    if isinstance(r_msg.content, str) and isinstance(p_msg.content, str):
+        details = side_by_side(r_msg.content, p_msg.content, MAX_TEXT_SHOWN)
+    else:
+        details = field_changes(r_msg.content, p_msg.content, prefix="content", limit=5)
+    return f"{where} content changed", tuple(details)
+
+
+def _compare(recorded: Turn, protocol: str, request: dict[str, Any]) -> Report:
+    """The coarsest difference between the recorded turn and the request."""
+    if recorded.protocol != protocol:
+        return f"protocol changed: recorded {recorded.protocol}, replayed {protocol}", ()
     dialect: Dialect = dialect_named(protocol)
     old, new = dialect.outline(recorded.request), dialect.outline(request)
     if old.model != new.model:
-        return Divergence(
-            turn_number,
-            f"{here}: model changed: recorded {show(old.model)}, replayed {show(new.model)}",
-        )
+        return _headed("model changed: ", contrast(old.model, new.model))
     if old.tools != new.tools or list(old.tools) != list(new.tools):
-        added = sorted(set(new.tools) - set(old.tools))
-        removed = sorted(set(old.tools) - set(new.tools))
-        if added or removed:
-            parts = [f"added {', '.join(added)}"] if added else []
-            parts += [f"removed {', '.join(removed)}"] if removed else []
-            return Divergence(
-                turn_number,
-                f"{here}: tools offered changed: {'; '.join(parts)}",
-                (f"recorded: {sorted(old.tools)}", f"replayed: {sorted(new.tools)}"),
-            )
-        changed = [name for name in old.tools if old.tools[name] != new.tools[name]]
-        if changed:
-            name = changed[0]
-            return Divergence(
-                turn_number,
-                f"{here}: tools offered changed: the declaration of {name} changed",
-                tuple(field_changes(old.tools[name], new.tools[name], prefix=name)),
-            )
-        return Divergence(turn_number, f"{here}: tools offered changed: order of tools moved")
+        return _tools_changed(old, new)
     if _roles(old) != _roles(new):
-        return Divergence(
-            turn_number,
-            f"{here}: conversation shape changed",
+        return (
+            "conversation shape changed",
             (f"recorded: {_roles(old)}", f"replayed: {_roles(new)}"),
         )
     for position, (r_msg, p_msg) in enumerate(zip(old.messages, new.messages, strict=True)):
-        if r_msg == p_msg and r_msg.raw == p_msg.raw:
-            continue
-        drift = _argument_drift(r_msg, p_msg) if r_msg.tool_calls or p_msg.tool_calls else None
-        if drift:
-            return Divergence(
-                turn_number,
-                f"{here}: tool-call arguments drifted in message {position} ({r_msg.role}): "
-                + drift[0],
-                tuple(drift[1:]),
-            )
-        details: tuple[str, ...]
-        if r_msg.content == p_msg.content and r_msg.tool_calls == p_msg.tool_calls:
-            changes = field_changes(r_msg.raw, p_msg.raw, limit=5)
-            return Divergence(
-                turn_number,
-                f"{here}: message {position} ({r_msg.role}) changed: {changes[0]}",
-                tuple(changes[1:]),
-            )
-        if isinstance(r_msg.content, str) and isinstance(p_msg.content, str):
-            details = (
-                f"recorded: {show(r_msg.content, 300)}",
-                f"replayed: {show(p_msg.content, 300)}",
-            )
-        else:
-            details = tuple(field_changes(r_msg.content, p_msg.content, prefix="content", limit=5))
-        return Divergence(
-            turn_number, f"{here}: message {position} ({r_msg.role}) content changed", details
-        )
+        if r_msg != p_msg or r_msg.raw != p_msg.raw:
+            return _message_changed(position, r_msg, p_msg)
     if old.parameters != new.parameters:
-        changes = field_changes(old.parameters, new.parameters)
-        return Divergence(
-            turn_number, f"{here}: request parameters changed: {changes[0]}", tuple(changes[1:])
+        return _headed(
+            "request parameters changed: ", field_changes(old.parameters, new.parameters)
         )
-    changes = field_changes(recorded.request, request)
-    return Divergence(turn_number, f"{here}: request changed", tuple(changes))
+    return "request changed", tuple(field_changes(recorded.request, request))
+
+
+def explain(turn_number: int, recorded: Turn, protocol: str, request: dict[str, Any]) -> Divergence:
+    """Compare a replayed request with the recorded turn it most resembles."""
+    summary, details = _compare(recorded, protocol, request)
+    return Divergence(
+        turn_number,
+        f"turn {turn_number}: {summary}",
+        details,
+        tuple(changes(recorded.request, request)),
+    )
 
 
 def _common_prefix(a: RequestOutline, b: RequestOutline) -> int:

@@ -17,6 +17,7 @@ from flowproof_cli.cassette.divergence import Divergence, explain, nearest_turn
 from flowproof_cli.cassette.index import TurnIndex
 from flowproof_cli.cassette.turn import Turn, canonical_json
 from flowproof_cli.dialects import Dialect, Rendered, dialect_named, route
+from flowproof_cli.match.rules import MatcherAddonError, MatchRules
 from flowproof_cli.trajectory import Trajectory
 
 DIVERGENCE_STATUS = 409
@@ -61,7 +62,7 @@ class Forward:
 class PendingTurn:
     dialect: Dialect
     live_request: dict[str, Any]  # as the agent sent it (mocks applied), for rendering
-    canonical: dict[str, Any]
+    canonical: dict[str, Any]  # as matched and stored: the match rules applied
 
 
 def _error(dialect: Dialect | None, status: int, message: str, kind: str) -> Rendered:
@@ -75,6 +76,7 @@ class CassetteSession:
     mocks: Mapping[str, Any] = field(default_factory=dict)
     recorded: list[Turn] = field(default_factory=list)  # replay: the cassette; record: output
     upstream: Upstream | None = None
+    rules: MatchRules = field(default_factory=MatchRules)
 
     requests: int = 0
     served: list[int] = field(default_factory=list)  # replay: recorded positions used
@@ -83,8 +85,27 @@ class CassetteSession:
     routes: dict[str, int] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        self._mock_text = {name: canonical_json(value) for name, value in self.mocks.items()}
-        self._index = TurnIndex(self.recorded) if self.mode is Mode.REPLAY else None
+        # A text mock reaches the model as that text; any other value as canonical JSON.
+        self._mock_text = {
+            name: value if isinstance(value, str) else canonical_json(value)
+            for name, value in self.mocks.items()
+        }
+        # Replay matches against the recorded requests with today's rules applied, so a rule
+        # added after recording works on an existing trace.
+        self._matched = (
+            [
+                Turn(
+                    t.protocol,
+                    self.rules.matched(t.protocol, t.request, count=False),
+                    t.status,
+                    t.response,
+                )
+                for t in self.recorded
+            ]
+            if self.mode is Mode.REPLAY
+            else []
+        )
+        self._index = TurnIndex(self._matched) if self.mode is Mode.REPLAY else None
         self._known_calls: dict[str, str] = {}  # call id -> tool name, from served responses
 
     # -- requests -----------------------------------------------------------------------
@@ -111,7 +132,11 @@ class CassetteSession:
         live = dialect.apply_mocks(
             dialect.normalize(path, body), self._mock_text, self._known_calls
         )
-        canonical = dialect.canonical_request(live)
+        try:
+            canonical = self.rules.matched(dialect.name, dialect.canonical_request(live))
+        except MatcherAddonError as exc:
+            self.errors.append(f"flowproof: {exc}")
+            return _error(dialect, 500, f"flowproof: {exc}", "flowproof_matcher_error")
         if self.mode is Mode.RECORD:
             return self._forward(dialect, path, live, canonical)
         return self._replay(dialect, live, canonical)
@@ -137,7 +162,8 @@ class CassetteSession:
             response: Any = json.loads(raw)
         except ValueError:
             response = raw.decode("utf-8", "replace")
-        self.recorded.append(Turn(pending.dialect.name, pending.canonical, status, response))
+        stored = self.rules.stored_response(response)
+        self.recorded.append(Turn(pending.dialect.name, pending.canonical, status, stored))
         return self.render(pending.dialect, pending.live_request, status, response)
 
     def on_upstream_error(self, pending: PendingTurn, reason: str) -> Rendered:
@@ -156,7 +182,8 @@ class CassetteSession:
         if position is not None:
             self.served.append(position)
             turn = self.recorded[position]
-            return self.render(dialect, live, turn.status, turn.response)
+            response = self.rules.live_response(turn.response)
+            return self.render(dialect, live, turn.status, response)
         self.divergence = self._explain(dialect, canonical)
         return _error(
             dialect,
@@ -174,8 +201,8 @@ class CassetteSession:
                 f"extra call: the agent made a model call beyond the {len(self.recorded)} "
                 "recorded (every recorded turn was already used)",
             )
-        position = nearest_turn(self.recorded, free, dialect.name, canonical)
-        return explain(position + 1, self.recorded[position], dialect.name, canonical)
+        position = nearest_turn(self._matched, free, dialect.name, canonical)
+        return explain(position + 1, self._matched[position], dialect.name, canonical)
 
     def render(
         self, dialect: Dialect, live: dict[str, Any], status: int, response: Any
@@ -202,7 +229,6 @@ class CassetteSession:
             if turn.status != 200 or not isinstance(turn.response, dict):
                 continue
             dialect = dialect_named(turn.protocol)
-            trajectory.turns.append(
-                dialect.assistant_turn(turn.request, turn.response, position + 1)
-            )
+            response = self.rules.live_response(turn.response)
+            trajectory.turns.append(dialect.assistant_turn(turn.request, response, position + 1))
         return trajectory

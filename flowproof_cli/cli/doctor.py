@@ -84,12 +84,18 @@ def render_report(report: DoctorReport) -> list[str]:
 
 
 @click.command()
-@click.option("--agent", "command", required=True, metavar="CMD", help="The agent command.")
+@click.option(
+    "--agent",
+    "command",
+    required=True,
+    metavar="CMD",
+    help="The agent command, split like agent.command; it may use ${VAR} and the handles.",
+)
 @click.option(
     "--prompt",
     default=DEFAULT_PROMPT,
     show_default=True,
-    help="The task given to the agent (FLOWPROOF_PROMPT).",
+    help="The task given to the agent (FLOWPROOF_PROMPT, and ${flowproof.prompt} in CMD).",
 )
 @click.option(
     "--timeout",

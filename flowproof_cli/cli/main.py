@@ -18,6 +18,7 @@ COMMANDS = {
     "run": "run",
     "schema": "schema",
     "doctor": "doctor",
+    "match": "match",
     "mcp-stdio": "mcp_stdio",
 }
 

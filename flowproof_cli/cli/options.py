@@ -21,3 +21,17 @@ jobs_option = click.option(
     show_default=True,
     help="Flows run at once in a directory run, each in its own process with its own proxy.",
 )
+#: The values of `--fs-report` (flowproof_cli.egress.report.FS_REPORT_MODES, spelt out here so
+#: that parsing the command line does not import the egress package).
+FS_REPORT_MODES = ("full", "summary", "off")
+fs_report_option = click.option(
+    "--fs-report",
+    type=click.Choice(FS_REPORT_MODES),
+    default="summary",
+    show_default=True,
+    help=(
+        "The filesystem observation report on stderr after a contained run: every syscall "
+        "(full), counts and the first few when it is long (summary), or none (off). Blocked "
+        "egress is printed in every mode."
+    ),
+)

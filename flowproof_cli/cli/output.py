@@ -31,15 +31,18 @@ def verdict_line(result: FlowResult, *, with_time: bool = False) -> str:
     return "\n".join(lines)
 
 
-def print_flow(result: FlowResult, *, with_time: bool) -> None:
+def print_flow(result: FlowResult, *, with_time: bool, fs_report: str = "summary") -> None:
     """One flow's verdict and its notes, as soon as it is known."""
     click.echo(verdict_line(result, with_time=with_time))
     if result.containment is not None:
         click.echo(_indent(result.containment))
     for server, calls in result.mcp_calls.items():
         click.echo(_indent(f"mcp: {server} {calls} call(s)"))
-    for line in result.egress_report:
-        click.echo(line, err=True)
+    if result.egress_report:  # only contained runs have one: others never import egress
+        from flowproof_cli.egress.report import printed_lines  # noqa: PLC0415
+
+        for line in printed_lines(result.egress_report, fs_report):
+            click.echo(line, err=True)
     for note in result.notes:
         # Warnings carry their own label; everything else is a note.
         click.echo(_indent(note if note.startswith("warning:") else f"note: {note}"))
@@ -66,11 +69,13 @@ def print_json(results: Sequence[FlowResult]) -> ExitCode:
     return code
 
 
-def print_results(results: Sequence[FlowResult], *, as_json: bool, summary: bool) -> ExitCode:
+def print_results(
+    results: Sequence[FlowResult], *, as_json: bool, summary: bool, fs_report: str = "summary"
+) -> ExitCode:
     if as_json:
         return print_json(results)
     for result in results:
-        print_flow(result, with_time=summary)
+        print_flow(result, with_time=summary, fs_report=fs_report)
     if summary:
         click.echo(summary_line(results))
     return overall_exit_code(results)

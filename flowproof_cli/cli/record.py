@@ -9,7 +9,7 @@ from pathlib import Path
 import click
 
 from flowproof_cli.cassette import Mode
-from flowproof_cli.cli.options import json_option, timeout_option
+from flowproof_cli.cli.options import fs_report_option, json_option, timeout_option
 from flowproof_cli.cli.output import print_results
 from flowproof_cli.runner.job import execute, plan_jobs
 
@@ -24,7 +24,10 @@ from flowproof_cli.runner.job import execute, plan_jobs
 )
 @timeout_option
 @json_option
-def record(spec_path: Path, output: Path | None, timeout: float | None, as_json: bool) -> None:
+@fs_report_option
+def record(
+    spec_path: Path, output: Path | None, timeout: float | None, as_json: bool, fs_report: str
+) -> None:
     """Record SPEC against the real model (FLOWPROOF_AGENT_UPSTREAM, FLOWPROOF_AGENT_KEY).
 
     The trace is written only when every assertion of the flow passes. The nearest
@@ -33,4 +36,4 @@ def record(spec_path: Path, output: Path | None, timeout: float | None, as_json:
     (job,) = plan_jobs(
         [spec_path], mode=Mode.RECORD, environ=os.environ, timeout_s=timeout, trace_path=output
     )
-    sys.exit(print_results([execute(job)], as_json=as_json, summary=False))
+    sys.exit(print_results([execute(job)], as_json=as_json, summary=False, fs_report=fs_report))

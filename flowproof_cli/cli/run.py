@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import sys
@@ -12,7 +13,12 @@ from typing import NoReturn
 import click
 
 from flowproof_cli.cassette import Mode
-from flowproof_cli.cli.options import jobs_option, json_option, timeout_option
+from flowproof_cli.cli.options import (
+    fs_report_option,
+    jobs_option,
+    json_option,
+    timeout_option,
+)
 from flowproof_cli.cli.output import (
     overall_exit_code,
     print_flow,
@@ -40,6 +46,7 @@ from flowproof_cli.runner.verdict import FlowResult
 @timeout_option
 @json_option
 @jobs_option
+@fs_report_option
 @click.option("--worker", is_flag=True, hidden=True, help="Internal: run one job read from stdin.")
 def run(
     *,
@@ -48,6 +55,7 @@ def run(
     timeout: float | None,
     as_json: bool,
     jobs: int,
+    fs_report: str,
     worker: bool,
 ) -> None:
     """Replay SPEC, or every *.flow.yaml below DIR, from recorded traces. No model, no key."""
@@ -57,7 +65,7 @@ def run(
         (job,) = plan_jobs(
             [target], mode=Mode.REPLAY, environ=os.environ, timeout_s=timeout, trace_path=trace
         )
-        sys.exit(print_results([execute(job)], as_json=as_json, summary=False))
+        sys.exit(print_results([execute(job)], as_json=as_json, summary=False, fs_report=fs_report))
     if trace is not None:
         raise click.UsageError("-t/--trace names one trace: use it with a single spec")
     specs = discover_specs(target)
@@ -67,7 +75,8 @@ def run(
         specs, mode=Mode.REPLAY, environ=os.environ, timeout_s=timeout, in_directory=True
     )
     started = time.monotonic()
-    results = run_jobs(planned, jobs, on_result=None if as_json else _print_timed)
+    on_result = None if as_json else functools.partial(_print_timed, fs_report=fs_report)
+    results = run_jobs(planned, jobs, on_result=on_result)
     try:
         write_junit(results, target, elapsed_s=time.monotonic() - started)
     except OSError as exc:  # a read-only checkout still gets its verdicts
@@ -78,8 +87,8 @@ def run(
     sys.exit(overall_exit_code(results))
 
 
-def _print_timed(result: FlowResult) -> None:
-    print_flow(result, with_time=True)
+def _print_timed(result: FlowResult, *, fs_report: str) -> None:
+    print_flow(result, with_time=True, fs_report=fs_report)
 
 
 def _serve_worker() -> NoReturn:

@@ -1,14 +1,30 @@
-"""What one agent run was contained under, what it was refused, and what it destroyed."""
+"""What one agent run was contained under, what it was refused, and what it destroyed.
+
+`EgressReport.stderr_lines()` is the whole report, as a run's result carries it (and
+`--json` shows it). `printed_lines()` shapes it for stderr under `--fs-report`: a long
+filesystem observation is summarized (one agent run deleted 262 files and buried its one
+blocked destination), and blocked egress is printed first in every mode but `full`, which
+is the report as it is.
+"""
 
 from __future__ import annotations
 
+import re
 import threading
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 ENFORCED = "enforced (linux seccomp)"
 OBSERVED = "observed (linux seccomp)"
+FS_HEADER = "filesystem observation: "
+BLOCKED_HEADER = re.compile(r"egress report: \d+ blocked call\(s\)$")
+#: `--fs-report` values: every line, a summary when long, no filesystem report.
+FS_REPORT_MODES = ("full", "summary", "off")
+SUMMARY_ABOVE = 12  # filesystem lines (syscalls and faults) printed whole up to this many
+SUMMARY_FIRST = 5  # syscalls listed by a summary, the earliest first
+_EVENT = re.compile(r"  (\S+) (.*) at (\d+)ms$")
 
 
 @dataclass(frozen=True)
@@ -110,7 +126,7 @@ class EgressReport:
         if not self.fs_events and not self.fs_faults:
             return []
         events = sorted(self.fs_events, key=lambda event: event.at_ms)
-        lines = [f"filesystem observation: {OBSERVED}; {len(events)} destructive syscall(s)"]
+        lines = [f"{FS_HEADER}{OBSERVED}; {len(events)} destructive syscall(s)"]
         lines.extend(event.line() for event in events)
         lines.extend(f"  fault: {fault}" for fault in self.fs_faults)
         return lines
@@ -119,8 +135,64 @@ class EgressReport:
         """Everything worth telling the user after a run, beyond the tier line."""
         lines = list(self.notes)
         if self.blocked:
-            lines.append(f"egress report: {len(self.blocked)} blocked call(s)")
+            lines.append(f"egress report: {len(self.blocked)} blocked call(s)")  # BLOCKED_HEADER
             lines.extend(self.blocked_lines())
         lines.extend(self.local_lines())
         lines.extend(self.fs_lines())
         return lines
+
+
+# -- printing under --fs-report ----------------------------------------------------------
+
+
+def _sections(lines: Sequence[str]) -> list[list[str]]:
+    """A heading line and the indented lines under it."""
+    sections: list[list[str]] = []
+    for line in lines:
+        if line.startswith("  ") and sections:
+            sections[-1].append(line)
+        else:
+            sections.append([line])
+    return sections
+
+
+def summarize_fs(section: Sequence[str]) -> list[str]:
+    """A long filesystem report as counts per syscall, the first few, and how many more."""
+    header, *body = section
+    if len(body) <= SUMMARY_ABOVE:
+        return list(section)
+    events = [line for line in body if _EVENT.match(line)]
+    faults = [line for line in body if line.startswith("  fault: ")]
+    counts = Counter(str(match.group(1)) for line in events if (match := _EVENT.match(line)))
+    by_count = sorted(counts.items(), key=lambda item: (-item[1], item[0]))
+    lines = [f"{header} (summary; --fs-report full lists every one)"]
+    if by_count:
+        lines.append("  per syscall: " + ", ".join(f"{name} {n}" for name, n in by_count))
+    lines.extend(events[:SUMMARY_FIRST])
+    if len(events) > SUMMARY_FIRST:
+        lines.append(f"  ... {len(events) - SUMMARY_FIRST} more")
+    lines.extend(faults[:SUMMARY_FIRST])
+    if len(faults) > SUMMARY_FIRST:
+        lines.append(f"  ... {len(faults) - SUMMARY_FIRST} more fault(s)")
+    return lines
+
+
+def printed_lines(lines: Sequence[str], fs_report: str = "summary") -> list[str]:
+    """The report as `--fs-report` prints it on stderr.
+
+    `full` is the report unchanged; `summary` summarizes a long filesystem report; `off`
+    drops it. Blocked egress never depends on the mode, and outside `full` it comes first,
+    so no amount of filesystem activity can bury it.
+    """
+    if fs_report == "full":
+        return list(lines)
+    blocked: list[str] = []
+    rest: list[str] = []
+    for section in _sections(lines):
+        if BLOCKED_HEADER.match(section[0]):
+            blocked.extend(section)
+        elif section[0].startswith(FS_HEADER):
+            rest.extend(summarize_fs(section) if fs_report == "summary" else [])
+        else:
+            rest.extend(section)
+    return blocked + rest

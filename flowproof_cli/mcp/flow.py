@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from flowproof_cli.errors import SpecError
 from flowproof_cli.mcp.canonical import PING
 from flowproof_cli.mcp.capture import (
     START,
@@ -27,6 +28,7 @@ from flowproof_cli.mcp.capture import (
 )
 from flowproof_cli.mcp.http import HttpMcpSession
 from flowproof_cli.mcp.lane import Lane, lane_to_document
+from flowproof_cli.mcp.mocks import lane_schemas, schema_problems
 from flowproof_cli.mcp.replayer import Replayer
 from flowproof_cli.mcp.stdio import ERROR, REFUSED, StandinSession
 from flowproof_cli.runner.command import split_command
@@ -107,6 +109,9 @@ class McpFlow:
         for server in self.servers:
             spec = server.spec
             lane = self.recorded_lanes.get(spec.name, Lane())
+            problems = schema_problems(spec.name, spec.mocks, lane_schemas(lane))
+            if problems:  # replay: the trace's tools/list knows the outputSchemas up front
+                raise SpecError("\n".join(problems))
             if spec.command is not None:
                 command = (
                     split_command(spec.resolved_command(self.environ))

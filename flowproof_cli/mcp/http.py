@@ -41,7 +41,13 @@ from flowproof_cli.mcp.canonical import (
     with_id,
 )
 from flowproof_cli.mcp.lane import Lane
-from flowproof_cli.mcp.mocks import mock_answer, mocked_tool, output_schemas
+from flowproof_cli.mcp.mocks import (
+    MockSchemaError,
+    mock_answer,
+    mocked_tool,
+    output_schemas,
+    refusal,
+)
 from flowproof_cli.mcp.recorder import LaneRecorder
 from flowproof_cli.mcp.replayer import Emission, Replayer
 from flowproof_cli.mcp.sse import Channel, frame
@@ -232,7 +238,11 @@ class HttpMcpSession:
     ) -> Reply | ForwardRequest:
         if mocked_tool(message, self.mocks) is not None:  # the tools/list scan only for a mock
             lists = (c.result for c in self.recorder.lane.calls if c.method == "tools/list")
-            answer = mock_answer(message, self.mocks, output_schemas(lists))
+            try:
+                answer = mock_answer(message, self.mocks, output_schemas(lists))
+            except MockSchemaError as exc:  # the flow fails; the agent gets an error
+                text, answer = refusal(self.server, exc)
+                self.errors.append(text)
             assert answer is not None
             self.recorder.client(message, mocked=True)
             reply = with_id(message["id"], answer)

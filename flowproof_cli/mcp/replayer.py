@@ -34,7 +34,7 @@ from flowproof_cli.mcp.canonical import (
 )
 from flowproof_cli.mcp.lane import Call, Lane, call_label
 from flowproof_cli.mcp.matching import compare_answer, compare_call
-from flowproof_cli.mcp.mocks import mock_answer, output_schemas
+from flowproof_cli.mcp.mocks import MockSchemaError, lane_schemas, mock_answer, refusal
 
 DIVERGENCE_CODE = -32099  # JSON-RPC server-error range: flowproof refused a diverged call
 #: The channel of an answer that has no lane position (a ping): it goes back at once.
@@ -74,7 +74,7 @@ class Replayer:
         for index, event in enumerate(lane.server):
             if event.during is not None:
                 self._last_event[event.during - 1] = index
-        self._schemas = output_schemas(c.result for c in lane.calls if c.method == "tools/list")
+        self._schemas = lane_schemas(lane)
 
     # -- facts ---------------------------------------------------------------------------
 
@@ -124,13 +124,11 @@ class Replayer:
         difference = compare_call(calls[position], method, params)
         if difference is not None:
             return self._diverge(message, position, difference)
-        self.arrived.append(
-            _Arrived(
-                message["id"],
-                progress_token(message),
-                mock_answer(message, self.mocks, self._schemas),
-            )
-        )
+        try:
+            mock = mock_answer(message, self.mocks, self._schemas)
+        except MockSchemaError as exc:  # the runner checks this before the agent starts
+            return self._refuse(message, position, refusal(self.server, exc)[0])
+        self.arrived.append(_Arrived(message["id"], progress_token(message), mock))
         return self._advance()
 
     def _answer(self, message: dict[str, Any]) -> list[Emission]:
@@ -152,12 +150,15 @@ class Replayer:
         return self._advance()
 
     def _diverge(self, message: dict[str, Any], position: int, difference: str) -> list[Emission]:
-        self.divergence = (
-            f"the MCP server '{self.server}' diverged at call {position + 1}: {difference}"
-        )
+        failure = f"the MCP server '{self.server}' diverged at call {position + 1}: {difference}"
+        return self._refuse(message, position, failure)
+
+    def _refuse(self, message: dict[str, Any], position: int, failure: str) -> list[Emission]:
+        """Answer this call with `failure` and stop: every later call is refused too."""
+        self.divergence = failure
         text = f"flowproof: {self.divergence}"
-        refusal = Emission(error_message(message["id"], DIVERGENCE_CODE, text), position, True)
-        return [refusal, *self._stop()]
+        answer = Emission(error_message(message["id"], DIVERGENCE_CODE, text), position, True)
+        return [answer, *self._stop()]
 
     def _stop(self) -> list[Emission]:
         """After a divergence every open call is refused, so no stream is left hanging."""

@@ -31,7 +31,7 @@ from typing import IO, Any
 from flowproof_cli.mcp.canonical import Kind, batch_refusal, error_message, kind_of, with_id
 from flowproof_cli.mcp.capture import CLIENT, SERVER, START, CaptureFile
 from flowproof_cli.mcp.lane import lane_from_document
-from flowproof_cli.mcp.mocks import mock_answer, output_schemas
+from flowproof_cli.mcp.mocks import MockSchemaError, mock_answer, output_schemas, refusal
 from flowproof_cli.mcp.replayer import Replayer
 
 ERROR = "error"  # capture entry: the stand-in could not do its job (the flow fails)
@@ -179,7 +179,13 @@ def _record_client(
     elements = message if isinstance(message, list) else [message]
     passed: list[Any] = []
     for element in elements:
-        answer = mock_answer(element, session.mocks, schemas) if isinstance(element, dict) else None
+        try:
+            answer = (
+                mock_answer(element, session.mocks, schemas) if isinstance(element, dict) else None
+            )
+        except MockSchemaError as exc:  # the flow fails; the agent gets an error, not a crash
+            text, answer = refusal(session.server, exc)
+            capture.append(ERROR, text=text)
         if answer is None:
             if kind_of(element) is not Kind.INVALID:
                 capture.append(CLIENT, element)

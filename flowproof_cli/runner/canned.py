@@ -3,7 +3,9 @@
 The doctor checks wiring, not behaviour: whatever the agent asks, it gets a short final
 text answer shaped exactly like the real API's (rendered by the dialect itself, so a
 streaming client gets the same SSE a replay would send). Agents then finish their loop in
-one turn, and no model or key is needed.
+one turn, and no model or key is needed. A request in JSON mode gets JSON text, an instance
+of its schema when it gives one (`runner.json_mode`), so a client that parses the answer
+does not retry.
 """
 
 from __future__ import annotations
@@ -15,12 +17,13 @@ from typing import Any
 from mitmproxy import http
 
 from flowproof_cli.dialects import Dialect, Rendered, route
+from flowproof_cli.runner.json_mode import json_answer, json_mode
 
 CANNED_TEXT = "Hello from flowproof doctor."
 JSON = dict[str, Any]
 
 
-def _openai_chat(model: Any) -> JSON:
+def _openai_chat(model: Any, text: str) -> JSON:
     return {
         "id": "chatcmpl-flowproof-doctor",
         "object": "chat.completion",
@@ -29,7 +32,7 @@ def _openai_chat(model: Any) -> JSON:
         "choices": [
             {
                 "index": 0,
-                "message": {"role": "assistant", "content": CANNED_TEXT, "refusal": None},
+                "message": {"role": "assistant", "content": text, "refusal": None},
                 "logprobs": None,
                 "finish_reason": "stop",
             }
@@ -38,7 +41,7 @@ def _openai_chat(model: Any) -> JSON:
     }
 
 
-def _openai_responses(model: Any) -> JSON:
+def _openai_responses(model: Any, text: str) -> JSON:
     return {
         "id": "resp_flowproof_doctor",
         "object": "response",
@@ -51,7 +54,7 @@ def _openai_responses(model: Any) -> JSON:
                 "id": "msg_flowproof_doctor",
                 "status": "completed",
                 "role": "assistant",
-                "content": [{"type": "output_text", "text": CANNED_TEXT, "annotations": []}],
+                "content": [{"type": "output_text", "text": text, "annotations": []}],
             }
         ],
         "parallel_tool_calls": True,
@@ -74,24 +77,24 @@ def _openai_responses(model: Any) -> JSON:
     }
 
 
-def _anthropic(model: Any) -> JSON:
+def _anthropic(model: Any, text: str) -> JSON:
     return {
         "id": "msg_flowproof_doctor",
         "type": "message",
         "role": "assistant",
         "model": model or "flowproof-doctor",
-        "content": [{"type": "text", "text": CANNED_TEXT}],
+        "content": [{"type": "text", "text": text}],
         "stop_reason": "end_turn",
         "stop_sequence": None,
         "usage": {"input_tokens": 1, "output_tokens": 1},
     }
 
 
-def _gemini(model: Any) -> JSON:
+def _gemini(model: Any, text: str) -> JSON:
     return {
         "candidates": [
             {
-                "content": {"role": "model", "parts": [{"text": CANNED_TEXT}]},
+                "content": {"role": "model", "parts": [{"text": text}]},
                 "finishReason": "STOP",
                 "index": 0,
             }
@@ -110,6 +113,14 @@ _CANNED = {
 }
 
 
+def canned_text(dialect: Dialect, body: JSON) -> str:
+    """CANNED_TEXT, or JSON text when the request asks for JSON (with a schema: an instance)."""
+    mode = json_mode(dialect.name, body)
+    if mode is None:
+        return CANNED_TEXT
+    return json.dumps(json_answer(mode, CANNED_TEXT), ensure_ascii=False)
+
+
 def canned_reply(dialect: Dialect, path: str, raw_body: bytes) -> Rendered:
     """The canned answer to one request, as JSON or as the dialect's stream."""
     try:
@@ -120,7 +131,7 @@ def canned_reply(dialect: Dialect, path: str, raw_body: bytes) -> Rendered:
         error = dialect.error_body("flowproof doctor: the request is not a JSON object", "invalid")
         return Rendered(400, "application/json", json.dumps(error).encode())
     request = dialect.normalize(path, body)
-    response = _CANNED[dialect.name](request.get("model"))
+    response = _CANNED[dialect.name](request.get("model"), canned_text(dialect, body))
     return dialect.render(request, 200, response, stream=dialect.wants_stream(request))
 
 

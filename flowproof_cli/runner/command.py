@@ -18,6 +18,7 @@ from typing import IO, TYPE_CHECKING
 
 from flowproof_cli.errors import AgentStartError
 from flowproof_cli.runner import orphans
+from flowproof_cli.spec.variables import hold_handles, release_handles, resolve_variables
 
 if TYPE_CHECKING:
     from flowproof_cli.egress import Launch
@@ -103,6 +104,24 @@ def split_command(command: str) -> list[str]:
     if not words:
         raise AgentStartError("agent.command is empty")
     return words
+
+
+def resolve_argv(
+    command: str,
+    environ: Mapping[str, str],
+    handles: Mapping[str, str],
+    *,
+    where: str = "agent.command",
+) -> list[str]:
+    """The argv of `command`: `${VAR}` substituted, then words split, then handles filled in.
+
+    A handle's value lands inside the word it is written in and is never split again, so
+    `--task ${flowproof.prompt}` passes the whole task, spaces and quotes included, as the
+    one argument after `--task`. `${VAR}` keeps substituting before the split, as before.
+    """
+    template, held = hold_handles(command)
+    words = split_command(resolve_variables(template, environ, where=where))
+    return [release_handles(word, held, handles) for word in words]
 
 
 def _signal_group(pgid: int, sig: signal.Signals) -> None:

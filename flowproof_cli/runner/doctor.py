@@ -16,8 +16,8 @@ from pathlib import Path
 
 from flowproof_addons.guard import RequestGuard
 from flowproof_cli.runner.canned import CannedReplies
-from flowproof_cli.runner.command import AgentOutcome, run_agent, split_command
-from flowproof_cli.runner.environment import agent_environment, proxy_handles
+from flowproof_cli.runner.command import AgentOutcome, resolve_argv, run_agent
+from flowproof_cli.runner.environment import agent_environment, proxy_handles, runtime_handles
 from flowproof_cli.runner.proxy import ProxyHost
 from flowproof_cli.runner.termination import cancelled_by_sigterm
 
@@ -57,13 +57,14 @@ async def diagnose(
     environ: Mapping[str, str] | None = None,
     cwd: Path | None = None,
 ) -> DoctorReport:
-    """Run the command once against canned replies. AgentStartError propagates (exit 2)."""
+    """Run the command once against canned replies; it may use `${VAR}` and the handles an
+    `agent.command` may (but no MCP ones). AgentStartError, ConfigError propagate (exit 2)."""
     environ = dict(os.environ if environ is None else environ)
-    argv = split_command(command)
     canned = CannedReplies()
     with cancelled_by_sigterm():
         async with ProxyHost([RequestGuard(), canned]) as proxy:
             port = proxy.port
+            argv = resolve_argv(command, environ, runtime_handles(port, prompt), where="--agent")
             env = agent_environment(environ, port=port, prompt=prompt, spec_env={})
             outcome = await run_agent(argv, env=env, cwd=cwd or Path.cwd(), timeout_s=timeout_s)
     arrivals = [

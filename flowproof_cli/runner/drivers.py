@@ -12,25 +12,25 @@ saw is judged the same way afterwards (`runner.judge`).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-from flowproof_addons.guard import RequestGuard
-from flowproof_addons.mcp_http import McpHttpBoundary
-from flowproof_addons.model import ModelBoundary
 from flowproof_cli.cassette import CassetteSession
 from flowproof_cli.egress import EgressReport
 from flowproof_cli.egress import verdicts as egress
 from flowproof_cli.mcp.flow import McpFlow
-from flowproof_cli.runner.command import run_agent, split_command
+from flowproof_cli.runner.boundaries import Boundaries
+from flowproof_cli.runner.command import resolve_argv, run_agent
 from flowproof_cli.runner.environment import (
     agent_environment,
     proxy_handles,
+    runtime_handles,
     service_wiring_hint,
     wiring_hint,
 )
-from flowproof_cli.runner.proxy import PortInUseError, ProxyHost
+from flowproof_cli.runner.proxy import PortInUseError
 from flowproof_cli.runner.url_driver import trigger
 from flowproof_cli.spec import FlowSpec
 
@@ -48,23 +48,6 @@ class Driven:
     egress: EgressReport | None = None  # the containment this run ran under, and its report
 
 
-async def _open_mcp_listeners(
-    proxy: ProxyHost, mcp: McpFlow | None, boundary: McpHttpBoundary
-) -> None:
-    """A listener on the proxy for every `url:` MCP server, each answered by its session."""
-    for name, port in mcp.http_ports() if mcp is not None else []:
-        try:
-            bound = await proxy.add_listener(port)
-        except PortInUseError:
-            raise PortInUseError(
-                port,
-                f"port {port} of the MCP server '{name}' is already in use on 127.0.0.1. "
-                "Fix: stop whatever listens there, or choose another `port` for it",
-            ) from None
-        assert mcp is not None
-        boundary.sessions[bound] = mcp.bind(name, bound)
-
-
 def _calls_made(session: CassetteSession, recorded: int | None) -> str:
     made = f"it made {session.requests} model call(s)"
     return made if recorded is None else f"{made} of {recorded} recorded"
@@ -79,16 +62,16 @@ async def drive_command(
     timeout_s: float,
     recorded: int | None,
     mcp: McpFlow | None = None,
+    user_addons: Sequence[Any] = (),
 ) -> Driven:
     """Start the agent pointed at a proxy on an ephemeral port; judge how it ended."""
     agent = spec.agent
-    boundary = ModelBoundary()
-    mcp_boundary = McpHttpBoundary()
-    async with ProxyHost([RequestGuard(), mcp_boundary, boundary]) as proxy:
-        boundary.sessions[proxy.port] = session
-        await _open_mcp_listeners(proxy, mcp, mcp_boundary)
-        handles = {**proxy_handles(proxy.port), **(mcp.handles() if mcp is not None else {})}
-        argv = split_command(agent.resolved_command(environ, handles))
+    boundaries = Boundaries(session, mcp, user_addons)
+    async with boundaries.proxy() as proxy:
+        await boundaries.attach(proxy)
+        mcp_handles = mcp.handles() if mcp is not None else None
+        handles = runtime_handles(proxy.port, spec.task_prompt, mcp_handles)
+        argv = resolve_argv(agent.command or "", environ, handles)  # a handle is one word
         spec_env = agent.resolved_env(environ, handles)
         env = agent_environment(
             environ,
@@ -131,14 +114,15 @@ async def drive_service(
     timeout_s: float,
     recorded: int | None,
     mcp: McpFlow | None = None,
+    user_addons: Sequence[Any] = (),
 ) -> Driven:
     """Bind the proxy at the fixed proxy_port, POST the task to the service, await it."""
     agent = spec.agent
     url, port = str(agent.url), int(agent.proxy_port or 0)
-    headers = agent.resolved_headers(environ)  # resolved here, never stored or printed
-    boundary = ModelBoundary()
-    mcp_boundary = McpHttpBoundary()
-    proxy = ProxyHost([RequestGuard(), mcp_boundary, boundary], port=port)
+    # resolved here, never stored or printed
+    headers = agent.resolved_headers(environ, proxy_handles(port))
+    boundaries = Boundaries(session, mcp, user_addons)
+    proxy = boundaries.proxy(port)
     try:
         await proxy.start()
     except PortInUseError:
@@ -150,8 +134,7 @@ async def drive_service(
             "http://127.0.0.1:<that port>/v1",
         ) from None
     try:
-        boundary.sessions[proxy.port] = session
-        await _open_mcp_listeners(proxy, mcp, mcp_boundary)
+        await boundaries.attach(proxy)
         outcome = await trigger(url, spec.task_prompt, headers=headers, timeout_s=timeout_s)
     finally:
         await proxy.stop()

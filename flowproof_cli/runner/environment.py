@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from flowproof_cli.runner.upstream import KEY_VARIABLES, UPSTREAM_VARIABLES
+from flowproof_cli.spec.variables import PROMPT_HANDLE
 
 PLACEHOLDER_KEY = "flowproof-placeholder-key"
 
@@ -27,9 +28,15 @@ REMOVED_VARIABLES = tuple(
 
 
 def proxy_handles(port: int) -> dict[str, str]:
-    """The `${flowproof.*}` runtime handles an agent's `env:` may reference."""
+    """The proxy's `${flowproof.*}` handles (the only ones `agent.headers` may use)."""
     base = f"http://127.0.0.1:{port}"
     return {"proxy_url": f"{base}/v1", "proxy_url_no_v1": base}
+
+
+def runtime_handles(port: int, prompt: str, mcp: Mapping[str, str] | None = None) -> dict[str, str]:
+    """Every `${flowproof.*}` handle `agent.command` and `agent.env` may use: the proxy's,
+    the task (`prompt`, the same text as FLOWPROOF_PROMPT) and the MCP servers' (`mcp`)."""
+    return {**proxy_handles(port), PROMPT_HANDLE: prompt, **(mcp or {})}
 
 
 def injected_variables(port: int, prompt: str) -> dict[str, str]:

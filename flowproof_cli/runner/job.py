@@ -22,6 +22,7 @@ from typing import Any
 
 from flowproof_cli.cassette import Mode
 from flowproof_cli.errors import FlowproofError, TraceError
+from flowproof_cli.match.build import Declared
 from flowproof_cli.runner.discovery import nearest_suite
 from flowproof_cli.runner.suite import Hooks, Suite, prepare_suite, run_hook
 from flowproof_cli.runner.verdict import FlowResult
@@ -38,6 +39,7 @@ class FlowJob:
     hooks: Hooks
     timeout_s: float | None = None
     in_directory: bool = False
+    suite_match: tuple[Declared, ...] = ()  # the nearest suite's `match:` block
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -48,6 +50,7 @@ class FlowJob:
             "hooks": self.hooks.to_json(),
             "timeout_s": self.timeout_s,
             "in_directory": self.in_directory,
+            "suite_match": [block.to_json() for block in self.suite_match],
         }
 
     @classmethod
@@ -60,6 +63,7 @@ class FlowJob:
             hooks=Hooks.from_json(data["hooks"]),
             timeout_s=data.get("timeout_s"),
             in_directory=bool(data.get("in_directory")),
+            suite_match=tuple(Declared.from_json(block) for block in data.get("suite_match") or ()),
         )
 
 
@@ -93,6 +97,7 @@ def plan_jobs(
                 hooks=suite.hooks,
                 timeout_s=timeout_s,
                 in_directory=in_directory,
+                suite_match=suite.match,
             )
         )
     return jobs
@@ -151,6 +156,7 @@ def _execute(job: FlowJob) -> FlowResult:
                     trace_path=job.trace_path,
                     environ=job.environ,
                     timeout_s=job.timeout_s,
+                    suite_match=job.suite_match,
                 )
             )
     except FlowproofError as exc:

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from flowproof_cli.errors import ConfigError
+from flowproof_cli.match.build import Declared
 from flowproof_cli.runner.command import tail_lines
 from flowproof_cli.runner.termination import raising_on_sigterm
 from flowproof_cli.spec.suite import load_suite
@@ -59,6 +60,7 @@ class Hooks:
 class Suite:
     environ: dict[str, str]
     hooks: Hooks
+    match: tuple[Declared, ...] = ()  # the suite's `match:` block, for every flow below it
 
 
 def prepare_suite(path: Path | None, environ: Mapping[str, str]) -> Suite:
@@ -72,7 +74,8 @@ def prepare_suite(path: Path | None, environ: Mapping[str, str]) -> Suite:
         base[name] = resolve_variables(value, environ, where=f"{path} env.{name}")
     if suite.env_from is not None:
         base.update(_env_from(suite.env_from, path, base))
-    return Suite(base, Hooks(str(folder), suite.before_each, suite.after_each))
+    match = (suite.match.declared(folder, "suite"),) if suite.match else ()
+    return Suite(base, Hooks(str(folder), suite.before_each, suite.after_each), match)
 
 
 def _env_from(command: str, suite_path: Path, environ: dict[str, str]) -> dict[str, str]:

@@ -1,4 +1,4 @@
-"""Honest warnings: say when a spec looks like it stops a tool but does not.
+"""Honest warnings: say when a spec looks like it does something it does not.
 
 A `tools:` mock rewrites what the *model is told* a tool returned, and `assert_no_tool_call`
 only judges the trajectory afterwards: in both cases the agent still runs the tool for real
@@ -6,13 +6,19 @@ only judges the trajectory afterwards: in both cases the agent still runs the to
 Only a boundary that answers the tool (an MCP server declared under `mcp:` with a `result:`)
 stops it, so every mocked or forbidden tool outside `intercepted_tools` gets a warning, at
 record and at replay alike.
+
+Likewise a `${flowproof.*}` handle that flowproof does not fill where it is written (most
+often a misspelling such as `${flowproof.promt}`) reaches the agent as written: the flow
+runs, but the agent gets the literal text, so the warning names the handle meant.
 """
 
 from __future__ import annotations
 
-from collections.abc import Set
+from collections.abc import Iterator, Set
 
+from flowproof_cli.runner.environment import proxy_handles
 from flowproof_cli.spec import FlowSpec, NoToolCallStep
+from flowproof_cli.spec.variables import PROMPT_HANDLE, closest_handle, find_handles
 
 PREFIX = "warning: "
 
@@ -67,4 +73,63 @@ def unintercepted_tool_warnings(
         _warning(name, roles)
         for name, roles in _roles(spec).items()
         if name not in intercepted_tools and name not in answered
+    ]
+
+
+def _handle_list(names: list[str]) -> str:
+    return ", ".join(f"${{flowproof.{name}}}" for name in names)
+
+
+def _handle_uses(spec: FlowSpec) -> Iterator[tuple[str, str, list[str]]]:
+    """(where, text, handles filled there) for every agent value that may hold a handle."""
+    agent = spec.agent
+    if agent.command is not None:
+        yield "agent.command", agent.command, _all_handles(spec)
+    for key, value in agent.env.items():
+        yield f"agent.env.{key}", value, _all_handles(spec)
+    for key, value in agent.headers.items():
+        yield f"agent.headers.{key}", value, list(proxy_handles(0))
+
+
+def _all_handles(spec: FlowSpec) -> list[str]:
+    """The handles `agent.command` and `agent.env` may use, with this spec's MCP servers."""
+    mcp = [
+        f"mcp_server.{server.name}" if server.transport == "stdio" else f"mcp_url.{server.name}"
+        for server in spec.mcp
+    ]
+    return [PROMPT_HANDLE, *proxy_handles(0), *mcp]
+
+
+def _handle_warning(spec: FlowSpec, where: str, name: str, known: list[str]) -> str:
+    written = f"`${{flowproof.{name}}}`"
+    if name in _all_handles(spec):  # a real handle, only not in agent.headers
+        return (
+            f"{PREFIX}{where} uses {written}, which is filled in agent.command and agent.env "
+            f"only (headers may use {_handle_list(known)}); it is sent as written"
+        )
+    meant = closest_handle(name, known)
+    if meant is not None:
+        return (
+            f"{PREFIX}{where} uses {written}, which flowproof does not provide; did you mean "
+            f"`${{flowproof.{meant}}}`? It is passed on as written"
+        )
+    kind, _, server = name.partition(".")
+    undeclared = (
+        f"; no MCP server `{server}` is declared under `mcp:`"
+        if kind in ("mcp_url", "mcp_server") and server
+        else ""
+    )
+    return (
+        f"{PREFIX}{where} uses {written}, which flowproof does not provide (it provides "
+        f"{_handle_list(known)} there{undeclared}); it is passed on as written"
+    )
+
+
+def handle_warnings(spec: FlowSpec) -> list[str]:
+    """One warning per `${flowproof.*}` reference flowproof leaves unfilled where it stands."""
+    return [
+        _handle_warning(spec, where, name, known)
+        for where, text, known in _handle_uses(spec)
+        for name in find_handles(text)
+        if name not in known
     ]

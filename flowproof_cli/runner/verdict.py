@@ -29,6 +29,11 @@ class FlowResult:
     notes: list[str] = field(default_factory=list)  # warnings worth printing on success too
     containment: str | None = None  # "egress containment: ..." for every run of an agent
     egress_report: list[str] = field(default_factory=list)  # stderr: blocked, local, fs
+    # Each match rule in force with what it relaxed: {rule, origin, fields, turns, unused}.
+    match_rules: list[dict[str, Any]] = field(default_factory=list)
+    # The model divergence, if any: {turn, summary, details, message, changes}; each change
+    # is {path, kind, recorded, replayed} with both values whole (the message clips them).
+    divergence: dict[str, Any] | None = None
 
     @property
     def passed(self) -> bool:

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import difflib
 from pathlib import Path
-from typing import Any, get_args, get_origin
+from types import UnionType
+from typing import Any, Union, get_args, get_origin
 
 import yaml
 from pydantic import BaseModel, ValidationError
@@ -160,7 +161,7 @@ def _check_keys(node: yaml.Node, model: type[BaseModel], loc: _Loc, path: str) -
         if key == "steps" and model is FlowSpec:
             _check_steps(value_node, path)
             continue
-        annotation = info.annotation
+        annotation = _without_none(info.annotation)
         if isinstance(annotation, type) and issubclass(annotation, BaseModel):
             _check_keys(value_node, annotation, (*loc, key), path)
         elif get_origin(annotation) is list and isinstance(value_node, yaml.SequenceNode):
@@ -168,6 +169,14 @@ def _check_keys(node: yaml.Node, model: type[BaseModel], loc: _Loc, path: str) -
             if isinstance(item_type, type) and issubclass(item_type, BaseModel):
                 for index, item in enumerate(value_node.value):
                     _check_keys(item, item_type, (*loc, key, index), path)
+
+
+def _without_none(annotation: Any) -> Any:
+    """`Model | None` -> `Model`, so optional sub-mappings get their keys checked too."""
+    members = [arg for arg in get_args(annotation) if arg is not type(None)]
+    if get_origin(annotation) in (Union, UnionType) and len(members) == 1:
+        return members[0]
+    return annotation
 
 
 def _check_steps(node: yaml.Node, path: str) -> None:

@@ -33,7 +33,6 @@ from pydantic import (
     model_serializer,
     model_validator,
 )
-from pydantic_core import PydanticCustomError
 
 from flowproof_cli.errors import SpecError
 from flowproof_cli.spec.grammar import (
@@ -42,18 +41,14 @@ from flowproof_cli.spec.grammar import (
     parse_reply_assertion,
     parse_tool_assertion,
 )
+from flowproof_cli.spec.match import MatchSpec
+from flowproof_cli.spec.problems import SPEC_ERROR_TYPE, spec_problem
 from flowproof_cli.spec.variables import resolve_variables
 
-SPEC_ERROR_TYPE = "flowproof_spec"
 DEFAULT_TIMEOUT = 300.0
 
 _TOOL_ASSERTION_PATTERN = r"^\s*\S+(\s+where\s+\S[\s\S]*)?\s*$"
 _REPLY_PATTERN = r"^\s*reply\s+(contains|is)\s+\S[\s\S]*$"
-
-
-def spec_problem(detail: str, at: tuple[str | int, ...] = ()) -> PydanticCustomError:
-    """A validation error the loader turns into a SpecError at the line of `at`."""
-    return PydanticCustomError(SPEC_ERROR_TYPE, "{detail}", {"detail": detail, "at": at})
 
 
 class _Model(BaseModel):
@@ -174,9 +169,11 @@ class AgentSpec(_Model):
     ) -> str:
         return resolve_variables(self.command or "", environ, handles, where="agent.command")
 
-    def resolved_headers(self, environ: Mapping[str, str]) -> dict[str, str]:
+    def resolved_headers(
+        self, environ: Mapping[str, str], handles: Mapping[str, str] | None = None
+    ) -> dict[str, str]:
         return {
-            key: resolve_variables(value, environ, where=f"agent.headers.{key}")
+            key: resolve_variables(value, environ, handles, where=f"agent.headers.{key}")
             for key, value in self.headers.items()
         }
 
@@ -526,6 +523,13 @@ class FlowSpec(_Model):
     strict: bool = Field(
         default=False,
         description="Also forbid tool calls not asserted by an `assert_tool_call` step.",
+    )
+    match: MatchSpec | None = Field(
+        default=None,
+        description=(
+            "Declared relaxations of strict request matching (presets, ignore, normalize, "
+            "addons, relocate), applied to both sides at record and replay, reported each run."
+        ),
     )
     timeout: float = Field(
         default=DEFAULT_TIMEOUT, gt=0, description="Seconds the agent may run before it fails."

@@ -22,7 +22,8 @@ from flowproof_cli.spec.loader import (
     _to_spec_error,
     compose_yaml,
 )
-from flowproof_cli.spec.models import spec_problem
+from flowproof_cli.spec.match import MatchSpec
+from flowproof_cli.spec.problems import spec_problem
 
 SUITE_FILE = "suite.yaml"
 _VARIABLE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -51,6 +52,10 @@ class SuiteSpec(BaseModel):
         default=None,
         min_length=1,
         description="Shell command run after each flow, even a failed one.",
+    )
+    match: MatchSpec | None = Field(
+        default=None,
+        description="Match rules for every flow below this folder; a flow's `match:` adds.",
     )
 
     @field_validator("env")
@@ -84,7 +89,7 @@ def parse_suite(text: str, path: str) -> SuiteSpec:
     if not isinstance(data, dict):
         raise SpecError(
             f"the top level is a {_kind(root)}, not a mapping. Fix: write `key: value` lines "
-            "(`env`, `env_from`, `before_each`, `after_each`)",
+            "(`env`, `env_from`, `before_each`, `after_each`, `match`)",
             path=path,
             line=_line(root),
         )

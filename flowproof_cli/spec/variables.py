@@ -6,22 +6,47 @@ the caller's environment, and a trace records what the spec said, not a secret i
 Only the `${NAME}` form is substituted (NAME = letters, digits, `_`, not starting with a digit).
 `$NAME`, `$$` and anything else pass through untouched. `${flowproof.NAME}` is a handle that
 flowproof itself provides (e.g. `${flowproof.proxy_url}`), never an environment variable.
+`${FLOWPROOF_PROMPT}` is refused: flowproof sets that variable for the agent, it never reads
+it, and a spec that wants the task writes `${flowproof.prompt}`.
 """
 
 from __future__ import annotations
 
+import difflib
 import re
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 
 from flowproof_cli.errors import ConfigError
 
 HANDLE_PREFIX = "flowproof."
+PROMPT_HANDLE = "prompt"  # `${flowproof.prompt}`: the joined task
+PROMPT_VARIABLE = "FLOWPROOF_PROMPT"  # what the agent reads; a spec cannot
 
 # A handle may name an MCP server after a second dot: `${flowproof.mcp_url.files-v2}`.
 _REFERENCE = re.compile(
     r"\$\{(flowproof\.[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z0-9][A-Za-z0-9_.-]*)?"
     r"|[A-Za-z_][A-Za-z0-9_]*)\}"
 )
+
+
+_MARK = "\x00"
+_HELD = re.compile(f"{_MARK}([0-9]+){_MARK}")
+
+
+def find_handles(text: str) -> list[str]:
+    """Handle names referenced by `text` (`proxy_url` for `${flowproof.proxy_url}`), in order."""
+    names: list[str] = []
+    for match in _REFERENCE.finditer(text):
+        name = match.group(1)
+        if name.startswith(HANDLE_PREFIX) and name[len(HANDLE_PREFIX) :] not in names:
+            names.append(name[len(HANDLE_PREFIX) :])
+    return names
+
+
+def closest_handle(name: str, known: Collection[str]) -> str | None:
+    """The known handle `name` is most likely a misspelling of, if any is close enough."""
+    matches = difflib.get_close_matches(name, list(known), n=1, cutoff=0.6)
+    return matches[0] if matches else None
 
 
 def find_variables(text: str) -> list[str]:
@@ -54,12 +79,58 @@ def resolve_variables(
             if handles is not None and handle in handles:
                 return handles[handle]
             return match.group(0)
+        place = f" (used in {where})" if where else ""
+        if name == PROMPT_VARIABLE:
+            raise ConfigError(
+                f"${{{PROMPT_VARIABLE}}}{place} is the variable flowproof sets for the agent, "
+                "not one a spec can read. Fix: write ${flowproof.prompt} instead: the task, "
+                "as one argument in agent.command or as a value in agent.env"
+            )
         if name in environ:
             return environ[name]
-        place = f" (used in {where})" if where else ""
         raise ConfigError(
             f"environment variable {name} is not set{place}. Fix: export {name}=... before "
             f"running flowproof, or remove ${{{name}}} from the spec"
         )
 
     return _REFERENCE.sub(substitute, text)
+
+
+def resolve_handles(text: str, handles: Mapping[str, str]) -> str:
+    """Substitute only the `${flowproof.NAME}` handles in `handles`; leave the rest as written."""
+
+    def substitute(match: re.Match[str]) -> str:
+        name = match.group(1)
+        if name.startswith(HANDLE_PREFIX) and name[len(HANDLE_PREFIX) :] in handles:
+            return handles[name[len(HANDLE_PREFIX) :]]
+        return match.group(0)
+
+    return _REFERENCE.sub(substitute, text)
+
+
+def hold_handles(text: str) -> tuple[str, list[str]]:
+    """`text` with every handle reference replaced by an opaque token, and the references.
+
+    The token (NUL, index, NUL) contains no space, quote or `$`, so a later word split keeps
+    it whole inside its word and `${VAR}` substitution never touches it; a NUL cannot come
+    from the environment, and an argument holding one could not be passed to exec anyway.
+    """
+    held: list[str] = []
+
+    def hold(match: re.Match[str]) -> str:
+        if not match.group(1).startswith(HANDLE_PREFIX):
+            return match.group(0)
+        held.append(match.group(0))
+        return f"{_MARK}{len(held) - 1}{_MARK}"
+
+    return _REFERENCE.sub(hold, text), held
+
+
+def release_handles(text: str, held: list[str], handles: Mapping[str, str]) -> str:
+    """Put back the references `hold_handles` took out, each resolved from `handles`."""
+
+    def release(match: re.Match[str]) -> str:
+        index = int(match.group(1))
+        return resolve_handles(held[index], handles) if index < len(held) else match.group(0)
+
+    return _HELD.sub(release, text)

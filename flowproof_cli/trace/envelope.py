@@ -5,6 +5,7 @@ Layout (YAML; docs/trace-format.md is the reference):
     flowproof_trace: 1          # format version
     flow: <spec name>
     mocks: {tool: result}       # the spec's tools: mocks, snapshotted
+    match: [{ignore: path}, ...] # the match rules in force, snapshotted; omitted when none
     turns:                      # model turns in recorded order
       - protocol: <tag>         # omitted for openai-chat, the default
         request: {...}          # canonical request, keys sorted
@@ -42,6 +43,8 @@ class Trace:
     egress_blocked: list[dict[str, Any]] = field(default_factory=list)
     #: MCP server name -> its lane (flowproof_cli/mcp/lane.py); empty: no `mcp` key.
     mcp: dict[str, Lane] = field(default_factory=dict)
+    #: The match rules in force when recorded (like mocks); empty: no `match` key.
+    match: list[dict[str, Any]] = field(default_factory=list)
 
 
 def to_document(trace: Trace) -> dict[str, Any]:
@@ -59,6 +62,8 @@ def to_document(trace: Trace) -> dict[str, Any]:
         "mocks": sorted_keys(trace.mocks),
         "turns": turns,
     }
+    if trace.match:  # absent without rules, so older traces stay byte-identical
+        document["match"] = [sorted_keys(rule) for rule in trace.match]
     if trace.egress_blocked:
         document["egress"] = {"blocked": [_blocked_entry(item) for item in trace.egress_blocked]}
     if trace.mcp:  # absent without MCP servers, so older traces stay byte-identical
@@ -97,7 +102,16 @@ def from_document(document: Any, source: str) -> Trace:
         version=version,
         egress_blocked=_egress_blocked(document.get("egress"), source),
         mcp=_mcp_lanes(document.get("mcp"), source),
+        match=_match_rules(document.get("match"), source),
     )
+
+
+def _match_rules(section: Any, source: str) -> list[dict[str, Any]]:
+    if section is None:
+        return []
+    if not isinstance(section, list) or not all(isinstance(rule, dict) for rule in section):
+        raise TraceError(f"{source}: the match section is malformed (expected a list of rules)")
+    return [dict(rule) for rule in section]
 
 
 def _mcp_lanes(section: Any, source: str) -> dict[str, Lane]:

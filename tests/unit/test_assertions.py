@@ -291,9 +291,75 @@ def test_reply_empty_vs_absent() -> None:
     assert "the reply is empty" in empty
     (ends_in_tool,) = run(spec, trajectory(call("get_weather"), reply=None))
     assert "no reply" in ends_in_tool
-    assert "ends in a tool call (get_weather)" in ends_in_tool
+    assert "the last model turn (turn 1) is a tool call (get_weather) with no text" in ends_in_tool
     (no_call,) = run(spec, Trajectory())
     assert "made no model call" in no_call
+
+
+def test_ending_on_final_answer_points_at_asserting_on_that_call() -> None:
+    # smolagents ends every run with a final_answer tool call and no text after it.
+    spec = make_spec("assert: reply contains sunny")
+    traj = trajectory(
+        call("get_weather", city="Nairobi"),
+        call("final_answer", turn=2, answer="It is sunny in Nairobi"),
+        reply=None,
+    )
+    (message,) = run(spec, traj)
+    assert message == (
+        "assert reply contains sunny: there is no reply: the last model turn (turn 2) is a "
+        "tool call (final_answer) with no text, so the agent gives its answer through "
+        'final_answer (final_answer\'s answer is "It is sunny in Nairobi"). Fix: assert on '
+        "that call instead: `assert_tool_call: final_answer where answer contains sunny`"
+    )
+    assert "stop" not in message and "time out" not in message
+
+
+def test_the_suggested_final_answer_assertion_passes() -> None:
+    traj = trajectory(call("final_answer", answer="It is sunny"), reply=None)
+    assert run(make_spec("assert_tool_call: final_answer where answer contains sunny"), traj) == []
+    red = make_spec("assert_tool_call: final_answer where answer contains snow")
+    (message,) = run(red, traj)
+    assert 'answer = "It is sunny"' in message
+
+
+@pytest.mark.parametrize(
+    ("name", "arguments", "suggestion"),
+    [
+        ("final_result", {"city": "Nairobi", "n": 2}, "final_result where city contains sunny"),
+        ("FinalAnswer", {"n": 2}, "FinalAnswer where n contains ...`"),
+        ("final_answer", {}, "`assert_tool_call: final_answer`"),
+    ],
+)
+def test_final_answer_like_tools_get_a_suggestion_on_their_arguments(
+    name: str, arguments: dict[str, Any], suggestion: str
+) -> None:
+    traj = trajectory(call(name, **arguments), reply=None)
+    (message,) = run(make_spec("assert: reply contains sunny"), traj)
+    assert "so the agent gives its answer through" in message
+    assert suggestion in message
+
+
+def test_ending_on_another_tool_suggests_asserting_on_the_call() -> None:
+    traj = trajectory(call("get_weather", city="Nairobi"), reply=None)
+    (message,) = run(make_spec("assert: reply contains sunny"), traj)
+    assert message == (
+        "assert reply contains sunny: there is no reply: the last model turn (turn 1) is a "
+        "tool call (get_weather) with no text, and no model turn followed it (get_weather's "
+        'city is "Nairobi"). If the agent ends on a tool call by design, assert on that call '
+        "instead: `assert_tool_call: get_weather where city contains ...`"
+    )
+
+
+def test_a_final_answer_beside_another_call_is_the_one_suggested() -> None:
+    turn = AssistantTurn(
+        turn=1,
+        text=None,
+        tool_calls=(call("log", note="x"), call("final_answer", answer="sunny and warm")),
+    )
+    (message,) = run(make_spec("assert: reply contains sunny and warm"), Trajectory([turn]))
+    assert "tool call (log, final_answer)" in message
+    # A value holding ` and ` would not parse as one: the suggestion leaves it to the user.
+    assert "`assert_tool_call: final_answer where answer contains ...`" in message
 
 
 def test_failures_come_in_step_order() -> None:

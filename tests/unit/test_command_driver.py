@@ -10,8 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from flowproof_cli.errors import AgentStartError
-from flowproof_cli.runner.command import OUTPUT_TAIL, AgentOutcome, run_agent, split_command
+from flowproof_cli.errors import AgentStartError, ConfigError
+from flowproof_cli.runner.command import (
+    OUTPUT_TAIL,
+    AgentOutcome,
+    resolve_argv,
+    run_agent,
+    split_command,
+)
 
 ENV = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LC_ALL": "C"}
 
@@ -106,6 +112,62 @@ def test_empty_command(command: str) -> None:
     with pytest.raises(AgentStartError) as info:
         split_command(command)
     assert str(info.value) == "agent.command is empty"
+
+
+# --- resolve_argv: handles are one word, never re-split ------------------------------------
+
+TASK = 'Book "the red one" for Ada\'s trip\n  then  confirm'
+HANDLES = {"prompt": TASK, "proxy_url": "http://127.0.0.1:4321/v1"}
+
+
+@pytest.mark.parametrize(
+    ("command", "argv"),
+    [
+        ("gemini -p ${flowproof.prompt}", ["gemini", "-p", TASK]),
+        ('gemini -p "${flowproof.prompt}"', ["gemini", "-p", TASK]),
+        ("gemini '${flowproof.prompt}'", ["gemini", TASK]),
+        ("agent --task=${flowproof.prompt} x", ["agent", f"--task={TASK}", "x"]),
+        ('agent "Task: ${flowproof.prompt}."', ["agent", f"Task: {TASK}."]),
+        ("agent ${flowproof.prompt}${flowproof.prompt}", ["agent", TASK + TASK]),
+        ("agent --base ${flowproof.proxy_url}", ["agent", "--base", HANDLES["proxy_url"]]),
+    ],
+)
+def test_a_handle_expands_inside_its_word(command: str, argv: list[str]) -> None:
+    assert resolve_argv(command, {}, HANDLES) == argv
+
+
+def test_variables_still_split_before_handles_are_filled() -> None:
+    # `${VAR}` keeps its old meaning (substituted, then split); a value that looks like a
+    # handle stays as written.
+    environ = {"FLAGS": "--a --b", "ODD": "${flowproof.prompt}"}
+    argv = resolve_argv("agent ${FLAGS} ${ODD} ${flowproof.prompt}", environ, HANDLES)
+    assert argv == ["agent", "--a", "--b", "${flowproof.prompt}", TASK]
+
+
+def test_an_unknown_handle_is_passed_through_as_one_word() -> None:
+    argv = resolve_argv("agent -p ${flowproof.promt} ${flowproof.mcp_url.x}", {}, HANDLES)
+    assert argv == ["agent", "-p", "${flowproof.promt}", "${flowproof.mcp_url.x}"]
+
+
+def test_substituting_before_the_split_would_break_the_task() -> None:
+    # What resolve_argv protects against: the task's words split, its quotes parsed.
+    assert split_command('gemini -p "Say hi" twice') == ["gemini", "-p", "Say hi", "twice"]
+    with pytest.raises(AgentStartError, match="unclosed '"):
+        split_command(f"gemini -p {TASK}")
+
+
+def test_flowproof_prompt_variable_in_a_command_is_refused() -> None:
+    with pytest.raises(ConfigError) as info:
+        resolve_argv('agent -p "${FLOWPROOF_PROMPT}"', {"FLOWPROOF_PROMPT": "x"}, HANDLES)
+    assert "Fix: write ${flowproof.prompt} instead" in str(info.value)
+    assert "(used in agent.command)" in str(info.value)
+
+
+def test_unset_variable_and_bad_quoting_still_fail() -> None:
+    with pytest.raises(ConfigError, match="environment variable CITY is not set"):
+        resolve_argv("agent ${CITY} ${flowproof.prompt}", {}, HANDLES)
+    with pytest.raises(AgentStartError, match="unclosed"):
+        resolve_argv('agent "${flowproof.prompt}', {}, HANDLES)
 
 
 # --- run_agent: starting ------------------------------------------------------------------

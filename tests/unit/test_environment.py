@@ -11,9 +11,11 @@ from flowproof_cli.runner.environment import (
     PLACEHOLDER_KEY,
     agent_environment,
     proxy_handles,
+    runtime_handles,
     wiring_hint,
 )
 from flowproof_cli.runner.upstream import upstream_from_environment
+from flowproof_cli.spec import parse_spec
 
 PORT = 43210
 PROXY_V1 = f"http://127.0.0.1:{PORT}/v1"
@@ -117,6 +119,43 @@ def test_proxy_handles_and_wiring_hint() -> None:
         "FLOWPROOF_LLM_PROXY, ANTHROPIC_BASE_URL, GOOGLE_GEMINI_BASE_URL; "
     )
     assert '"${flowproof.proxy_url}" (includes /v1)' in hint
+
+
+def test_runtime_handles_add_the_prompt_and_the_mcp_servers() -> None:
+    mcp = {"mcp_url.notes": "http://127.0.0.1:9/mcp"}
+    handles = runtime_handles(PORT, "Say hi.\nTwice.", mcp)
+    assert handles == {
+        "proxy_url": PROXY_V1,
+        "proxy_url_no_v1": PROXY,
+        "prompt": "Say hi.\nTwice.",
+        "mcp_url.notes": "http://127.0.0.1:9/mcp",
+    }
+    # The prompt is no proxy handle: agent.headers (a url agent's) never gets it.
+    assert "prompt" not in proxy_handles(PORT)
+
+
+def test_the_prompt_handle_in_agent_env_is_the_task() -> None:
+    spec = parse_spec(
+        "name: n\napp: agent\nagent:\n  command: run\n"
+        '  env: {TASK: "${flowproof.prompt}", BAD: "${flowproof.promt}"}\n'
+        "steps:\n  - prompt: Say hi.\n  - prompt: Twice.\n",
+        "t.flow.yaml",
+    )
+    spec_env = spec.agent.resolved_env({}, runtime_handles(PORT, spec.task_prompt))
+    env = agent_environment(INHERITED, port=PORT, prompt=spec.task_prompt, spec_env=spec_env)
+    assert env["TASK"] == env["FLOWPROOF_PROMPT"] == "Say hi.\nTwice."
+    assert env["BAD"] == "${flowproof.promt}"  # unknown: passed through as written
+
+
+def test_headers_of_a_url_agent_take_the_proxy_handles() -> None:
+    spec = parse_spec(
+        "name: n\napp: agent\nagent:\n  url: http://127.0.0.1:9/run\n  proxy_port: 4646\n"
+        '  headers: {X-Base: "${flowproof.proxy_url}", X-Task: "${flowproof.prompt}"}\n'
+        "steps:\n  - prompt: go\n",
+        "t.flow.yaml",
+    )
+    headers = spec.agent.resolved_headers({}, proxy_handles(4646))
+    assert headers == {"X-Base": "http://127.0.0.1:4646/v1", "X-Task": "${flowproof.prompt}"}
 
 
 # --- upstream_from_environment ------------------------------------------------------------

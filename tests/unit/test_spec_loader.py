@@ -179,7 +179,7 @@ def test_unknown_top_level_key(tmp_path: Path) -> None:
     assert error.line == 5
     assert "unknown key `stpes`" in str(error)
     assert "Did you mean `steps`?" in str(error)
-    assert "name, app, agent, tools, mcp, strict, timeout, skip_unless_env, steps" in str(error)
+    assert "name, app, agent, tools, mcp, strict, match, timeout, skip_unless_env, steps" in str(error)
 
 
 def test_unknown_nested_key(tmp_path: Path) -> None:
@@ -422,6 +422,7 @@ def test_schema_contains_every_step_kind() -> None:
         "tools",
         "mcp",
         "strict",
+        "match",
         "timeout",
         "skip_unless_env",
         "steps",

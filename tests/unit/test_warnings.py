@@ -1,10 +1,15 @@
-"""Honest warnings: every mocked or forbidden tool that nothing intercepts is named."""
+"""Honest warnings: every mocked or forbidden tool that nothing intercepts is named, and so is
+every `${flowproof.*}` handle flowproof does not fill (with the handle meant)."""
 
 from __future__ import annotations
 
 import textwrap
 
-from flowproof_cli.runner.tool_warnings import PREFIX, unintercepted_tool_warnings
+from flowproof_cli.runner.tool_warnings import (
+    PREFIX,
+    handle_warnings,
+    unintercepted_tool_warnings,
+)
 from flowproof_cli.spec import FlowSpec, parse_spec
 
 
@@ -120,3 +125,67 @@ def test_a_tool_answered_by_an_mcp_mock_is_not_warned_about() -> None:
     warnings = unintercepted_tool_warnings(flow)
     assert len(warnings) == 1
     assert "delete_city" in warnings[0] and "export_rows" not in warnings[0]
+
+
+# --- `${flowproof.*}` handles flowproof does not fill ----------------------------------------
+
+
+def agent_spec(agent: str, extra: str = "") -> FlowSpec:
+    text = f"name: n\napp: agent\nagent:\n{textwrap.indent(textwrap.dedent(agent), '  ')}"
+    return parse_spec(f"{text}{extra}steps:\n  - prompt: go\n", "t.flow.yaml")
+
+
+def test_known_handles_give_no_warning() -> None:
+    flow = agent_spec(
+        """\
+        command: agent -p ${flowproof.prompt} --mcp ${flowproof.mcp_server.notes}
+        env: {A: "${flowproof.proxy_url}", B: "${flowproof.proxy_url_no_v1}", C: "${HOME}"}
+        """,
+        "mcp:\n  - name: notes\n    command: python server.py\n",
+    )
+    assert handle_warnings(flow) == []
+
+
+def test_a_misspelt_handle_names_the_handle_meant() -> None:
+    flow = agent_spec('command: gemini -p ${flowproof.promt}\nenv: {B: "${flowproof.proxy_ur}"}\n')
+    assert handle_warnings(flow) == [
+        "warning: agent.command uses `${flowproof.promt}`, which flowproof does not provide; "
+        "did you mean `${flowproof.prompt}`? It is passed on as written",
+        "warning: agent.env.B uses `${flowproof.proxy_ur}`, which flowproof does not provide; "
+        "did you mean `${flowproof.proxy_url}`? It is passed on as written",
+    ]
+    assert all(warning.startswith(PREFIX) for warning in handle_warnings(flow))
+
+
+def test_a_misspelt_mcp_server_name_names_the_declared_server() -> None:
+    flow = agent_spec(
+        'command: agent\nenv: {M: "${flowproof.mcp_url.note}"}\n',
+        "mcp:\n  - name: notes\n    url: http://127.0.0.1:9/mcp\n",
+    )
+    (warning,) = handle_warnings(flow)
+    assert "did you mean `${flowproof.mcp_url.notes}`?" in warning
+
+
+def test_an_unknown_handle_lists_what_flowproof_provides() -> None:
+    flow = agent_spec('command: agent\nenv: {M: "${flowproof.mcp_url.notes}"}\n')
+    assert handle_warnings(flow) == [
+        "warning: agent.env.M uses `${flowproof.mcp_url.notes}`, which flowproof does not "
+        "provide (it provides ${flowproof.prompt}, ${flowproof.proxy_url}, "
+        "${flowproof.proxy_url_no_v1} there; no MCP server `notes` is declared under `mcp:`); "
+        "it is passed on as written"
+    ]
+
+
+def test_headers_get_only_the_proxy_handles() -> None:
+    flow = agent_spec(
+        """\
+        url: http://127.0.0.1:9/run
+        proxy_port: 4646
+        headers: {X-Task: "${flowproof.prompt}", X-Base: "${flowproof.proxy_url}"}
+        """
+    )
+    assert handle_warnings(flow) == [
+        "warning: agent.headers.X-Task uses `${flowproof.prompt}`, which is filled in "
+        "agent.command and agent.env only (headers may use ${flowproof.proxy_url}, "
+        "${flowproof.proxy_url_no_v1}); it is sent as written"
+    ]

@@ -1,0 +1,26 @@
+"""`flowproof match`: the built-in match presets, listed and shown as the data they are."""
+
+from __future__ import annotations
+
+import click
+
+from flowproof_cli.match.presets import load_preset, preset_names
+
+
+@click.group()
+def match() -> None:
+    """Inspect the built-in match presets (named rule sets for `match: {presets: [...]}`)."""
+
+
+@match.command("list")
+def list_presets() -> None:
+    """Name every preset with its one-line description."""
+    for name in preset_names():
+        click.echo(f"{name}: {load_preset(name).description}")
+
+
+@match.command()
+@click.argument("name")
+def show(name: str) -> None:
+    """Print the rules of preset NAME, as its data file writes them."""
+    click.echo(load_preset(name).text.rstrip("\n"))

@@ -1,0 +1,240 @@
+"""Declared match rules: what a flow relaxes of strict body matching, applied identically to
+the live request and to the recorded one, and counted so every run can say what it relaxed.
+
+Order: relocation first (paths become `{cwd}`/`{home}`), then `ignore` paths, then
+`normalize` spans, then matcher addons, each on the result of the one before.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from flowproof_cli.errors import FlowproofError
+from flowproof_cli.match.paths import PathGlob, map_strings
+from flowproof_cli.match.relocate import Relocation
+
+JSON = dict[str, Any]
+Normalizer = Callable[[JSON, str], JSON]
+
+
+class MatcherAddonError(FlowproofError):
+    """A matcher addon raised, or returned something that is not a request."""
+
+
+class Rule(Protocol):
+    """One relaxation: its report name, and how it rewrites a request (with a count of the
+    fields it touched)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def origin(self) -> str: ...
+
+    def apply(self, protocol: str, request: JSON) -> tuple[JSON, int]: ...
+
+    def snapshot(self) -> dict[str, Any]: ...
+
+
+@dataclass(frozen=True)
+class IgnoreRule:
+    glob: PathGlob
+    origin: str = "spec"
+
+    @property
+    def name(self) -> str:
+        return f"ignore {self.glob}"
+
+    def apply(self, protocol: str, request: JSON) -> tuple[JSON, int]:
+        dropped, count = self.glob.drop(request)
+        return dropped, count
+
+    def snapshot(self) -> dict[str, Any]:
+        return {"ignore": str(self.glob), "from": self.origin}
+
+
+@dataclass(frozen=True)
+class NormalizeRule:
+    pattern: re.Pattern[str]
+    replace: str
+    at: PathGlob | None = None
+    origin: str = "spec"
+
+    @property
+    def name(self) -> str:
+        where = f" at {self.at}" if self.at is not None else ""
+        pattern = self.pattern.pattern
+        shown = pattern if len(pattern) <= 48 else pattern[:45] + "..."
+        return f"normalize /{shown}/{where}"
+
+    def apply(self, protocol: str, request: JSON) -> tuple[JSON, int]:
+        changed, count = map_strings(
+            request, lambda text: self.pattern.sub(self.replace, text), self.at
+        )
+        return changed, count
+
+    def snapshot(self) -> dict[str, Any]:
+        entry: dict[str, Any] = {"pattern": self.pattern.pattern, "replace": self.replace}
+        if self.at is not None:
+            entry["at"] = str(self.at)
+        return {"normalize": entry, "from": self.origin}
+
+
+def _leaf_changes(before: Any, after: Any) -> int:
+    """How many leaves differ between two JSON values (a cheap count for reports)."""
+    if type(before) is not type(after):
+        return 1
+    if isinstance(before, dict):
+        keys = before.keys() | after.keys()
+        return sum(_leaf_changes(before.get(key), after.get(key)) for key in keys)
+    if isinstance(before, list):
+        longest = max(len(before), len(after))
+        pairs = zip(before, after, strict=False)
+        return sum(_leaf_changes(a, b) for a, b in pairs) + longest - min(len(before), len(after))
+    return int(before != after)
+
+
+@dataclass(frozen=True)
+class AddonRule:
+    """A mitmproxy addon object defining `flowproof_normalize(request, protocol)`."""
+
+    addon_name: str  # its class name: the rule's name in every report
+    normalize: Normalizer
+    origin: str = "spec"
+
+    @property
+    def name(self) -> str:
+        return f"addon {self.addon_name}"
+
+    def apply(self, protocol: str, request: JSON) -> tuple[JSON, int]:
+        try:
+            result = self.normalize(copy.deepcopy(request), protocol)
+        except Exception as exc:
+            raise MatcherAddonError(
+                f"the matcher addon {self.addon_name} raised {type(exc).__name__}: {exc}"
+            ) from None
+        if not isinstance(result, dict):
+            raise MatcherAddonError(
+                f"the matcher addon {self.addon_name} returned {type(result).__name__}, not the "
+                "request mapping. Fix: make flowproof_normalize return the (changed) request"
+            )
+        return result, _leaf_changes(request, result)
+
+    def snapshot(self) -> dict[str, Any]:
+        return {"addon": self.addon_name}
+
+
+@dataclass
+class RuleUsage:
+    name: str
+    origin: str
+    fields: int = 0
+    turns: int = 0
+
+    @property
+    def unused(self) -> bool:
+        return self.fields == 0
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "rule": self.name,
+            "origin": self.origin,
+            "fields": self.fields,
+            "turns": self.turns,
+            "unused": self.unused,
+        }
+
+
+@dataclass
+class MatchRules:
+    """The rules in force for one flow. Empty rules change nothing and report nothing."""
+
+    rules: list[Rule] = field(default_factory=list)
+    relocation: Relocation | None = None
+    relocation_origin: str = "spec"
+    usage: list[RuleUsage] = field(init=False)
+    relocated: RuleUsage = field(init=False)
+    turns_relaxed: int = field(init=False, default=0)  # this run's requests any rule changed
+
+    def __post_init__(self) -> None:
+        self.usage = [RuleUsage(rule.name, rule.origin) for rule in self.rules]
+        where = self.relocation.describe() if self.relocation else ""
+        self.relocated = RuleUsage(f"relocate ({where})", self.relocation_origin)
+
+    @property
+    def active(self) -> bool:
+        return bool(self.rules) or self.relocation is not None
+
+    def matched(self, protocol: str, request: JSON, *, count: bool = True) -> JSON:
+        """The request as matched and stored. `count` is False for the recorded side, so
+        the report counts what the rules did to this run's own requests."""
+        if not self.active:
+            return request
+        touched = False
+        if self.relocation is not None:
+            request, changed = self.relocation.to_placeholders(request)
+            if count and changed:
+                self.relocated.fields += changed
+                self.relocated.turns += 1
+                touched = True
+        for rule, usage in zip(self.rules, self.usage, strict=True):
+            request, changed = rule.apply(protocol, request)
+            if count and changed:
+                usage.fields += changed
+                usage.turns += 1
+                touched = True
+        self.turns_relaxed += int(touched)
+        return request
+
+    def stored_response(self, response: Any) -> Any:
+        """A response as the trace keeps it (live paths as placeholders)."""
+        if self.relocation is None:
+            return response
+        return self.relocation.to_placeholders(response)[0]
+
+    def live_response(self, response: Any) -> Any:
+        """A recorded response as this run serves it (placeholders as live paths)."""
+        if self.relocation is None:
+            return response
+        return self.relocation.to_live(response)
+
+    def snapshot(self) -> list[dict[str, Any]]:
+        """The rules as the trace records them (like mocks): what was in force."""
+        entries: list[dict[str, Any]] = (
+            [{"relocate": True, "from": self.relocation_origin}] if self.relocation else []
+        )
+        entries.extend(rule.snapshot() for rule in self.rules)
+        return entries
+
+    def report(self) -> list[RuleUsage]:
+        """Every rule with what it changed in this run (relocation first when on)."""
+        return ([self.relocated] if self.relocation else []) + list(self.usage)
+
+
+def summarize(rules: MatchRules) -> list[str]:
+    """Verdict notes: what was relaxed (rule by rule), and which rules matched nothing in the
+    whole run. No rules, no notes."""
+    report = rules.report()
+    used = [usage for usage in report if not usage.unused]
+    unused = [usage for usage in report if usage.unused]
+    notes: list[str] = []
+    if used:
+        fields = sum(usage.fields for usage in used)
+        lines = [
+            f"match rules relaxed {fields} field(s) on {rules.turns_relaxed} request(s):",
+            *(
+                f"  {usage.name} ({usage.origin}): {usage.fields} field(s) on "
+                f"{usage.turns} request(s)"
+                for usage in used
+            ),
+        ]
+        notes.append("\n".join(lines))
+    if unused:
+        lines = ["match rules unused (they matched nothing in this run):"]
+        lines.extend(f"  {usage.name} ({usage.origin})" for usage in unused)
+        notes.append("\n".join(lines))
+    return notes

@@ -1,0 +1,1 @@
+"""The wiring cookbook (docs/agents.md): one tested agent and flow per framework."""

@@ -1,0 +1,57 @@
+"""A LiteLLM tool loop: `litellm.completion` with one function tool, until a text answer.
+
+The `openai/` provider reads OPENAI_BASE_URL (then OPENAI_API_BASE) and OPENAI_API_KEY.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+import litellm
+
+MODEL = "openai/gpt-4o-mini"
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "get_weather",
+            "description": "Current weather for a city.",
+            "parameters": {
+                "type": "object",
+                "properties": {"city": {"type": "string", "description": "The city."}},
+                "required": ["city"],
+            },
+        },
+    }
+]
+
+
+def get_weather(city: str) -> str:
+    return json.dumps({"city": city, "forecast": "sunny", "celsius": 24})
+
+
+def main() -> int:
+    task = " ".join(sys.argv[1:]) or os.environ["FLOWPROOF_PROMPT"]
+    messages: list[dict] = [
+        {"role": "system", "content": "You are a weather assistant. Use the tools."},
+        {"role": "user", "content": task},
+    ]
+    for _ in range(5):
+        message = litellm.completion(model=MODEL, messages=messages, tools=TOOLS).choices[0].message
+        messages.append(message.model_dump(exclude_none=True))
+        if not message.tool_calls:
+            print(message.content)
+            return 0
+        for call in message.tool_calls:
+            arguments = json.loads(call.function.arguments)
+            messages.append(
+                {"role": "tool", "tool_call_id": call.id, "content": get_weather(**arguments)}
+            )
+    print("no answer after 5 model calls", file=sys.stderr)
+    return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

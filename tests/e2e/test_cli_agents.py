@@ -1,0 +1,135 @@
+"""The three most used coding CLIs, real, recorded once and replayed on "another machine".
+
+Claude Code (`claude -p`), Codex CLI (`codex exec`) and Gemini CLI (`gemini -p`) come from
+the project's npm lockfile. Each runs only inside a fresh network namespace with nothing but
+loopback (tests/e2e/cli_agents/scenario.py), against the scripted fake model of
+tests/fakes/cli_scripts.py, which reads the checkout path from the CLI's own context and asks
+for `<checkout>/notes.txt` by its absolute path.
+
+Recorded in one checkout, HOME and day inside a git repository; replayed with no upstream
+from a copy at another path, with another HOME, the trace committed and an untracked file
+added, a day later. The flow's `match: {presets: [<cli>]}` makes that replay pass; without it
+the same replay diverges, and an edited task diverges with it, naming the change.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.e2e.cli_agents.scenario import (
+    BINARIES,
+    EDITED_TASK,
+    NODE_BIN,
+    ORIGINAL_TASK,
+    REPO,
+    libfaketime,
+)
+
+pytestmark = pytest.mark.slow
+
+CLIS = ("claude-code", "codex", "gemini-cli")
+#: What the same replay without the preset first trips on: a volatile span of that CLI, shown
+#: as the trace stores it (relocated, normalized) against the live value.
+FIRST_VOLATILE = {
+    "claude-code": "memory at `{home}/.claude/projects/<project",  # HOME and the checkout slug
+    "codex": "id: added in replay (msg_",  # the id Codex mints for every input item
+    "gemini-cli": "<location><gemini-cli>/bundle/builtin/",  # the CLI's install path
+}
+
+
+def _why_not_runnable(cli: str) -> str | None:
+    if not (NODE_BIN / BINARIES[cli]).exists():
+        return f"{BINARIES[cli]} is not installed (run `npm ci` for the lockfile's coding CLIs)"
+    if sys.platform != "linux" or os.geteuid() != 0:
+        return "the coding CLIs run only in a loopback-only network namespace: needs Linux root"
+    if shutil.which("unshare") is None or shutil.which("ip") is None:
+        return "needs `unshare` (util-linux) and `ip` (iproute2) for the network namespace"
+    if shutil.which("git") is None:
+        return "needs git (the flows run inside a repository)"
+    if cli != "codex" and libfaketime() is None:
+        return "needs libfaketime (Debian package `faketime`) to replay on a later day"
+    return None
+
+
+def _run_scenario(cli: str, workdir: Path) -> dict[str, Any]:
+    """The whole story for one CLI, in a fresh loopback-only network namespace."""
+    inner = f"ip link set lo up && exec {sys.executable} -m tests.e2e.cli_agents.scenario"
+    command = ["unshare", "-n", "sh", "-c", f'{inner} "$0" "$1"', cli, str(workdir)]
+    done = subprocess.run(
+        command, cwd=REPO, capture_output=True, text=True, timeout=600, check=False
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    outcome: dict[str, Any] = json.loads(done.stdout)
+    return outcome
+
+
+@dataclass(frozen=True)
+class Story:
+    cli: str
+    steps: dict[str, dict[str, Any]]  # record, replay, edited_prompt, without_preset, rerecord
+    requests_unchanged: bool | None
+
+
+@pytest.fixture(scope="module", params=CLIS)
+def story(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Story:
+    """One run of the scenario per CLI, shared by the tests below."""
+    cli = request.param
+    reason = _why_not_runnable(cli)
+    if reason is not None:
+        pytest.skip(reason)
+    outcome = _run_scenario(cli, tmp_path_factory.mktemp(cli))
+    return Story(cli, outcome["steps"], outcome["requests_unchanged"])
+
+
+def _explain(step: dict[str, Any]) -> str:
+    return f"exit {step['code']}\n{step['stdout'][-4000:]}\n{step['stderr'][-3000:]}"
+
+
+def test_the_flow_records_against_the_fake_model(story: Story) -> None:
+    cli, steps = story.cli, story.steps
+    record = steps["record"]
+    assert record["code"] == 0, _explain(record)
+    assert record["stdout"].startswith("PASS: "), _explain(record)
+    assert f"(preset {cli})" in record["stdout"]  # the run says what it relaxed
+
+
+def test_the_copy_replays_elsewhere_a_day_later_with_the_trace_committed(story: Story) -> None:
+    steps = story.steps
+    replay = steps["replay"]
+    assert replay["code"] == 0, _explain(replay)
+    assert replay["stdout"].startswith("PASS: "), _explain(replay)
+    assert "relocate ({cwd}=" in replay["stdout"] and "/ci/checkout" in replay["stdout"]
+    assert replay["day"] != steps["record"]["day"]  # the clock really moved across a day
+
+
+def test_an_edited_task_still_diverges_naming_the_change(story: Story) -> None:
+    steps = story.steps
+    edited = steps["edited_prompt"]
+    assert edited["code"] == 1, _explain(edited)
+    assert "divergence at turn 1" in edited["stdout"], _explain(edited)
+    assert f"recorded Read notes.txt and {ORIGINAL_TASK}." in edited["stdout"]
+    assert f"replayed Read notes.txt and {EDITED_TASK}." in edited["stdout"]
+
+
+def test_without_the_preset_the_same_replay_diverges(story: Story) -> None:
+    cli, steps = story.cli, story.steps
+    bare = steps["without_preset"]
+    assert bare["code"] == 1, _explain(bare)
+    assert "divergence at turn 1" in bare["stdout"], _explain(bare)
+    assert FIRST_VOLATILE[cli] in bare["stdout"], _explain(bare)
+    assert "the match rules in force differ from the ones snapshotted" in bare["stdout"]
+
+
+def test_re_recording_elsewhere_leaves_the_stored_requests_unchanged(story: Story) -> None:
+    steps = story.steps
+    assert steps["rerecord"]["code"] == 0, _explain(steps["rerecord"])
+    assert story.requests_unchanged is True

@@ -1,0 +1,119 @@
+"""Fake-model scripts that drive the real coding CLIs (Claude Code, Codex CLI, Gemini CLI).
+
+Each script plays a model that reads the working directory from the CLI's own system context
+and asks for a file there by its ABSOLUTE path, the way a real model does, then answers with
+the file's text. The absolute path is what makes a recorded trace tied to one checkout: a
+trace only replays from another checkout when its responses are relocated.
+
+Side calls (a session title, a JSON-mode router) get a short answer of the right shape, so a
+CLI that makes them still finishes.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from tests.fakes.fake_upstream import (
+    DIALECT_ANTHROPIC,
+    DIALECT_GEMINI,
+    DIALECT_RESPONSES,
+    Reply,
+    Script,
+    conversation_of,
+)
+
+#: The file every scripted conversation reads, relative to the agent's working directory.
+NOTES_FILE = "notes.txt"
+#: The final answer starts with this; the text the tool returned follows it.
+ANSWER_PREFIX = "The notes say:"
+
+_CLAUDE_CWD = re.compile(r"Primary working directory: (\S+)")
+_CODEX_CWD = re.compile(r"<cwd>([^<]+)</cwd>")
+_GEMINI_CWD = re.compile(r"\*\*Workspace Directories:\*\*\s*\n\s*- (\S+)")
+
+
+@dataclass(frozen=True)
+class CliScript:
+    """What one CLI's scripted model needs: where the cwd shows, and how to call the tool."""
+
+    dialect: str
+    cwd_pattern: re.Pattern[str]
+    tool: str
+    arguments: Callable[[str], dict[str, Any]]
+
+    def __call__(self, dialect: str, body: dict[str, Any]) -> Reply:
+        if dialect != self.dialect:
+            return Reply(status=404)
+        if _wants_json(body):
+            return Reply(text=json.dumps({"reasoning": "simple task", "model_choice": "flash"}))
+        conversation = conversation_of(dialect, body)
+        if conversation.tool_results:
+            return Reply(text=f"{ANSWER_PREFIX} {_file_text(conversation.tool_results[-1])}")
+        cwd = _find(self.cwd_pattern, body)
+        if cwd is None or self.tool not in conversation.tools:
+            return Reply(text="Ready.")
+        path = f"{cwd.rstrip('/')}/{NOTES_FILE}"
+        return Reply(tool_calls=[(self.tool, json.dumps(self.arguments(path)))])
+
+
+def _wants_json(body: dict[str, Any]) -> bool:
+    config = body.get("generationConfig")
+    return isinstance(config, dict) and config.get("responseMimeType") == "application/json"
+
+
+def _find(pattern: re.Pattern[str], body: dict[str, Any]) -> str | None:
+    match = pattern.search(json.dumps(body, ensure_ascii=False).replace("\\n", "\n"))
+    return match.group(1) if match else None
+
+
+def _file_text(result: str) -> str:
+    """The file's text inside a tool result, without the tool's framing: Codex heads its
+    output with `Chunk ID` / `Wall time` lines before `Output:`, Claude Code numbers the
+    lines, Gemini CLI wraps the text in a JSON `output`."""
+    text = result
+    try:
+        parsed = json.loads(result)
+    except json.JSONDecodeError:
+        parsed = None
+    if isinstance(parsed, dict) and isinstance(parsed.get("output"), str):
+        text = parsed["output"]
+    text = text.replace("\\n", "\n")
+    if "\nOutput:\n" in text:
+        text = text.split("\nOutput:\n", 1)[1]
+    lines = (_LINE_NUMBER.sub("", line).strip() for line in text.splitlines())
+    return " ".join(line for line in lines if line)
+
+
+_LINE_NUMBER = re.compile(r"^\s*\d+(?:→|\t)")
+
+
+def claude_code() -> Script:
+    """Claude Code: `Read` of `<cwd>/notes.txt` (its system context names the cwd)."""
+    return CliScript(DIALECT_ANTHROPIC, _CLAUDE_CWD, "Read", lambda path: {"file_path": path})
+
+
+def codex() -> Script:
+    """Codex CLI: `exec_command` running `cat <cwd>/notes.txt` (cwd from `<cwd>`)."""
+    return CliScript(
+        DIALECT_RESPONSES,
+        _CODEX_CWD,
+        "exec_command",
+        lambda path: {"cmd": shlex.join(["cat", path])},
+    )
+
+
+def gemini_cli() -> Script:
+    """Gemini CLI: `read_file` of `<cwd>/notes.txt` (cwd from its workspace directories)."""
+    return CliScript(DIALECT_GEMINI, _GEMINI_CWD, "read_file", lambda path: {"file_path": path})
+
+
+SCRIPTS: dict[str, Callable[[], Script]] = {
+    "claude-code": claude_code,
+    "codex": codex,
+    "gemini-cli": gemini_cli,
+}

@@ -1,0 +1,314 @@
+"""The match engine: globs, each rule kind, relocation, presets, reports, the session."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from flowproof_cli.cassette import CassetteSession, Mode, Turn
+from flowproof_cli.dialects import dialect_named
+from flowproof_cli.match.build import Declared, build_rules
+from flowproof_cli.match.paths import GlobError, PathGlob, map_strings
+from flowproof_cli.match.presets import NormalizeEntry, load_preset, preset_names
+from flowproof_cli.match.relocate import Relocation
+from flowproof_cli.match.rules import (
+    AddonRule,
+    IgnoreRule,
+    MatcherAddonError,
+    MatchRules,
+    NormalizeRule,
+    summarize,
+)
+
+CHAT = "openai-chat"
+
+
+def chat_request(system: str, user: str = "hi", **extra: object) -> dict[str, object]:
+    return {
+        "model": "gpt-4o-mini",
+        "messages": [{"role": "system", "content": system}, {"role": "user", "content": user}],
+        **extra,
+    }
+
+
+# -- globs ------------------------------------------------------------------------------------
+
+
+def test_glob_drops_a_field_under_every_list_item() -> None:
+    value = {"input": [{"id": "a", "text": "x"}, {"id": "b", "text": "y"}], "id": "keep"}
+    dropped, count = PathGlob.parse("input.*.id").drop(value)
+    assert dropped == {"input": [{"text": "x"}, {"text": "y"}], "id": "keep"}
+    assert count == 2
+    assert value["input"][0]["id"] == "a"  # the input is never modified
+
+
+def test_glob_that_names_nothing_drops_nothing() -> None:
+    value = {"metadata": {"user": "u"}}
+    dropped, count = PathGlob.parse("metadata.user_id").drop(value)
+    assert (dropped, count) == (value, 0)
+
+
+def test_glob_index_segment_matches_only_that_index() -> None:
+    dropped, count = PathGlob.parse("items.1").drop({"items": ["a", "b", "c"]})
+    assert dropped == {"items": ["a", "c"]} and count == 1
+
+
+@pytest.mark.parametrize("text", ["", "  ", "a..b", ".a", "a."])
+def test_bad_globs_are_refused(text: str) -> None:
+    with pytest.raises(GlobError):
+        PathGlob.parse(text)
+
+
+def test_map_strings_under_a_glob_touches_only_that_subtree() -> None:
+    value = {"system": [{"text": "2026"}], "messages": [{"content": "2026"}]}
+    changed, count = map_strings(value, lambda s: s.replace("2026", "Y"), PathGlob.parse("system"))
+    assert changed == {"system": [{"text": "Y"}], "messages": [{"content": "2026"}]}
+    assert count == 1
+
+
+# -- rule kinds -------------------------------------------------------------------------------
+
+
+def test_normalize_rewrites_only_the_span() -> None:
+    rule = NormalizeRule(re.compile(r"\d{4}-\d{2}-\d{2}"), "<date>")
+    request = chat_request("Today is 2026-12-01. Be brief.")
+    changed, count = rule.apply(CHAT, request)
+    assert changed["messages"][0]["content"] == "Today is <date>. Be brief."
+    assert count == 1
+
+
+def test_normalize_keeps_every_other_character_strict() -> None:
+    """A date normalized inside a prompt: an edit elsewhere in that prompt still differs."""
+    rules = MatchRules([NormalizeRule(re.compile(r"\d{4}-\d{2}-\d{2}"), "<date>")])
+    recorded = rules.matched(CHAT, chat_request("Today is 2026-12-01. Be brief."))
+    same_day_later = rules.matched(CHAT, chat_request("Today is 2027-01-09. Be brief."))
+    edited = rules.matched(CHAT, chat_request("Today is 2027-01-09. Be terse."))
+    assert recorded == same_day_later
+    assert recorded != edited
+
+
+def test_ignore_never_excuses_the_prompt() -> None:
+    rules = MatchRules([IgnoreRule(PathGlob.parse("metadata.user_id"))])
+    one = rules.matched(CHAT, chat_request("s", "task A", metadata={"user_id": "1"}))
+    two = rules.matched(CHAT, chat_request("s", "task B", metadata={"user_id": "2"}))
+    assert one["metadata"] == two["metadata"] == {}
+    assert one != two
+
+
+class Strip:
+    def flowproof_normalize(self, request: dict, protocol: str) -> dict:
+        request.pop("user", None)
+        return request
+
+
+class Explodes:
+    def flowproof_normalize(self, request: dict, protocol: str) -> dict:
+        raise ValueError("no session here")
+
+
+class ReturnsNone:
+    def flowproof_normalize(self, request: dict, protocol: str) -> dict:
+        return None  # type: ignore[return-value]
+
+
+def test_addon_rule_gets_a_copy_and_the_protocol() -> None:
+    seen: list[str] = []
+
+    class Spy:
+        def flowproof_normalize(self, request: dict, protocol: str) -> dict:
+            seen.append(protocol)
+            request["mutated"] = True
+            return request
+
+    original = chat_request("s", user="u")
+    rule = AddonRule("Spy", Spy().flowproof_normalize)
+    changed, count = rule.apply(CHAT, original)
+    assert seen == [CHAT]
+    assert "mutated" not in original and changed["mutated"] is True
+    assert count == 1
+
+
+def test_addon_rule_that_raises_names_the_addon_and_the_message() -> None:
+    rule = AddonRule("Explodes", Explodes().flowproof_normalize)
+    with pytest.raises(MatcherAddonError, match="Explodes raised ValueError: no session here"):
+        rule.apply(CHAT, chat_request("s"))
+
+
+def test_addon_rule_returning_no_mapping_is_an_error() -> None:
+    rule = AddonRule("ReturnsNone", ReturnsNone().flowproof_normalize)
+    with pytest.raises(MatcherAddonError, match="returned NoneType, not the request mapping"):
+        rule.apply(CHAT, chat_request("s"))
+
+
+# -- relocation -------------------------------------------------------------------------------
+
+
+def test_relocation_replaces_whole_paths_longest_first() -> None:
+    relocation = Relocation("/home/ann/src/app", "/home/ann")
+    text = "cwd /home/ann/src/app/x.py home /home/ann/.config not /home/anna"
+    moved, count = relocation.to_placeholders({"t": text})
+    assert moved == {"t": "cwd {cwd}/x.py home {home}/.config not /home/anna"}
+    assert count == 1
+    assert relocation.to_live(moved) == {"t": text}
+
+
+def test_relocation_puts_the_new_paths_back() -> None:
+    recorded = Relocation("/a/app", "/a").to_placeholders({"path": "/a/app/notes.txt"})[0]
+    assert Relocation("/b/copy", "/b").to_live(recorded) == {"path": "/b/copy/notes.txt"}
+
+
+@pytest.mark.parametrize("root", ["/", "", "/tmp"])
+def test_root_like_paths_are_never_relocated(root: str) -> None:
+    relocation = Relocation(root, root)
+    assert relocation.to_placeholders({"t": "/tmp/x and /"})[0] == {"t": "/tmp/x and /"}
+
+
+# -- presets ----------------------------------------------------------------------------------
+
+
+def test_every_preset_loads_and_dates_is_there() -> None:
+    names = preset_names()
+    assert "dates" in names
+    for name in names:
+        preset = load_preset(name)
+        assert preset.description, name
+
+
+def test_dates_preset_normalizes_both_forms() -> None:
+    rules, _ = build_rules([Declared("spec", presets=("dates",))], cwd=Path("/"), home=None)
+    a = rules.matched(CHAT, chat_request("Today's date is 2026-12-01.\nLog 2026-12-01T10:00:00Z"))
+    b = rules.matched(CHAT, chat_request("Today's date is 2027-02-03.\nLog 2027-02-03T23:59:59Z"))
+    assert a == b
+    assert a["messages"][0]["content"] == "Today's date is <date>.\nLog <date>"
+
+
+def test_unknown_preset_is_a_config_error() -> None:
+    from flowproof_cli.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="unknown match preset `nope`"):
+        load_preset("nope")
+
+
+# -- building, order, reports -----------------------------------------------------------------
+
+
+def test_suite_rules_come_first_and_the_spec_adds() -> None:
+    suite = Declared("suite", ignore=("metadata",))
+    spec = Declared("spec", normalize=(NormalizeEntry("x+", "X"),))
+    rules, scripts = build_rules([suite, spec], cwd=Path("/"), home=None)
+    assert [rule.origin for rule in rules.rules] == ["suite", "spec"]
+    assert scripts == []
+
+
+def test_spec_can_turn_off_a_presets_relocation(tmp_path: Path) -> None:
+    preset = next((n for n in preset_names() if load_preset(n).relocate), None)
+    if preset is None:
+        pytest.skip("no preset relocates yet")
+    on, _ = build_rules([Declared("spec", presets=(preset,))], cwd=tmp_path, home="/home/x")
+    off, _ = build_rules(
+        [Declared("spec", presets=(preset,), relocate=False)], cwd=tmp_path, home="/home/x"
+    )
+    assert on.relocation is not None and off.relocation is None
+
+
+def test_report_counts_fields_and_requests_and_names_unused_rules() -> None:
+    rules = MatchRules(
+        [
+            IgnoreRule(PathGlob.parse("metadata.user_id")),
+            IgnoreRule(PathGlob.parse("input.*.id")),
+        ]
+    )
+    for n in range(3):
+        rules.matched(CHAT, chat_request("s", metadata={"user_id": str(n)}))
+    rules.matched(CHAT, chat_request("s", metadata={"user_id": "r"}), count=False)
+    used, unused = summarize(rules)
+    assert "match rules relaxed 3 field(s) on 3 request(s):" in used
+    assert "ignore metadata.user_id (spec): 3 field(s) on 3 request(s)" in used
+    assert "ignore input.*.id (spec)" in unused
+    assert [entry["unused"] for entry in (u.to_json() for u in rules.report())] == [False, True]
+
+
+def test_no_rules_no_notes_and_no_snapshot() -> None:
+    rules = MatchRules()
+    assert summarize(rules) == [] and rules.snapshot() == []
+    request = chat_request("s")
+    assert rules.matched(CHAT, request) is request
+
+
+def test_snapshot_lists_rules_with_their_origin() -> None:
+    rules, _ = build_rules(
+        [Declared("spec", ignore=("metadata",), relocate=True)], cwd=Path("/srv/app"), home=None
+    )
+    assert rules.snapshot() == [
+        {"relocate": True, "from": "spec"},
+        {"ignore": "metadata", "from": "spec"},
+    ]
+
+
+# -- the session: identical on both sides -----------------------------------------------------
+
+
+def _response(text: str = "ok") -> dict[str, object]:
+    return {
+        "id": "chatcmpl-1",
+        "object": "chat.completion",
+        "created": 1,
+        "model": "gpt-4o-mini",
+        "choices": [
+            {
+                "index": 0,
+                "finish_reason": "stop",
+                "message": {"role": "assistant", "content": text},
+            }
+        ],
+    }
+
+
+def test_a_rule_added_after_recording_works_on_the_existing_trace() -> None:
+    """The recorded request still has the old user_id: the rule applies to it at replay."""
+    recorded = Turn(CHAT, chat_request("s", metadata={"user_id": "laptop"}), 200, _response())
+    rules = MatchRules([IgnoreRule(PathGlob.parse("metadata.user_id"))])
+    session = CassetteSession(Mode.REPLAY, recorded=[recorded], rules=rules)
+    body = json.dumps(chat_request("s", metadata={"user_id": "ci"})).encode()
+    rendered = session.on_request("/v1/chat/completions", body)
+    assert getattr(rendered, "status", None) == 200
+    assert session.divergence is None
+
+
+def test_without_the_rule_the_same_request_diverges() -> None:
+    recorded = Turn(CHAT, chat_request("s", metadata={"user_id": "laptop"}), 200, _response())
+    session = CassetteSession(Mode.REPLAY, recorded=[recorded])
+    body = json.dumps(chat_request("s", metadata={"user_id": "ci"})).encode()
+    rendered = session.on_request("/v1/chat/completions", body)
+    assert getattr(rendered, "status", None) == 409
+    assert session.divergence is not None
+    assert "metadata" in session.divergence.message
+
+
+def test_relocated_response_reaches_the_agent_with_live_paths() -> None:
+    stored = _response("read {cwd}/notes.txt")
+    recorded = Turn(CHAT, chat_request("work in {cwd}"), 200, stored)
+    rules = MatchRules(relocation=Relocation("/ci/checkout", "/ci/home"))
+    session = CassetteSession(Mode.REPLAY, recorded=[recorded], rules=rules)
+    body = json.dumps(chat_request("work in /ci/checkout")).encode()
+    rendered = session.on_request("/v1/chat/completions", body)
+    answer = json.loads(getattr(rendered, "body", b"{}"))
+    assert answer["choices"][0]["message"]["content"] == "read /ci/checkout/notes.txt"
+    assert session.trajectory().turns[0].text == "read /ci/checkout/notes.txt"
+
+
+def test_a_raising_addon_fails_the_request_with_its_name() -> None:
+    rules = MatchRules([AddonRule("Explodes", Explodes().flowproof_normalize)])
+    session = CassetteSession(Mode.RECORD, rules=rules)
+    rendered = session.on_request("/v1/chat/completions", json.dumps(chat_request("s")).encode())
+    assert getattr(rendered, "status", None) == 500
+    assert session.errors == [
+        "flowproof: the matcher addon Explodes raised ValueError: no session here"
+    ]
+
+
+def test_dialect_name_is_the_protocol_the_addon_sees() -> None:
+    assert dialect_named(CHAT).name == CHAT
