@@ -88,8 +88,3 @@ class Trajectory:
         if last.tool_calls:
             return None
         return last.text
-
-    @property
-    def last_turn_tool_names(self) -> list[str]:
-        thread = self.main_thread
-        return [call.name for call in thread[-1].tool_calls] if thread else []

@@ -125,7 +125,7 @@ class AddonRule:
         return result, _leaf_changes(request, result)
 
     def snapshot(self) -> dict[str, Any]:
-        return {"addon": self.addon_name}
+        return {"addon": self.addon_name, "from": self.origin}
 
 
 @dataclass

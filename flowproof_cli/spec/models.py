@@ -15,6 +15,7 @@ Adding a step kind: subclass ``StepBase`` with one field named like the YAML key
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal, Self
@@ -443,6 +444,52 @@ class NoEgressStep(StepBase):
         return self.kind
 
 
+_SECRET_REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
+
+class NoSecretLeakStep(StepBase):
+    """A declared secret appears nowhere in the trajectory (model requests and responses,
+    every MCP lane), raw or in a common encoding. Names `${VAR}` references only: the
+    value is resolved at run time and never stored or printed."""
+
+    kind: ClassVar[str] = "assert_no_secret_leak"
+    assert_no_secret_leak: str | list[str] = Field(
+        description="`${VAR}`, or a list of them: the variables whose values must not leak.",
+    )
+
+    @field_validator("assert_no_secret_leak", mode="after")
+    @classmethod
+    def _references(cls, value: str | list[str]) -> str | list[str]:
+        items = [value] if isinstance(value, str) else value
+        if not items:
+            raise spec_problem(
+                "`assert_no_secret_leak` names no variable. Fix: write "
+                "`- assert_no_secret_leak: ${API_KEY}` (or a list of `${VAR}`)"
+            )
+        for item in items:
+            if not isinstance(item, str) or not _SECRET_REFERENCE.fullmatch(item.strip()):
+                raise spec_problem(
+                    "`assert_no_secret_leak` takes `${VAR}` references only (the value written "
+                    "here is not one, and is not repeated in this message). Fix: "
+                    "name the environment variable that holds the secret, e.g. "
+                    "`${STRIPE_KEY}`; never write the secret itself into the spec"
+                )
+        return value
+
+    @property
+    def variables(self) -> list[str]:
+        items = (
+            [self.assert_no_secret_leak]
+            if isinstance(self.assert_no_secret_leak, str)
+            else (self.assert_no_secret_leak)
+        )
+        return [_SECRET_REFERENCE.fullmatch(item.strip()).group(1) for item in items]  # type: ignore[union-attr]
+
+    @property
+    def text(self) -> str:
+        return f"{self.kind}: {', '.join('${' + name + '}' for name in self.variables)}"
+
+
 #: Steps written as a bare string (`- assert_no_egress`) rather than a one-key mapping.
 BARE_STEP_KINDS: tuple[str, ...] = (NoEgressStep.kind,)
 
@@ -452,6 +499,7 @@ STEP_TYPES: tuple[type[StepBase], ...] = (
     NoToolCallStep,
     ReplyStep,
     NoEgressStep,
+    NoSecretLeakStep,
 )
 STEP_KINDS: dict[str, type[StepBase]] = {cls.kind: cls for cls in STEP_TYPES}
 
@@ -473,6 +521,7 @@ Step = Annotated[
     | Annotated[ToolCallStep, Tag("assert_tool_call")]
     | Annotated[NoToolCallStep, Tag("assert_no_tool_call")]
     | Annotated[ReplyStep, Tag("assert")]
+    | Annotated[NoSecretLeakStep, Tag("assert_no_secret_leak")]
     | Annotated[
         NoEgressStep,
         Tag("assert_no_egress"),
@@ -645,6 +694,15 @@ class FlowSpec(_Model):
     @property
     def asserts_no_egress(self) -> bool:
         return any(isinstance(step, NoEgressStep) for step in self.steps)
+
+    @property
+    def secret_variables(self) -> list[str]:
+        """The variables every `assert_no_secret_leak` step names, in order, once each."""
+        names: list[str] = []
+        for step in self.steps:
+            if isinstance(step, NoSecretLeakStep):
+                names.extend(name for name in step.variables if name not in names)
+        return names
 
     @property
     def engages_egress(self) -> bool:

@@ -65,7 +65,13 @@ def _run_scenario(cli: str, workdir: Path) -> dict[str, Any]:
     inner = f"ip link set lo up && exec {sys.executable} -m tests.e2e.cli_agents.scenario"
     command = ["unshare", "-n", "sh", "-c", f'{inner} "$0" "$1"', cli, str(workdir)]
     done = subprocess.run(
-        command, cwd=REPO, capture_output=True, text=True, timeout=600, check=False
+        command,
+        cwd=REPO,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
     )
     assert done.returncode == 0, done.stderr[-3000:]
     outcome: dict[str, Any] = json.loads(done.stdout)

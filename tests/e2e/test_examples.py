@@ -20,8 +20,8 @@ VENV_PATH = {"PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get(
 def test_committed_examples_replay_offline() -> None:
     result = run_cli("run", REPO / "examples", env=VENV_PATH)
     assert result.code == 0, result.output
-    assert result.stdout.count("PASS: ") == 3
-    assert "3 passed, 0 failed" in result.stdout
+    assert result.stdout.count("PASS: ") == 4
+    assert "4 passed, 0 failed" in result.stdout
 
 
 def test_an_edited_example_fails_with_a_divergence(tmp_path: Path) -> None:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from flowproof_cli.cassette import CassetteSession, Mode, Turn
+from flowproof_cli.cassette import CassetteSession, Forward, Mode, Turn, Upstream
 from flowproof_cli.dialects import dialect_named
 from flowproof_cli.match.build import Declared, build_rules
 from flowproof_cli.match.paths import GlobError, PathGlob, map_strings
@@ -312,3 +312,77 @@ def test_a_raising_addon_fails_the_request_with_its_name() -> None:
 
 def test_dialect_name_is_the_protocol_the_addon_sees() -> None:
     assert dialect_named(CHAT).name == CHAT
+
+
+# -- text mocks -------------------------------------------------------------------------------
+
+
+def _tool_result_request(content: str) -> dict[str, object]:
+    return {
+        "model": "gpt-4o-mini",
+        "messages": [
+            {"role": "user", "content": "send it"},
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {
+                        "id": "call_1",
+                        "type": "function",
+                        "function": {"name": "send_email", "arguments": "{}"},
+                    }
+                ],
+            },
+            {"role": "tool", "tool_call_id": "call_1", "content": content},
+        ],
+    }
+
+
+@pytest.mark.parametrize(
+    ("mock", "told"),
+    [
+        ("sent\nid 7", "sent\nid 7"),  # text reaches the model as that text
+        ({"ok": True, "id": 7}, '{"id":7,"ok":true}'),  # anything else as canonical JSON
+        (7, "7"),
+    ],
+)
+def test_the_model_is_told_a_text_mock_as_text(mock: object, told: str) -> None:
+    session = CassetteSession(
+        Mode.RECORD, mocks={"send_email": mock}, upstream=Upstream("http://127.0.0.1:9/v1")
+    )
+    request = json.dumps(_tool_result_request("real output")).encode()
+    forwarded = session.on_request("/v1/chat/completions", request)
+    assert isinstance(forwarded, Forward)
+    sent = json.loads(forwarded.body)["messages"][2]["content"]
+    assert sent == told
+    assert forwarded.pending.canonical["messages"][2]["content"] == told  # stored the same
+
+
+# -- the CLI ----------------------------------------------------------------------------------
+
+
+def test_match_show_prints_a_preset_as_written() -> None:
+    from tests.conftest import run_cli
+
+    result = run_cli("match", "show", "dates")
+    assert result.code == 0, result.output
+    assert result.stdout == load_preset("dates").text.rstrip("\n") + "\n"
+    assert "Today's date is" in result.stdout
+
+
+def test_match_list_names_every_preset() -> None:
+    from tests.conftest import run_cli
+
+    result = run_cli("match", "list")
+    assert result.code == 0, result.output
+    assert [line.split(":")[0] for line in result.stdout.splitlines()] == preset_names()
+
+
+def test_match_show_of_an_unknown_preset_is_exit_2_naming_the_real_ones() -> None:
+    from tests.conftest import run_cli
+
+    result = run_cli("match", "show", "claude")
+    assert result.code == 2
+    assert "error: unknown match preset `claude`. Fix: use one of" in result.stderr
+    assert "dates" in result.stderr
+    assert "Traceback" not in result.output

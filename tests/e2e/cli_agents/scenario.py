@@ -17,10 +17,11 @@ day, with the trace committed and an untracked file added:
   (`requests_unchanged`; the fake is seeded, so the model's ids, which later requests echo,
   are the same twice).
 
-The later day: the Node-based CLIs run under libfaketime (`FAKETIME=+1d`) through a small
-shim on PATH (flowproof itself is Python, whose sleeps libfaketime breaks, so only the CLI
-gets it); Codex is a static binary that libfaketime does not reach, so its runs move across
-a day boundary with `TZ` (UTC-12 at record, UTC+14 at replay).
+The later day: Claude Code (a dynamically linked native binary) and Gemini CLI (Node) run
+under libfaketime (`FAKETIME=+1d`) through a small shim on PATH (flowproof itself is Python,
+whose sleeps libfaketime breaks, so only the CLI gets it); Codex is a static binary that
+libfaketime does not reach, so its runs move across a day boundary with `TZ` (UTC-12 at
+record, UTC+14 at replay).
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ from tests.fakes.fake_upstream import FakeUpstream
 REPO = Path(__file__).resolve().parents[3]
 HERE = Path(__file__).resolve().parent
 NODE_BIN = REPO / "node_modules" / ".bin"
+VENV_BIN = Path(sys.executable).parent  # flowproof's own venv
 SPEC = "read-notes.flow.yaml"
 TRACE = "read-notes.trace.yaml"
 #: The CLI executable each flow starts, as named in its `agent.command`.
@@ -89,7 +91,7 @@ class Machine:
         return done.stdout.strip()
 
     def environ(self) -> dict[str, str]:
-        path = [str(NODE_BIN), str(REPO / ".venv" / "bin"), "/usr/local/bin", "/usr/bin", "/bin"]
+        path = [str(NODE_BIN), str(VENV_BIN), "/usr/local/bin", "/usr/bin", "/bin"]
         if self.shim is not None:
             path.insert(0, str(self.shim))
         environ = {
@@ -125,9 +127,15 @@ def faketime_shim(folder: Path, binary: str, library: Path) -> Path:
 
 def flowproof(machine: Machine, command: str, extra: dict[str, str] | None = None) -> Step:
     environ = {**machine.environ(), **(extra or {})}
-    argv = [str(REPO / ".venv" / "bin" / "flowproof"), command, str(machine.project / SPEC)]
+    argv = [str(VENV_BIN / "flowproof"), command, str(machine.project / SPEC)]
     done = subprocess.run(
-        argv, env=environ, cwd=machine.project, capture_output=True, text=True, timeout=300
+        argv,
+        env=environ,
+        cwd=machine.project,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     return Step(done.returncode, done.stdout, done.stderr, machine.day())
 

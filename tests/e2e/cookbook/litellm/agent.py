@@ -34,13 +34,13 @@ def get_weather(city: str) -> str:
 
 def main() -> int:
     task = " ".join(sys.argv[1:]) or os.environ["FLOWPROOF_PROMPT"]
-    messages: list[dict] = [
+    messages: list = [
         {"role": "system", "content": "You are a weather assistant. Use the tools."},
         {"role": "user", "content": task},
     ]
     for _ in range(5):
         message = litellm.completion(model=MODEL, messages=messages, tools=TOOLS).choices[0].message
-        messages.append(message.model_dump(exclude_none=True))
+        messages.append(message)  # LiteLLM takes its own Message objects back
         if not message.tool_calls:
             print(message.content)
             return 0

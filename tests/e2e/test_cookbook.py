@@ -1,0 +1,181 @@
+"""The wiring cookbook (docs/agents.md), tested with the five real frameworks it shows.
+
+Each framework's agent and flow under tests/e2e/cookbook/ records against the scripted fake
+upstream, replays with no upstream, and fails on an edited prompt; the committed traces
+replay as they are. Every flowproof run here (fake upstream included) happens in a network
+namespace with only loopback up, and every spec certifies `assert_no_egress` under
+flowproof's own containment, so a framework that phones home fails instead of leaking.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from flowproof_cli import trace as traces
+from tests.conftest import REPO, CliResult, clean_environ
+from tests.e2e.cookbook.fake_model import COOKBOOK, FRAMEWORKS, netns_argv
+
+pytestmark = pytest.mark.slow
+
+COOKBOOK_VENV = REPO / ".deps" / "cookbook"
+SPEC_NAME = "weather.flow.yaml"
+TRACE_NAME = "weather.trace.yaml"
+#: What each spec's `name:` starts with (the PASS line names the flow).
+FLOW_NAMES = {
+    "smolagents": "smolagents ToolCallingAgent",
+    "litellm": "LiteLLM tool loop",
+    "llamaindex": "LlamaIndex FunctionAgent",
+    "crewai": "CrewAI crew",
+    "llm": "llm chain with a tool",
+}
+
+
+def _unavailable() -> str | None:
+    """Why the cookbook cannot run here, or None."""
+    if not (COOKBOOK_VENV / ".stamp").is_file():
+        return (
+            ".deps/cookbook is missing or half-installed: scripts/bootstrap.sh installs "
+            "tests/cookbook-requirements.txt there"
+        )
+    from flowproof_cli.egress import unavailable_reason
+
+    if (reason := unavailable_reason()) is not None:
+        return f"the specs assert_no_egress, and containment is unavailable here: {reason}"
+    if shutil.which("unshare") is None or shutil.which("ip") is None:
+        return "`unshare` and `ip` are needed for a loopback-only network namespace"
+    probe = subprocess.run(["unshare", "-n", "true"], capture_output=True, check=False)
+    if probe.returncode != 0:
+        return "cannot create a network namespace here (needs root)"
+    return None
+
+
+@pytest.fixture(scope="module")
+def cookbook() -> None:
+    if (reason := _unavailable()) is not None:
+        pytest.skip(reason)
+
+
+def project_copy(tmp_path: Path, *, with_venv: bool = True) -> Path:
+    """The cookbook at the same depth in a fresh tree, `.deps` linked in: what a clean
+    checkout at another path looks like to the suite's env_from."""
+    target = tmp_path / "tests" / "e2e" / "cookbook"
+    shutil.copytree(
+        COOKBOOK, target, ignore=shutil.ignore_patterns("__pycache__", ".flowproof")
+    )
+    if with_venv:
+        (tmp_path / ".deps").symlink_to(REPO / ".deps")
+    return target
+
+
+def in_netns(*args: str | Path, timeout: float = 300) -> CliResult:
+    """`python ARGS` inside a new network namespace with only loopback up."""
+    completed = subprocess.run(
+        netns_argv([sys.executable, *map(str, args)]),
+        env=clean_environ(),
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+    return CliResult(completed.returncode, completed.stdout, completed.stderr)
+
+
+def record(spec: Path) -> CliResult:
+    return in_netns("-m", "tests.e2e.cookbook.fake_model", "record", spec)
+
+
+def replay(target: Path) -> CliResult:
+    return in_netns("-m", "flowproof_cli", "run", target)
+
+
+def edit_spec(spec: Path, old: str, new: str) -> None:
+    text = spec.read_text()
+    assert old in text, f"{spec} has no {old!r}"
+    spec.write_text(text.replace(old, new))
+
+
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+def test_records_replays_offline_and_diverges_on_an_edited_prompt(
+    cookbook: None, tmp_path: Path, framework: str
+) -> None:
+    folder = project_copy(tmp_path) / framework
+    spec, trace = folder / SPEC_NAME, folder / TRACE_NAME
+    trace.unlink()
+
+    recorded = record(spec)
+    assert recorded.code == 0, recorded.output
+    assert recorded.stdout.startswith(f"PASS: {FLOW_NAMES[framework]}"), recorded.output
+    turns = traces.load(trace).turns
+    assert len(turns) >= 2 and {turn.protocol for turn in turns} == {"openai-chat"}
+    assert "sk-cookbook" not in trace.read_text()  # the record key stays out of the trace
+
+    replayed = replay(spec)  # the fake upstream is gone: replay needs nothing
+    assert replayed.code == 0, replayed.output
+    assert replayed.stdout.startswith(f"PASS: {FLOW_NAMES[framework]}"), replayed.output
+    assert "egress containment: enforced" in replayed.stdout
+
+    edit_spec(spec, "in Nairobi right now", "in Paris right now")
+    diverged = replay(spec)
+    assert diverged.code == 1, diverged.output
+    assert "divergence at turn 1: message 1 (user) content changed" in diverged.stdout
+    assert "Paris" in diverged.stdout and "Nairobi" in diverged.stdout
+
+
+def test_committed_traces_replay_from_a_clean_checkout(cookbook: None, tmp_path: Path) -> None:
+    result = replay(project_copy(tmp_path))
+    assert result.code == 0, result.output
+    assert "5 passed, 0 failed, 0 skipped" in result.stdout
+    for name in FLOW_NAMES.values():
+        assert f"PASS: {name}" in result.stdout
+
+
+def _resolver_is_off_host() -> bool:
+    """Containment exempts a loopback resolver, so a blocked lookup shows only without one."""
+    try:
+        lines = Path("/etc/resolv.conf").read_text().splitlines()
+    except OSError:
+        return False
+    servers = [line.split()[1] for line in lines if line.startswith("nameserver ")]
+    return any(not server.startswith(("127.", "::1")) for server in servers)
+
+
+@pytest.mark.parametrize(
+    ("framework", "switches"),
+    [
+        ("litellm", ["LITELLM_LOCAL_MODEL_COST_MAP"]),
+        ("crewai", ["CREWAI_DISABLE_TELEMETRY", "OTEL_SDK_DISABLED"]),
+    ],
+)
+def test_without_its_switches_a_framework_phones_home_and_fails(
+    cookbook: None, tmp_path: Path, framework: str, switches: list[str]
+) -> None:
+    """The specs' telemetry switches are what keeps them on loopback: without them the
+    framework looks up its home host, which containment refuses and reports."""
+    if not _resolver_is_off_host():
+        pytest.skip("this machine's resolver is on loopback, which containment exempts")
+    spec = project_copy(tmp_path) / framework / SPEC_NAME
+    document = yaml.safe_load(spec.read_text())
+    for name in switches:
+        del document["agent"]["env"][name]
+    spec.write_text(yaml.safe_dump(document, sort_keys=False))
+
+    result = replay(spec)
+    assert result.code == 1, result.output
+    assert "- assert_no_egress: the agent attempted" in result.stdout
+    assert ":53 (connect at" in result.stdout  # the lookup of the framework's home host
+
+
+def test_a_missing_cookbook_venv_stops_the_run_naming_the_fix(tmp_path: Path) -> None:
+    """No agent starts (nothing to contain): the suite's env_from fails first, exit 2."""
+    spec = project_copy(tmp_path, with_venv=False) / "llm" / SPEC_NAME
+    result = in_netns("-m", "flowproof_cli", "run", spec, timeout=60)
+    assert result.code == 2, result.output
+    assert "env_from command `sh venv-path.sh` exited with code 1" in result.output
+    assert ".deps/cookbook/bin/python is missing. Fix: run scripts/bootstrap.sh" in result.output
