@@ -33,8 +33,8 @@ from tests.e2e.cli_agents.scenario import (
     REPO,
     libfaketime,
 )
-
-pytestmark = pytest.mark.slow
+from tests.fakes.cli_scripts import ANSWER_PREFIX, SCRIPTS
+from tests.fakes.fake_upstream import Reply
 
 CLIS = ("claude-code", "codex", "gemini-cli")
 #: What the same replay without the preset first trips on: a volatile span of that CLI, shown
@@ -100,6 +100,7 @@ def _explain(step: dict[str, Any]) -> str:
     return f"exit {step['code']}\n{step['stdout'][-4000:]}\n{step['stderr'][-3000:]}"
 
 
+@pytest.mark.slow
 def test_the_flow_records_against_the_fake_model(story: Story) -> None:
     cli, steps = story.cli, story.steps
     record = steps["record"]
@@ -108,6 +109,7 @@ def test_the_flow_records_against_the_fake_model(story: Story) -> None:
     assert f"(preset {cli})" in record["stdout"]  # the run says what it relaxed
 
 
+@pytest.mark.slow
 def test_the_copy_replays_elsewhere_a_day_later_with_the_trace_committed(story: Story) -> None:
     steps = story.steps
     replay = steps["replay"]
@@ -117,6 +119,7 @@ def test_the_copy_replays_elsewhere_a_day_later_with_the_trace_committed(story: 
     assert replay["day"] != steps["record"]["day"]  # the clock really moved across a day
 
 
+@pytest.mark.slow
 def test_an_edited_task_still_diverges_naming_the_change(story: Story) -> None:
     steps = story.steps
     edited = steps["edited_prompt"]
@@ -126,6 +129,7 @@ def test_an_edited_task_still_diverges_naming_the_change(story: Story) -> None:
     assert f"replayed Read notes.txt and {EDITED_TASK}." in edited["stdout"]
 
 
+@pytest.mark.slow
 def test_without_the_preset_the_same_replay_diverges(story: Story) -> None:
     cli, steps = story.cli, story.steps
     bare = steps["without_preset"]
@@ -135,7 +139,83 @@ def test_without_the_preset_the_same_replay_diverges(story: Story) -> None:
     assert "the match rules in force differ from the ones snapshotted" in bare["stdout"]
 
 
+@pytest.mark.slow
 def test_re_recording_elsewhere_leaves_the_stored_requests_unchanged(story: Story) -> None:
     steps = story.steps
     assert steps["rerecord"]["code"] == 0, _explain(steps["rerecord"])
     assert story.requests_unchanged is True
+
+
+# -- the scripted model itself (fast: no CLI runs) ------------------------------------------
+
+NOTES = "The secret word is pelican.\n"
+
+
+def _first_request(cli: str, context: str) -> tuple[str, dict[str, Any]]:
+    """A first request of `cli`'s shape whose context text is `context`."""
+    if cli == "claude-code":
+        message = {"role": "user", "content": [{"type": "text", "text": context}]}
+        return "anthropic", {"messages": [message], "tools": [{"name": "Read", "input_schema": {}}]}
+    if cli == "codex":
+        item = {
+            "type": "message",
+            "role": "user",
+            "content": [{"type": "input_text", "text": context}],
+        }
+        return "responses", {
+            "input": [item],
+            "tools": [{"type": "function", "name": "exec_command"}],
+        }
+    declarations = [{"functionDeclarations": [{"name": "read_file"}]}]
+    return "gemini", {
+        "contents": [{"role": "user", "parts": [{"text": context}]}],
+        "tools": declarations,
+    }
+
+
+def _with_tool_result(cli: str, body: dict[str, Any], output: str) -> dict[str, Any]:
+    if cli == "claude-code":
+        block = {"type": "tool_result", "tool_use_id": "t1", "content": f"1\t{output}"}
+        return {**body, "messages": [*body["messages"], {"role": "user", "content": [block]}]}
+    if cli == "codex":
+        framed = f"Chunk ID: ab12\nWall time: 0.01 seconds\nOutput:\n{output}"
+        item = {"type": "function_call_output", "call_id": "c1", "output": framed}
+        return {**body, "input": [*body["input"], item]}
+    part = {"functionResponse": {"name": "read_file", "response": {"output": output}}}
+    return {**body, "contents": [*body["contents"], {"role": "user", "parts": [part]}]}
+
+
+CONTEXTS = {
+    "claude-code": " - Primary working directory: /work/app\n - Is a git repository: true",
+    "codex": "<environment_context>\n  <cwd>/work/app</cwd>\n</environment_context>",
+    "gemini-cli": "- **Workspace Directories:**\n  - /work/app\n- **Directory Structure:**",
+}
+
+
+EXPECTED_CALLS = {
+    "claude-code": ("Read", {"file_path": "/work/app/notes.txt"}),
+    "codex": ("exec_command", {"cmd": "cat /work/app/notes.txt"}),
+    "gemini-cli": ("read_file", {"file_path": "/work/app/notes.txt"}),
+}
+
+
+@pytest.mark.parametrize("cli", CLIS)
+def test_the_script_reads_the_notes_by_absolute_path_then_quotes_them(cli: str) -> None:
+    script = SCRIPTS[cli]()
+    dialect, body = _first_request(cli, CONTEXTS[cli])
+    call = script(dialect, body)
+    [(name, arguments)] = call.tool_calls
+    assert (name, json.loads(arguments)) == EXPECTED_CALLS[cli]
+    answer = script(dialect, _with_tool_result(cli, body, NOTES))
+    assert answer == Reply(text=f"{ANSWER_PREFIX} The secret word is pelican.")
+
+
+@pytest.mark.parametrize("cli", CLIS)
+def test_the_script_calls_no_tool_without_a_working_directory(cli: str) -> None:
+    dialect, body = _first_request(cli, "no context here")
+    assert SCRIPTS[cli]()(dialect, body) == Reply(text="Ready.")
+
+
+def test_the_script_refuses_another_dialect() -> None:
+    dialect, body = _first_request("codex", CONTEXTS["codex"])
+    assert SCRIPTS["claude-code"]()(dialect, body).status == 404

@@ -43,6 +43,7 @@ steps:
   - assert_no_tool_call: get_time where tz is absent
   - assert: reply contains sunny
   - assert_no_egress
+  - assert_no_secret_leak: ${STRIPE_KEY}
 """
 
 HEAD = """\
@@ -86,7 +87,7 @@ def test_example_loads(tmp_path: Path) -> None:
     assert [step.kind for step in spec.steps] == list(STEP_KINDS)
     assert isinstance(spec.steps[0], PromptStep)
     assert isinstance(spec.steps[2], NoToolCallStep)
-    assert [step.line for step in spec.steps] == [13, 14, 15, 16, 17]
+    assert [step.line for step in spec.steps] == [13, 14, 15, 16, 17, 18]
     assert spec.task_prompt == "What's the weather in Nairobi?"
     call = spec.steps[1]
     assert isinstance(call, ToolCallStep)
