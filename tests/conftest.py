@@ -55,6 +55,7 @@ def run_cli(
         [sys.executable, "-m", "flowproof_cli", *map(str, args)],
         env=clean_environ(env),
         cwd=cwd or REPO,
+        stdin=subprocess.DEVNULL,  # never the developer's terminal: record would ask on it
         capture_output=True,
         text=True,
         timeout=timeout,

@@ -77,12 +77,19 @@ class CassetteSession:
     recorded: list[Turn] = field(default_factory=list)  # replay: the cassette; record: output
     upstream: Upstream | None = None
     rules: MatchRules = field(default_factory=MatchRules)
+    #: The recorded requests were stored by these very rules (the trace's snapshot equals
+    #: them), so they are used as they are; otherwise the rules rewrite them first, which is
+    #: how a rule added after recording works on an existing trace.
+    recorded_as_matched: bool = False
 
     requests: int = 0
     served: list[int] = field(default_factory=list)  # replay: recorded positions used
     divergence: Divergence | None = None
     errors: list[str] = field(default_factory=list)
     routes: dict[str, int] = field(default_factory=dict)
+    # Recorded position -> the canonical request as the agent sent it, kept only where match
+    # rules changed it (at most one per turn): the secret-leak scan reads what was sent.
+    sent: dict[int, dict[str, Any]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         # A text mock reaches the model as that text; any other value as canonical JSON.
@@ -92,21 +99,22 @@ class CassetteSession:
         }
         # Replay matches against the recorded requests with today's rules applied, so a rule
         # added after recording works on an existing trace.
-        self._matched = (
-            [
-                Turn(
-                    t.protocol,
-                    self.rules.matched(t.protocol, t.request, count=False),
-                    t.status,
-                    t.response,
-                )
-                for t in self.recorded
-            ]
-            if self.mode is Mode.REPLAY
-            else []
-        )
+        self._matched = self._recorded_as_matched() if self.mode is Mode.REPLAY else []
         self._index = TurnIndex(self._matched) if self.mode is Mode.REPLAY else None
         self._known_calls: dict[str, str] = {}  # call id -> tool name, from served responses
+
+    def _recorded_as_matched(self) -> list[Turn]:
+        if self.recorded_as_matched or not self.rules.active:
+            return list(self.recorded)
+        return [
+            Turn(
+                t.protocol,
+                self.rules.matched(t.protocol, t.request, count=False),
+                t.status,
+                t.response,
+            )
+            for t in self.recorded
+        ]
 
     # -- requests -----------------------------------------------------------------------
 
@@ -163,6 +171,8 @@ class CassetteSession:
         except ValueError:
             response = raw.decode("utf-8", "replace")
         stored = self.rules.stored_response(response)
+        position = len(self.recorded)
+        self._keep_sent(position, pending.dialect, pending.live_request, pending.canonical)
         self.recorded.append(Turn(pending.dialect.name, pending.canonical, status, stored))
         return self.render(pending.dialect, pending.live_request, status, response)
 
@@ -182,6 +192,7 @@ class CassetteSession:
         if position is not None:
             self.served.append(position)
             turn = self.recorded[position]
+            self._keep_sent(position, dialect, live, turn.request)
             response = self.rules.live_response(turn.response)
             return self.render(dialect, live, turn.status, response)
         self.divergence = self._explain(dialect, canonical)
@@ -191,6 +202,15 @@ class CassetteSession:
             f"flowproof: {self.divergence.message}",
             "flowproof_divergence",
         )
+
+    def _keep_sent(
+        self, position: int, dialect: Dialect, live: dict[str, Any], stored: dict[str, Any]
+    ) -> None:
+        """A rule may have normalized or dropped what the agent sent; keep the original."""
+        if self.rules.active:
+            sent = dialect.canonical_request(live)
+            if sent != stored:
+                self.sent[position] = sent
 
     def _explain(self, dialect: Dialect, canonical: dict[str, Any]) -> Divergence:
         assert self._index is not None

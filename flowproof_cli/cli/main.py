@@ -19,6 +19,9 @@ COMMANDS = {
     "schema": "schema",
     "doctor": "doctor",
     "match": "match",
+    "audit": "audit",
+    "diff": "diff",
+    "show": "show",
     "mcp-stdio": "mcp_stdio",
 }
 
@@ -49,7 +52,7 @@ def main() -> None:
         click.echo(f"error: {exc}", err=True)
         sys.exit(exc.exit_code)
     except click.exceptions.Abort:
-        # click turns Ctrl-C into Abort; flowproof asks no questions, so it is an interrupt.
+        # click turns Ctrl-C (and end of input at a prompt) into Abort: an interrupt.
         click.echo("interrupted", err=True)
         sys.exit(INTERRUPTED)
     except click.ClickException as exc:

@@ -13,6 +13,16 @@ timeout_option = click.option(
 json_option = click.option(
     "--json", "as_json", is_flag=True, help="Print a machine-readable result."
 )
+yes_option = click.option(
+    "-y",
+    "--yes",
+    is_flag=True,
+    help=(
+        "Replace an existing trace whose trajectory changed without asking (its diff is "
+        "still printed). Without it, record asks on the terminal, or with no terminal keeps "
+        "the old trace and writes the new recording beside it as x.trace.candidate.yaml."
+    ),
+)
 jobs_option = click.option(
     "-j",
     "--jobs",

@@ -9,9 +9,12 @@ from pathlib import Path
 import click
 
 from flowproof_cli.cassette import Mode
-from flowproof_cli.cli.options import fs_report_option, json_option, timeout_option
+from flowproof_cli.cli.options import fs_report_option, json_option, timeout_option, yes_option
 from flowproof_cli.cli.output import print_results
+from flowproof_cli.evidence.records import RunRecord
 from flowproof_cli.runner.job import execute, plan_jobs
+from flowproof_cli.runner.rerecord import review
+from flowproof_cli.runner.verdict import FlowResult
 
 
 @click.command()
@@ -25,15 +28,42 @@ from flowproof_cli.runner.job import execute, plan_jobs
 @timeout_option
 @json_option
 @fs_report_option
+@yes_option
 def record(
-    spec_path: Path, output: Path | None, timeout: float | None, as_json: bool, fs_report: str
+    *,
+    spec_path: Path,
+    output: Path | None,
+    timeout: float | None,
+    as_json: bool,
+    fs_report: str,
+    yes: bool,
 ) -> None:
     """Record SPEC against the real model (FLOWPROOF_AGENT_UPSTREAM, FLOWPROOF_AGENT_KEY).
 
     The trace is written only when every assertion of the flow passes. The nearest
-    suite.yaml above SPEC applies (its env, env_from and hooks).
+    suite.yaml above SPEC applies (its env, env_from and hooks). Replacing an existing
+    trace whose trajectory changed prints the trajectory diff and asks first (see --yes).
     """
     (job,) = plan_jobs(
         [spec_path], mode=Mode.RECORD, environ=os.environ, timeout_s=timeout, trace_path=output
     )
-    sys.exit(print_results([execute(job)], as_json=as_json, summary=False, fs_report=fs_report))
+    with RunRecord(spec_path.parent, [job]) as record:  # written however this ends
+        record.results = [execute(job)]
+        review_recordings(record.results, yes=yes, as_json=as_json)
+        sys.exit(print_results(record.results, as_json=as_json, summary=False, fs_report=fs_report))
+
+
+def review_recordings(results: list[FlowResult], *, yes: bool, as_json: bool) -> None:
+    """Candidates are approved on the terminal: asked only when stdin is one and the output
+    is not `--json`; otherwise they wait beside their traces (runner/rerecord.py)."""
+    interactive = not as_json and sys.stdin.isatty()
+    review(
+        results,
+        yes=yes,
+        ask=_confirm if interactive else None,
+        echo=None if as_json else click.echo,
+    )
+
+
+def _confirm(question: str) -> bool:
+    return click.confirm(question, default=False)

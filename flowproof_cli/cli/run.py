@@ -27,6 +27,8 @@ from flowproof_cli.cli.output import (
     summary_line,
 )
 from flowproof_cli.errors import SpecError
+from flowproof_cli.evidence.controls import check_unique_ids
+from flowproof_cli.evidence.records import RunRecord
 from flowproof_cli.runner.discovery import discover_specs
 from flowproof_cli.runner.job import FlowJob, execute, plan_jobs
 from flowproof_cli.runner.junit import write_junit
@@ -65,26 +67,32 @@ def run(
         (job,) = plan_jobs(
             [target], mode=Mode.REPLAY, environ=os.environ, timeout_s=timeout, trace_path=trace
         )
-        sys.exit(print_results([execute(job)], as_json=as_json, summary=False, fs_report=fs_report))
+        with RunRecord(target.parent, [job]) as record:
+            record.results = [execute(job)]
+            sys.exit(
+                print_results(record.results, as_json=as_json, summary=False, fs_report=fs_report)
+            )
     if trace is not None:
         raise click.UsageError("-t/--trace names one trace: use it with a single spec")
     specs = discover_specs(target)
     if not specs:
         raise SpecError(f"no *.flow.yaml below {target}")
+    check_unique_ids(specs)  # before any flow runs
     planned = plan_jobs(
         specs, mode=Mode.REPLAY, environ=os.environ, timeout_s=timeout, in_directory=True
     )
     started = time.monotonic()
     on_result = None if as_json else functools.partial(_print_timed, fs_report=fs_report)
-    results = run_jobs(planned, jobs, on_result=on_result)
-    try:
-        write_junit(results, target, elapsed_s=time.monotonic() - started)
-    except OSError as exc:  # a read-only checkout still gets its verdicts
-        click.echo(f"warning: could not write the JUnit XML: {exc}", err=True)
-    if as_json:
-        sys.exit(print_json(results))
-    click.echo(summary_line(results))
-    sys.exit(overall_exit_code(results))
+    with RunRecord(target, planned) as record:
+        results = record.results = run_jobs(planned, jobs, on_result=on_result)
+        try:
+            write_junit(results, target, elapsed_s=time.monotonic() - started)
+        except OSError as exc:  # a read-only checkout still gets its verdicts
+            click.echo(f"warning: could not write the JUnit XML: {exc}", err=True)
+        if as_json:
+            sys.exit(print_json(results))
+        click.echo(summary_line(results))
+        sys.exit(overall_exit_code(results))
 
 
 def _print_timed(result: FlowResult, *, fs_report: str) -> None:

@@ -61,6 +61,18 @@ def _tool_name(tool: JSON) -> str:
     return f"{kind}:{label}" if isinstance(label, str) and label else kind
 
 
+#: Tool calls the model makes: JSON-argument functions, and free-form custom tools (Codex's
+#: `apply_patch`), whose text `input` the trajectory exposes as the argument `input`.
+_CALL_KINDS = ("function_call", "custom_tool_call")
+_OUTPUT_KINDS = ("function_call_output", "custom_tool_call_output")
+
+
+def _raw_arguments(item: JSON) -> str:
+    if item.get("type") == "custom_tool_call":
+        return json.dumps({"input": item.get("input", "")}, ensure_ascii=False)
+    return str(item.get("arguments") or "")
+
+
 class OpenAIResponses(Dialect):
     name = "openai-responses"
     route_suffixes = ("responses",)
@@ -73,13 +85,13 @@ class OpenAIResponses(Dialect):
             return body
         call_names: dict[str, str] = dict(known_calls)
         for item in items:
-            if isinstance(item, dict) and item.get("type") == "function_call":
+            if isinstance(item, dict) and item.get("type") in _CALL_KINDS:
                 call_names[str(item.get("call_id"))] = str(item.get("name"))
         rewritten = []
         for item in items:
             if (
                 isinstance(item, dict)
-                and item.get("type") == "function_call_output"
+                and item.get("type") in _OUTPUT_KINDS
                 and call_names.get(str(item.get("call_id"))) in mocks
             ):
                 name = call_names[str(item["call_id"])]
@@ -106,12 +118,12 @@ class OpenAIResponses(Dialect):
         calls = tuple(
             ToolCall(
                 name=str(item.get("name", "")),
-                raw_arguments=str(item.get("arguments") or ""),
+                raw_arguments=_raw_arguments(item),
                 turn=turn,
                 call_id=item.get("call_id"),
             )
             for item in output
-            if item.get("type") == "function_call"
+            if item.get("type") in _CALL_KINDS
         )
         instructions = request.get("instructions")
         return AssistantTurn(

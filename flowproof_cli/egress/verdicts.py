@@ -32,12 +32,21 @@ def _line(spec: FlowSpec) -> str:
     return f" (step at line {lines[0]})" if lines and lines[0] is not None else ""
 
 
+def cannot_certify(spec: FlowSpec, report: EgressReport) -> str | None:
+    """Why `assert_no_egress` cannot certify this run (it was not contained), or None: the
+    flag a control row turns into `capability-error`, rather than a plain fail."""
+    if not spec.asserts_no_egress or report.containment.enforced:
+        return None
+    return report.containment.reason or "not contained"
+
+
 def failures(spec: FlowSpec, report: EgressReport) -> list[str]:
     """`assert_no_egress`: a capability claim, never vacuous."""
     if not spec.asserts_no_egress:
         return []
-    if not report.containment.enforced:
-        return [f"assert_no_egress: cannot certify: {report.containment.reason}{_line(spec)}"]
+    reason = cannot_certify(spec, report)
+    if reason is not None:
+        return [f"assert_no_egress: cannot certify: {reason}{_line(spec)}"]
     if not report.blocked:
         return []
     attempts = ", ".join(

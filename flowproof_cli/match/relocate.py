@@ -16,8 +16,9 @@ from flowproof_cli.match.paths import map_strings
 
 CWD = "{cwd}"
 HOME = "{home}"
-# A path is only replaced where it ends: `/home/ann` in `/home/ann/x`, not in `/home/anna`.
-_PATH_END = r"(?![A-Za-z0-9_.~-])"
+# A path is only replaced where it ends: `/home/ann` in `/home/ann/x` and at the end of a
+# sentence (`... in /home/ann.`), not in `/home/anna` or `/home/ann.old`.
+_PATH_END = r"(?![A-Za-z0-9_~-]|\.[A-Za-z0-9_~-])"
 
 
 def _usable(path: str) -> bool:

@@ -16,13 +16,18 @@ from typing import Any
 
 from flowproof_cli import trace as traces
 from flowproof_cli.cassette import CassetteSession, Mode
+from flowproof_cli.egress import EgressReport
 from flowproof_cli.egress import verdicts as egress
 from flowproof_cli.errors import TraceError
+from flowproof_cli.evidence import secrets as secret_scan
+from flowproof_cli.evidence.records import file_sha256
+from flowproof_cli.evidence.trajectory_diff import intent_of
 from flowproof_cli.match.build import Declared, build_rules
 from flowproof_cli.match.rules import MatchRules, summarize
 from flowproof_cli.mcp.flow import McpFlow
 from flowproof_cli.runner.drivers import drive_command, drive_service
 from flowproof_cli.runner.judge import judge
+from flowproof_cli.runner.rerecord import place_recording
 from flowproof_cli.runner.termination import cancelled_by_sigterm
 from flowproof_cli.runner.tool_warnings import handle_warnings, unintercepted_tool_warnings
 from flowproof_cli.runner.upstream import upstream_from_environment
@@ -57,7 +62,12 @@ def _open_session(
         return session, None
     trace = traces.load(trace_path)
     session = CassetteSession(
-        Mode.REPLAY, mocks=spec.mocks, recorded=list(trace.turns), rules=rules
+        Mode.REPLAY,
+        mocks=spec.mocks,
+        recorded=list(trace.turns),
+        rules=rules,
+        # Recorded under exactly these rules: the stored requests are already as matched.
+        recorded_as_matched=trace.match == rules.snapshot(),
     )
     return session, trace
 
@@ -78,6 +88,18 @@ def _snapshot_notes(
     ]
 
 
+def _judge_egress(result: FlowResult, spec: FlowSpec, report: EgressReport) -> None:
+    """The tier, the report, `assert_no_egress` and, for the run record, whether it could
+    certify at all and what THIS run refused (never what a trace recorded elsewhere holds)."""
+    result.containment = report.containment.line
+    result.egress_report = report.stderr_lines()
+    result.notes.extend(egress.notes(spec, report))
+    result.failures.extend(egress.failures(spec, report))
+    result.capability_error = egress.cannot_certify(spec, report)
+    if report.containment.enforced:
+        result.egress_blocked = report.trace_section()
+
+
 async def run_flow(
     spec: FlowSpec,
     *,
@@ -89,7 +111,7 @@ async def run_flow(
 ) -> FlowResult:
     """Run one flow and return its verdict. FlowproofError propagates (exit 2)."""
     with cancelled_by_sigterm():
-        return await _run_flow(
+        result = await _run_flow(
             spec,
             mode=mode,
             trace_path=trace_path,
@@ -97,6 +119,9 @@ async def run_flow(
             timeout_s=timeout_s,
             suite_match=suite_match,
         )
+    if mode is Mode.REPLAY or result.trace_written:  # the trace judged: read, or written
+        result.trace_sha256 = file_sha256(trace_path)
+    return result
 
 
 async def _run_flow(
@@ -114,6 +139,7 @@ async def _run_flow(
     started = time.monotonic()
     if mode is Mode.REPLAY and not trace_path.exists():
         raise TraceError(f"no trace at {trace_path}; record it first: {_record_command(spec_path)}")
+    secrets = secret_scan.resolve_secrets(spec, environ, spec.source_path)  # exit 2 up front
     cwd = spec_path.parent if spec.source_path else Path.cwd()
     rules, user_addons = _match_rules(spec, suite_match, cwd, environ)
     session, trace = _open_session(spec, mode, trace_path, environ, rules)
@@ -170,17 +196,21 @@ async def _run_flow(
     )
     result.divergence = session.divergence.to_json() if session.divergence else None
     if driven.egress is not None:
-        result.containment = driven.egress.containment.line
-        result.egress_report = driven.egress.stderr_lines()
-        result.notes.extend(egress.notes(spec, driven.egress))
-        result.failures.extend(egress.failures(spec, driven.egress))
+        _judge_egress(result, spec, driven.egress)
+    secret_scan.judge_leaks(  # before any trace is written: a leak means none is
+        result,
+        secrets,
+        session,
+        lanes=trace.mcp if trace is not None else mcp_verdict.lanes,
+        mocks=spec.mcp_mocks if trace is not None else None,
+    )
     if result.failures and trace is not None:
         result.notes.extend(_snapshot_notes(spec, trace, rules, spec_path))
     if mode is Mode.RECORD:
         if result.failures:
             result.notes.append("no trace written (record writes a trace only for a passing flow)")
-        else:
-            traces.save(
+        else:  # a first trace, or a reviewed replacement (runner/rerecord.py)
+            place_recording(
                 trace_path,
                 traces.Trace(
                     flow=spec.name,
@@ -190,6 +220,7 @@ async def _run_flow(
                     egress_blocked=driven.egress.trace_section() if driven.egress else [],
                     mcp=mcp_verdict.lanes,
                 ),
+                intent_of(spec),
+                result,
             )
-            result.trace_written = True
     return result

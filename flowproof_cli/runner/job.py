@@ -22,6 +22,7 @@ from typing import Any
 
 from flowproof_cli.cassette import Mode
 from flowproof_cli.errors import FlowproofError, TraceError
+from flowproof_cli.evidence.records import file_sha256, with_evidence
 from flowproof_cli.match.build import Declared
 from flowproof_cli.runner.discovery import nearest_suite
 from flowproof_cli.runner.suite import Hooks, Suite, prepare_suite, run_hook
@@ -134,11 +135,12 @@ def skip_reason(spec: FlowSpec, job: FlowJob) -> str | None:
 
 
 def _execute(job: FlowJob) -> FlowResult:
+    spec_sha256 = file_sha256(job.spec_path)  # the spec as this job loads it
     spec = load_spec(job.spec_path)
     result = FlowResult(spec.name, job.spec_path, job.mode.value, job.trace_path)
     result.skipped = skip_reason(spec, job)
     if result.skipped is not None:
-        return result
+        return with_evidence(result, spec, spec_sha256)
     # Imported here: the parent of a `-j N` run never loads the proxy engine (mitmproxy).
     from flowproof_cli.runner.flow import run_flow  # noqa: PLC0415
 
@@ -174,4 +176,4 @@ def _execute(job: FlowJob) -> FlowResult:
             result.error = teardown
         else:
             result.notes.append(teardown)
-    return result
+    return with_evidence(result, spec, spec_sha256)

@@ -34,6 +34,21 @@ class FlowResult:
     # The model divergence, if any: {turn, summary, details, message, changes}; each change
     # is {path, kind, recorded, replayed} with both values whole (the message clips them).
     divergence: dict[str, Any] | None = None
+    # A passing re-record whose trajectory changed waits beside the trace for approval
+    # (runner/rerecord.py): its path until approved or refused, and its trajectory diff.
+    candidate_path: Path | None = None
+    trajectory_diff: list[str] = field(default_factory=list)
+    # The files this verdict judged (flowproof_cli.evidence.records): the spec, and the
+    # trace read (replay) or written (record).
+    spec_sha256: str | None = None
+    trace_sha256: str | None = None
+    # Why `assert_no_egress` could not certify this run (containment was not enforced).
+    capability_error: str | None = None
+    # Destinations THIS run's containment refused ({destination, protocol, at_ms}); None
+    # when this run was not contained, whatever the trace recorded elsewhere holds.
+    egress_blocked: list[dict[str, Any]] | None = None
+    # The control row of a flow with `control:` (flowproof_cli.evidence.controls).
+    control: dict[str, Any] | None = None
 
     @property
     def passed(self) -> bool:
@@ -57,6 +72,7 @@ class FlowResult:
         data = asdict(self)
         data["spec_path"] = str(self.spec_path)
         data["trace_path"] = str(self.trace_path)
+        data["candidate_path"] = str(self.candidate_path) if self.candidate_path else None
         data["status"] = self.status
         data["passed"] = self.passed
         return data
@@ -68,4 +84,6 @@ class FlowResult:
         values = {key: value for key, value in data.items() if key in known}
         values["spec_path"] = Path(values["spec_path"])
         values["trace_path"] = Path(values["trace_path"])
+        if values.get("candidate_path") is not None:
+            values["candidate_path"] = Path(values["candidate_path"])
         return cls(**values)

@@ -544,6 +544,37 @@ Step = Annotated[
 ]
 
 
+CONTROL_ID_PATTERN = r"^[a-z0-9._-]+$"
+
+
+class ControlSpec(_Model):
+    """What the flow evidences, for an auditor: every run records this control's row
+    (verdict, lanes asserted, containment enforced) and `flowproof audit` reads it back."""
+
+    id: str = Field(
+        description=(
+            "Stable id of the control, unique within a directory run: lowercase letters, "
+            "digits, `.`, `_`, `-` (e.g. `sec.egress.declared`)."
+        ),
+        json_schema_extra={"pattern": CONTROL_ID_PATTERN},
+    )
+    title: str | None = Field(default=None, min_length=1, description="One line for reports.")
+    description: str | None = Field(
+        default=None, min_length=1, description="What the control guarantees, for reviewers."
+    )
+
+    @field_validator("id", mode="after")
+    @classmethod
+    def _check_id(cls, value: str) -> str:
+        if not re.fullmatch(CONTROL_ID_PATTERN, value):
+            suggestion = re.sub(r"[^a-z0-9._-]+", "-", value.lower()).strip("-") or "sec.egress"
+            raise spec_problem(
+                f"control id {value!r} may hold only lowercase letters, digits, `.`, `_` and "
+                f"`-`. Fix: write e.g. `id: {suggestion}`"
+            )
+        return value
+
+
 class FlowSpec(_Model):
     """One `*.flow.yaml`: the agent to run, the tools to mock, and the steps to check."""
 
@@ -586,6 +617,13 @@ class FlowSpec(_Model):
     skip_unless_env: list[str] = Field(
         default_factory=list,
         description="Skip the flow (reported as skipped) unless all these variables are set.",
+    )
+    control: ControlSpec | None = Field(
+        default=None,
+        description=(
+            "`{id, title?, description?}`: this flow evidences a control; each run records "
+            "its row, which `flowproof audit` reads."
+        ),
     )
     steps: list[Step] = Field(
         description=(

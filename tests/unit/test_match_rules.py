@@ -204,9 +204,8 @@ def test_suite_rules_come_first_and_the_spec_adds() -> None:
 
 
 def test_spec_can_turn_off_a_presets_relocation(tmp_path: Path) -> None:
-    preset = next((n for n in preset_names() if load_preset(n).relocate), None)
-    if preset is None:
-        pytest.skip("no preset relocates yet")
+    preset = "claude-code"
+    assert load_preset(preset).relocate
     on, _ = build_rules([Declared("spec", presets=(preset,))], cwd=tmp_path, home="/home/x")
     off, _ = build_rules(
         [Declared("spec", presets=(preset,), relocate=False)], cwd=tmp_path, home="/home/x"
@@ -386,3 +385,38 @@ def test_match_show_of_an_unknown_preset_is_exit_2_naming_the_real_ones() -> Non
     assert "error: unknown match preset `claude`. Fix: use one of" in result.stderr
     assert "dates" in result.stderr
     assert "Traceback" not in result.output
+
+
+def test_a_path_ending_a_sentence_is_relocated_but_a_longer_name_is_not() -> None:
+    relocation = Relocation("/home/ann/app", "/home/ann")
+    moved, _ = relocation.to_placeholders({"t": "Work in /home/ann/app. Not /home/ann/app.old"})
+    assert moved == {"t": "Work in {cwd}. Not {home}/app.old"}  # under HOME, not the checkout
+
+
+def _growing_rule() -> MatchRules:
+    """A rule whose output it would rewrite again (it does not map its output to itself)."""
+    return MatchRules(
+        [NormalizeRule(re.compile(r"<shell>[^<]*</shell>"), "<shell><shell></shell>")]
+    )
+
+
+def test_a_trace_recorded_under_the_same_rules_is_matched_as_stored() -> None:
+    live = chat_request("<shell>bash</shell>")
+    stored = _growing_rule().matched(CHAT, live)
+    turn = Turn(CHAT, stored, 200, _response())
+    session = CassetteSession(
+        Mode.REPLAY, recorded=[turn], rules=_growing_rule(), recorded_as_matched=True
+    )
+    rendered = session.on_request("/v1/chat/completions", json.dumps(live).encode())
+    assert getattr(rendered, "status", None) == 200
+
+
+def test_rules_added_after_recording_rewrite_the_stored_requests_too() -> None:
+    """Without the snapshot's word, the rules run on the stored side as well: a rule that
+    does not map its output to itself then diverges (docs/matching.md says to avoid it)."""
+    live = chat_request("<shell>bash</shell>")
+    stored = _growing_rule().matched(CHAT, live)
+    turn = Turn(CHAT, stored, 200, _response())
+    session = CassetteSession(Mode.REPLAY, recorded=[turn], rules=_growing_rule())
+    rendered = session.on_request("/v1/chat/completions", json.dumps(live).encode())
+    assert getattr(rendered, "status", None) == 409

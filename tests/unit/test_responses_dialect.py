@@ -643,3 +643,35 @@ def test_sdk_raises_the_rendered_error_when_streaming() -> None:
         client.responses.create(model="gpt-4.1-mini", input="hi", stream=True)
     assert raised.value.code == "flowproof_divergence"
     assert "no recorded turn matches" in raised.value.message
+
+
+# --- custom (free-form) tools: Codex's apply_patch -------------------------------------------
+
+
+def test_custom_tool_calls_are_in_the_trajectory_with_their_input() -> None:
+    response = {
+        "output": [
+            {
+                "type": "custom_tool_call",
+                "name": "apply_patch",
+                "input": "*** Begin Patch",
+                "call_id": "c1",
+            }
+        ]
+    }
+    (call,) = RESPONSES.assistant_turn({}, response, 1).tool_calls
+    assert (call.name, call.call_id) == ("apply_patch", "c1")
+    assert json.loads(call.raw_arguments) == {"input": "*** Begin Patch"}
+
+
+def test_custom_tool_results_are_mocked_like_function_results() -> None:
+    body = {
+        "input": [
+            {"type": "custom_tool_call", "name": "apply_patch", "input": "x", "call_id": "c1"},
+            {"type": "custom_tool_call_output", "call_id": "c1", "output": "real output"},
+            {"type": "custom_tool_call_output", "call_id": "other", "output": "left alone"},
+        ]
+    }
+    mocked = RESPONSES.apply_mocks(body, {"apply_patch": "Done!"}, {})
+    assert [item.get("output") for item in mocked["input"]] == [None, "Done!", "left alone"]
+    assert body["input"][1]["output"] == "real output"  # the input is not modified

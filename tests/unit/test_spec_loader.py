@@ -180,7 +180,10 @@ def test_unknown_top_level_key(tmp_path: Path) -> None:
     assert error.line == 5
     assert "unknown key `stpes`" in str(error)
     assert "Did you mean `steps`?" in str(error)
-    assert "name, app, agent, tools, mcp, strict, match, timeout, skip_unless_env, steps" in str(error)
+    assert (
+        "name, app, agent, tools, mcp, strict, match, timeout, skip_unless_env, control, steps"
+        in str(error)
+    )
 
 
 def test_unknown_nested_key(tmp_path: Path) -> None:
@@ -426,8 +429,13 @@ def test_schema_contains_every_step_kind() -> None:
         "match",
         "timeout",
         "skip_unless_env",
+        "control",
         "steps",
     }
+    control = schema["$defs"]["ControlSpec"]
+    assert set(control["properties"]) == {"id", "title", "description"}
+    assert control["required"] == ["id"]
+    assert control["properties"]["id"]["pattern"] == "^[a-z0-9._-]+$"
     assert schema["additionalProperties"] is False
     assert "pattern" in schema["$defs"]["ToolCallStep"]["properties"]["assert_tool_call"]
     assert "default" not in schema["$defs"]["ToolSpec"]["properties"]["result"]

@@ -1,7 +1,8 @@
 """One coding CLI's "record on a laptop, replay in CI" story, run inside a loopback-only
 network namespace (the CLIs phone home otherwise) and reported as JSON on stdout.
 
-    unshare -n sh -c 'ip link set lo up; exec python -m tests.e2e.cli_agents.scenario CLI WORKDIR'
+    unshare -n -m sh -c 'mount -t tmpfs tmpfs /dev/shm && ip link set lo up &&
+        exec python -m tests.e2e.cli_agents.scenario CLI WORKDIR'
 
 Record: the project (this folder's CLI subfolder) at WORKDIR/laptop/<cli>-app, HOME
 WORKDIR/laptop/home-ann, today, in a fresh git repository, against the scripted fake model.
@@ -11,7 +12,8 @@ day, with the trace committed and an untracked file added:
 
 * `replay`: the flow as written (its `match: {presets: [<cli>]}`);
 * `edited_prompt`: the same, with the task edited;
-* `without_preset`: the same, with the `match:` key removed;
+* `without_preset`: the same story for the flow without its `match:` key (recorded on the
+  laptop without it too);
 * `rerecord`: a record again in the CI checkout. Its requests (stored as matched: relocated
   and normalized) must equal the laptop's, so a re-recorded trace is unchanged in review
   (`requests_unchanged`; the fake is seeded, so the model's ids, which later requests echo,
@@ -111,7 +113,9 @@ def git(project: Path, *args: str) -> None:
 
 
 def faketime_env(library: Path) -> dict[str, str]:
-    """libfaketime a day ahead; no shared memory (the CLI's children come and go)."""
+    """libfaketime a day ahead. Builds that know FAKETIME_DISABLE_SHM keep no clock in
+    /dev/shm; Debian's 0.9.10 does, in files named by pid, which is why the namespace gets a
+    private /dev/shm (a stale file whose pid comes round again fails the CLI's start)."""
     return {"LD_PRELOAD": str(library), "FAKETIME": "+1d", "FAKETIME_DISABLE_SHM": "1"}
 
 
@@ -151,9 +155,11 @@ def edit_spec(project: Path, edit: str) -> None:
     spec.write_text(yaml.safe_dump(data, sort_keys=False))
 
 
-def new_project(cli: str, laptop: Machine) -> None:
+def new_project(cli: str, laptop: Machine, edit: str | None = None) -> None:
     shutil.copytree(HERE / cli, laptop.project)
-    laptop.home.mkdir(parents=True)
+    if edit is not None:
+        edit_spec(laptop.project, edit)
+    laptop.home.mkdir(parents=True, exist_ok=True)
     git(laptop.project, "init", "-q", "-b", "main")
     git(laptop.project, "add", "-A")
     git(laptop.project, "commit", "-q", "-m", "A flow for the coding CLI")
@@ -173,18 +179,25 @@ def move_to_ci(laptop: Machine, ci: Machine) -> None:
     """A copy of the project elsewhere, the trace committed, an untracked file added; the
     laptop checkout gone, so nothing can still read it."""
     shutil.copytree(laptop.project, ci.project)
-    ci.home.mkdir(parents=True)
+    ci.home.mkdir(parents=True, exist_ok=True)
     git(ci.project, "add", TRACE)
     git(ci.project, "commit", "-q", "-m", "Record the trace")
     (ci.project / "scratch.txt").write_text("not committed\n")
     shutil.rmtree(laptop.project)
 
 
-def replay_copy(ci: Machine, name: str, edit: str) -> Step:
-    """Replay from a fresh copy of the CI checkout with one edit to the spec."""
-    copy = Machine(ci.project.with_name(name), ci.home, ci.tz, ci.shim, ci.library)
+def elsewhere(machine: Machine, name: str) -> Machine:
+    """Another checkout on the same machine (same HOME and clock)."""
+    return Machine(
+        machine.project.with_name(name), machine.home, machine.tz, machine.shim, machine.library
+    )
+
+
+def replay_edited(ci: Machine) -> Step:
+    """Replay from a fresh copy of the CI checkout with the task edited."""
+    copy = elsewhere(ci, "checkout-edited")
     shutil.copytree(ci.project, copy.project)
-    edit_spec(copy.project, edit)
+    edit_spec(copy.project, "prompt")
     return flowproof(copy, "run")
 
 
@@ -205,14 +218,17 @@ def scenario(cli: str, workdir: Path) -> Outcome:
             raise SystemExit("libfaketime is not installed (Debian package `faketime`)")
         ci.shim = faketime_shim(workdir / "ci" / "shim", BINARIES[cli], library)
         ci.library = library
+    laptop_bare, ci_bare = elsewhere(laptop, f"{cli}-bare"), elsewhere(ci, "checkout-bare")
     new_project(cli, laptop)
-    steps = {"record": record(cli, laptop)}
-    if steps["record"].code != 0:
+    new_project(cli, laptop_bare, edit="preset")
+    steps = {"record": record(cli, laptop), "record_without_preset": record(cli, laptop_bare)}
+    if any(step.code != 0 for step in steps.values()):
         return Outcome(steps)
     move_to_ci(laptop, ci)
+    move_to_ci(laptop_bare, ci_bare)
     steps["replay"] = flowproof(ci, "run")
-    steps["edited_prompt"] = replay_copy(ci, "checkout-edited", "prompt")
-    steps["without_preset"] = replay_copy(ci, "checkout-no-preset", "preset")
+    steps["edited_prompt"] = replay_edited(ci)
+    steps["without_preset"] = flowproof(ci_bare, "run")
     recorded = stored_requests(ci.project / TRACE)
     steps["rerecord"] = record(cli, ci)
     return Outcome(steps, stored_requests(ci.project / TRACE) == recorded)

@@ -5,8 +5,8 @@
 
 Each recording runs in a network namespace of its own with only loopback up (the fake
 upstream and flowproof both inside it), so a framework that phones home cannot reach
-anything even when its switches are wrong. `record SPEC [-o TRACE]` is the step that runs
-inside the namespace.
+anything even when its switches are wrong. `record SPEC` is the step that runs inside the
+namespace: it serves the fake and records SPEC against it.
 """
 
 from __future__ import annotations
@@ -59,12 +59,11 @@ def netns_argv(argv: Sequence[str]) -> list[str]:
     return ["unshare", "-n", "sh", "-c", 'ip link set lo up && exec "$@"', "netns", *argv]
 
 
-def record_here(spec: Path, output: Path | None = None) -> int:
+def record_here(spec: Path) -> int:
     """Record `spec` against the scripted fake, in this process's network namespace."""
     with FakeUpstream(script=cookbook_script) as fake:
         completed = subprocess.run(
-            [sys.executable, "-m", "flowproof_cli", "record", str(spec)]
-            + (["-o", str(output)] if output else []),
+            [sys.executable, "-m", "flowproof_cli", "record", str(spec)],
             env={
                 **clean_environ(),
                 "FLOWPROOF_AGENT_UPSTREAM": f"{fake.base_url}/v1",
@@ -77,10 +76,8 @@ def record_here(spec: Path, output: Path | None = None) -> int:
 
 
 def main(argv: Sequence[str]) -> int:
-    if argv[:1] == ["record"]:
-        spec = Path(argv[1])
-        output = Path(argv[3]) if argv[2:3] == ["-o"] else None
-        return record_here(spec, output)
+    if argv[:1] == ["record"] and len(argv) == 2:
+        return record_here(Path(argv[1]))
     unknown = sorted(set(argv) - set(FRAMEWORKS))
     if unknown:
         print(f"unknown framework(s): {', '.join(unknown)}; known: {', '.join(FRAMEWORKS)}")

@@ -19,7 +19,7 @@ def get_weather(city: str) -> str:
 
 
 def main() -> int:
-    task_text = " ".join(sys.argv[1:]) or os.environ["FLOWPROOF_PROMPT"]
+    task_text = sys.argv[1] if len(sys.argv) > 1 else os.environ["FLOWPROOF_PROMPT"]
     forecaster = Agent(
         role="Weather assistant",
         goal="Answer weather questions from the get_weather tool",

@@ -33,7 +33,7 @@ def get_weather(city: str) -> str:
 
 
 def main() -> int:
-    task = " ".join(sys.argv[1:]) or os.environ["FLOWPROOF_PROMPT"]
+    task = sys.argv[1] if len(sys.argv) > 1 else os.environ["FLOWPROOF_PROMPT"]
     messages: list = [
         {"role": "system", "content": "You are a weather assistant. Use the tools."},
         {"role": "user", "content": task},

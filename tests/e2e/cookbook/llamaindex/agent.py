@@ -19,7 +19,7 @@ def get_weather(city: str) -> str:
 
 
 async def main() -> int:
-    task = " ".join(sys.argv[1:]) or os.environ["FLOWPROOF_PROMPT"]
+    task = sys.argv[1] if len(sys.argv) > 1 else os.environ["FLOWPROOF_PROMPT"]
     agent = FunctionAgent(
         tools=[get_weather],
         llm=OpenAI(model="gpt-4o-mini"),

@@ -23,7 +23,7 @@ def get_weather(city: str) -> str:
 
 
 def main() -> int:
-    task = " ".join(sys.argv[1:]) or os.environ["FLOWPROOF_PROMPT"]
+    task = sys.argv[1] if len(sys.argv) > 1 else os.environ["FLOWPROOF_PROMPT"]
     model = OpenAIServerModel(model_id="gpt-4o-mini")
     agent = ToolCallingAgent(tools=[get_weather], model=model, max_steps=4, verbosity_level=0)
     print(agent.run(task))

@@ -1,0 +1,384 @@
+"""The secret-leak scan behind `assert_no_secret_leak`: a declared value appears nowhere in
+what crossed flowproof's boundaries, raw or in a common encoding.
+
+The corpus is the run's trajectory: every served model turn, its request as the agent sent
+it (before match rules, which may have normalized the very span holding the secret) and its
+response as the agent was given it, and every MCP lane (calls with their params and answers,
+server notifications and requests with the agent's answers). Encodings matter because an
+agent that base64s a key into a tool argument has still leaked it.
+
+A finding names the variable, the place and the encoding, never the value: a `Secret` keeps
+its search strings out of its repr, and `redact_result` replaces any of them that reached a
+verdict's text (the agent's output, a reply quoted in a failure, a divergence) before the
+verdict is printed or stored.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import partial
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from urllib.parse import quote, quote_plus
+
+from flowproof_cli.errors import ConfigError
+from flowproof_cli.spec.models import NoSecretLeakStep
+
+if TYPE_CHECKING:
+    from flowproof_cli.cassette.session import CassetteSession
+    from flowproof_cli.mcp.lane import Call, Lane
+    from flowproof_cli.runner.verdict import FlowResult
+    from flowproof_cli.spec import FlowSpec
+
+#: Shorter values would match by chance somewhere in a long trajectory.
+MIN_LENGTH = 8
+#: Locations listed per variable; the rest are counted.
+MAX_LOCATIONS = 5
+#: Joins a value's leaves for one substring test. An environment value cannot hold a NUL,
+#: and no encoding of one produces it, so a match never spans two leaves.
+_LEAF_SEPARATOR = "\x00"
+_URLSAFE = str.maketrans("+/", "-_")
+
+
+# -- what to search for -------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Needle:
+    """One string to search for, and the encoding it stands for in a message."""
+
+    text: str = field(repr=False)
+    encoding: str
+
+
+def _json_escaped(value: str) -> list[str]:
+    """The value as it appears inside a JSON string (a tool's arguments are one)."""
+    forms = [json.dumps(value)[1:-1], json.dumps(value, ensure_ascii=False)[1:-1]]
+    return forms + [form.replace("/", "\\/") for form in forms]
+
+
+def base64_cores(data: bytes) -> list[str]:
+    """For each alignment (the secret starts at byte offset 0, 1 or 2 of a 3-byte group of
+    the encoded blob), the base64 characters fixed by the secret's bytes alone, whatever
+    precedes or follows them. Padding is never part of a core."""
+    cores = []
+    for alignment in range(3):
+        blob = base64.b64encode(bytes(alignment) + data + bytes(3)).decode()
+        start = -(-8 * alignment // 6)  # first character whose 6 bits are all the secret's
+        end = 8 * (alignment + len(data)) // 6
+        cores.append(blob[start:end])
+    return cores
+
+
+def _url_encoded(value: str) -> list[str]:
+    forms = [quote(value, safe=""), quote(value), quote_plus(value)]
+    lowered = [_lower_escapes(form) for form in forms]
+    return forms + lowered
+
+
+def _lower_escapes(text: str) -> str:
+    """`%2F` as `%2f`: some encoders write lowercase escapes."""
+    parts = text.split("%")
+    return parts[0] + "".join("%" + part[:2].lower() + part[2:] for part in parts[1:])
+
+
+def needles(value: str) -> tuple[Needle, ...]:
+    """Every form of `value` to search for, each string once (the first encoding wins)."""
+    found: dict[str, str] = {}
+
+    def add(text: str, encoding: str) -> None:
+        if text and text not in found:
+            found[text] = encoding
+
+    add(value, "raw")
+    for escaped in _json_escaped(value):
+        add(escaped, "JSON-escaped")
+    data = value.encode()
+    for alignment, core in enumerate(base64_cores(data)):
+        add(core, f"base64, alignment {alignment}")
+        add(core.translate(_URLSAFE), f"base64url, alignment {alignment}")
+    for encoded in _url_encoded(value):
+        add(encoded, "URL-encoded")
+    add(data.hex(), "hex")
+    add(data.hex().upper(), "hex")
+    return tuple(Needle(text, encoding) for text, encoding in found.items())
+
+
+@dataclass(frozen=True)
+class Secret:
+    """A declared variable with its search strings; only `name` is ever shown or stored."""
+
+    name: str
+    needles: tuple[Needle, ...] = field(repr=False)
+    line: int | None = None  # the first step naming it
+
+    @classmethod
+    def of(cls, name: str, value: str, line: int | None = None) -> Secret:
+        return cls(name, needles(value), line)
+
+
+def _step_line(spec: FlowSpec, name: str) -> int | None:
+    for step in spec.steps:
+        if isinstance(step, NoSecretLeakStep) and name in step.variables:
+            return step.line
+    return None
+
+
+def resolve_secrets(
+    spec: FlowSpec, environ: Mapping[str, str], spec_path: Path | None = None
+) -> list[Secret]:
+    """The flow's declared secrets, resolved before the agent starts. An unset or too short
+    value is a ConfigError (exit 2) naming the variable, never its value."""
+    secrets = []
+    for name in spec.secret_variables:
+        line = _step_line(spec, name)
+        where = f"{spec_path}:{line}: " if spec_path and line else ""
+        value = environ.get(name)
+        if value is None:
+            raise ConfigError(
+                f"{where}assert_no_secret_leak: environment variable {name} is not set, so "
+                f"there is nothing to scan for. Fix: export {name}=... (or set it in the "
+                "suite's env) before running flowproof"
+            )
+        if len(value) < MIN_LENGTH:
+            raise ConfigError(
+                f"{where}assert_no_secret_leak: ${{{name}}} is too short to scan for (fewer "
+                f"than {MIN_LENGTH} characters would match by chance). Fix: scan for the "
+                f"full secret, or remove ${{{name}}} from the step"
+            )
+        secrets.append(Secret.of(name, value, line))
+    return secrets
+
+
+# -- where to search ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Unit:
+    """One named part of the corpus."""
+
+    where: str
+    value: Any
+
+
+@dataclass(frozen=True)
+class Scope:
+    """A corpus entry, searched whole first; `parts` (when it has them) then say where."""
+
+    where: str
+    value: Any
+    parts: Callable[[], list[Unit]] | None = None
+
+
+def _leaves(value: Any) -> Iterator[str]:
+    """Every text in a JSON value: strings, mapping keys, and scalars as their JSON text."""
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            yield str(key)
+            yield from _leaves(item)
+    elif isinstance(value, list | tuple):
+        for item in value:
+            yield from _leaves(item)
+    elif value is not None and not isinstance(value, bool):
+        yield json.dumps(value)
+
+
+def _text(value: Any) -> str:
+    return _LEAF_SEPARATOR.join(_leaves(value))
+
+
+def _request_parts(label: str, protocol: str, request: Any) -> list[Unit]:
+    """The request by the parts a divergence report names: model, tools, messages (counted
+    from 0, as there), other fields."""
+    from flowproof_cli.dialects import dialect_named  # noqa: PLC0415 (the dialects are heavy)
+
+    try:
+        outline = dialect_named(protocol).outline(request)
+    except (KeyError, TypeError, ValueError, AttributeError):
+        return []  # an unreadable shape: the whole request is the location
+    units = [Unit(f"{label}, model", outline.model)]
+    units += [
+        Unit(f"{label}, tools offered ({name})", tool) for name, tool in outline.tools.items()
+    ]
+    for position, message in enumerate(outline.messages):
+        content = message.raw if message.raw is not None else message.content
+        units.append(Unit(f"{label}, message {position} ({message.role})", content))
+    units += [Unit(f"{label}, field {key}", value) for key, value in outline.parameters.items()]
+    return units
+
+
+def model_scopes(session: CassetteSession) -> Iterator[Scope]:
+    """Each served turn in recorded order: the request as sent, the response as given."""
+    for position in session.used_turns():
+        turn = session.recorded[position]
+        request = session.sent.get(position, turn.request)
+        label = f"turn {position + 1} request"
+        yield Scope(label, request, partial(_request_parts, label, turn.protocol, request))
+        yield Scope(f"turn {position + 1} response", session.rules.live_response(turn.response))
+
+
+def _call_units(prefix: str, number: int, call: Call, mocked: Mapping[str, Any]) -> list[Unit]:
+    where = f"{prefix}, call {number} ({call.label()})"
+    units = []
+    params = call.params or {}
+    if call.method == "tools/call" and "arguments" in params:
+        units.append(Unit(f"{where} arguments", params["arguments"]))
+        params = {key: value for key, value in params.items() if key != "arguments"}
+    if params:
+        units.append(Unit(f"{where} params", params))
+    if call.tool is not None and call.tool in mocked:  # replay serves the spec's mock
+        units.append(Unit(f"{where} result (mocked)", mocked[call.tool]))
+    elif call.error is not None:
+        units.append(Unit(f"{where} error", call.error))
+    elif call.answered:
+        suffix = " (mocked)" if call.mocked else ""
+        units.append(Unit(f"{where} result{suffix}", call.result))
+    return units
+
+
+def mcp_units(
+    lanes: Mapping[str, Lane], mocks: Mapping[str, Mapping[str, Any]] | None = None
+) -> Iterator[Unit]:
+    """Every lane: calls (params, answers), then what the server started (and the agent's
+    answers). `mocks` (replay): tools answered from the spec now, whatever was recorded."""
+    for server, lane in lanes.items():
+        prefix = f"MCP server {server}"
+        mocked = (mocks or {}).get(server, {})
+        for number, call in enumerate(lane.calls, start=1):
+            yield from _call_units(prefix, number, call, mocked)
+        for number, event in enumerate(lane.server, start=1):
+            where = f"{prefix}, server message {number} ({event.method})"
+            yield Unit(where, event.message)
+            if event.answer is not None:
+                yield Unit(f"{where} answer", event.answer)
+
+
+# -- the scan ---------------------------------------------------------------------------------
+
+
+#: variable name -> location -> encodings found there, in order of discovery.
+Findings = dict[str, dict[str, list[str]]]
+
+
+def _note(findings: Findings, name: str, where: str, encoding: str) -> None:
+    encodings = findings.setdefault(name, {}).setdefault(where, [])
+    if encoding not in encodings:
+        encodings.append(encoding)
+
+
+def _hits(secrets: Sequence[Secret], text: str) -> list[tuple[Secret, Needle]]:
+    return [(s, n) for s in secrets for n in s.needles if n.text in text]
+
+
+def scan(secrets: Sequence[Secret], scopes: Iterable[Scope | Unit]) -> Findings:
+    """Where each secret occurs, in corpus order. A scope found to hold a secret is located
+    by its parts; a hit no part explains is reported at the scope itself."""
+    findings: Findings = {}
+    for scope in scopes:
+        hits = _hits(secrets, _text(scope.value))
+        if not hits:
+            continue
+        located: set[tuple[str, str]] = set()
+        parts = scope.parts() if isinstance(scope, Scope) and scope.parts else []
+        for unit in parts:
+            text = _text(unit.value)
+            for secret, needle in hits:
+                if needle.text in text:
+                    _note(findings, secret.name, unit.where, needle.encoding)
+                    located.add((secret.name, needle.text))
+        for secret, needle in hits:
+            if (secret.name, needle.text) not in located:
+                _note(findings, secret.name, scope.where, needle.encoding)
+    return findings
+
+
+def failure_lines(secrets: Sequence[Secret], findings: Findings) -> list[str]:
+    """One line per leaked variable: its name and where, never what."""
+    lines = []
+    for secret in secrets:
+        places = findings.get(secret.name)
+        if not places:
+            continue
+        shown = [
+            f"{where} ({' and '.join(encodings)})"
+            for where, encodings in list(places.items())[:MAX_LOCATIONS]
+        ]
+        line = f"secret ${{{secret.name}}} leaked: {'; '.join(shown)}"
+        if len(places) > MAX_LOCATIONS:
+            line += f"; and {len(places) - MAX_LOCATIONS} more location(s)"
+        if secret.line:
+            line += f" (step at line {secret.line})"
+        lines.append(line)
+    return lines
+
+
+def leak_failures(
+    secrets: Sequence[Secret],
+    session: CassetteSession,
+    lanes: Mapping[str, Lane],
+    mcp_mocks: Mapping[str, Mapping[str, Any]] | None = None,
+) -> list[str]:
+    """The flow's failures for `assert_no_secret_leak`: the model turns then the MCP lanes."""
+    if not secrets:
+        return []
+    corpus: list[Scope | Unit] = [*model_scopes(session), *mcp_units(lanes, mcp_mocks)]
+    return failure_lines(secrets, scan(secrets, corpus))
+
+
+def judge_leaks(
+    result: FlowResult,
+    secrets: Sequence[Secret],
+    session: CassetteSession,
+    *,
+    lanes: Mapping[str, Lane],
+    mocks: Mapping[str, Mapping[str, Any]] | None = None,
+) -> None:
+    """Add the leak failures to a verdict, then take every value out of its text. Runs
+    before record writes its trace, so a leak writes none."""
+    if secrets:
+        result.failures.extend(leak_failures(secrets, session, lanes, mocks))
+        redact_result(result, secrets)
+
+
+# -- keeping values out of the verdict ------------------------------------------------------
+
+
+def redact(text: str, secrets: Sequence[Secret]) -> str:
+    """`text` with every form of every secret replaced by a marker naming the variable."""
+    forms = sorted(
+        ((needle.text, secret.name) for secret in secrets for needle in secret.needles),
+        key=lambda form: -len(form[0]),
+    )
+    for needle, name in forms:
+        if needle in text:
+            text = text.replace(needle, f"[redacted ${{{name}}}]")
+    return text
+
+
+def redact_json(value: Any, secrets: Sequence[Secret]) -> Any:
+    if isinstance(value, str):
+        return redact(value, secrets)
+    if isinstance(value, dict):
+        return {redact(str(k), secrets): redact_json(v, secrets) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [redact_json(item, secrets) for item in value]
+    return value
+
+
+def redact_result(result: FlowResult, secrets: Sequence[Secret]) -> None:
+    """Every text of a verdict that is printed or stored, with the secrets taken out: the
+    agent's own output or a reply quoted in a failure must not carry a value either."""
+    if not secrets:
+        return
+    result.failures = [redact(text, secrets) for text in result.failures]
+    result.notes = [redact(text, secrets) for text in result.notes]
+    result.egress_report = [redact(text, secrets) for text in result.egress_report]
+    result.stdout_tail = redact(result.stdout_tail, secrets)
+    result.stderr_tail = redact(result.stderr_tail, secrets)
+    if result.divergence is not None:
+        result.divergence = redact_json(result.divergence, secrets)

@@ -1,0 +1,159 @@
+"""A stored trace read the way a reviewer reads it: each turn outlined, and the trajectory.
+
+Shared by the trajectory diff (`flowproof diff`, a reviewed re-record) and the timeline
+(`flowproof show`). Traces are read as stored: relocated `{cwd}` placeholders and normalized
+spans stay as they are, so two traces are compared in the form a reviewer sees in the file.
+Nothing here imports the proxy engine.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from flowproof_cli.dialects import dialect_named
+from flowproof_cli.dialects.base import MessageOutline, RequestOutline
+from flowproof_cli.errors import TraceError
+from flowproof_cli.trace import Trace
+from flowproof_cli.trajectory import AssistantTurn, Trajectory
+
+#: Roles whose entries are the system prompt (every dialect's outline names it `system`).
+SYSTEM_ROLES = frozenset({"system", "developer"})
+#: Roles whose entries are the model's own earlier output, echoed back in later requests.
+MODEL_ROLES = frozenset({"assistant", "model", "reasoning"})
+#: Keys whose values the model or the API mints anew on every recording (call, tool-use and
+#: response ids). Two recordings of one trajectory differ in them, so they are not compared.
+MINTED_KEYS = frozenset({"id", "tool_call_id", "tool_use_id", "call_id", "previous_response_id"})
+
+
+@dataclass(frozen=True)
+class TurnView:
+    """One recorded model turn: the request outlined, and what the model answered."""
+
+    number: int  # 1-based, in recorded order
+    protocol: str
+    status: int
+    outline: RequestOutline
+    response: Any
+    answer: AssistantTurn | None  # None: an error status, or a body that is not JSON
+
+
+def turn_views(trace: Trace, source: str) -> list[TurnView]:
+    """Every turn of the trace, outlined by its dialect; an unknown protocol names the turn."""
+    views = []
+    for number, turn in enumerate(trace.turns, start=1):
+        try:
+            dialect = dialect_named(turn.protocol)
+        except KeyError as exc:
+            raise TraceError(f"{source}: turn {number}: {exc.args[0]}") from None
+        answer = None
+        if turn.status == 200 and isinstance(turn.response, dict):
+            answer = dialect.assistant_turn(turn.request, turn.response, number)
+        views.append(
+            TurnView(
+                number=number,
+                protocol=turn.protocol,
+                status=turn.status,
+                outline=dialect.outline(turn.request),
+                response=turn.response,
+                answer=answer,
+            )
+        )
+    return views
+
+
+def trajectory_of(views: list[TurnView]) -> Trajectory:
+    """The trajectory assertions read: every answered turn, in recorded order."""
+    return Trajectory([view.answer for view in views if view.answer is not None])
+
+
+def text_of(content: Any) -> str:
+    """The text of a message: the string, or the `text` of its parts joined."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(
+            str(part["text"])
+            for part in content
+            if isinstance(part, dict) and isinstance(part.get("text"), str)
+        )
+    if isinstance(content, dict) and isinstance(content.get("text"), str):
+        return str(content["text"])
+    return json.dumps(content, ensure_ascii=False, sort_keys=True)
+
+
+def is_text(content: Any) -> bool:
+    """A string, or a list of parts that carry nothing but text."""
+    if isinstance(content, str):
+        return True
+    return (
+        isinstance(content, list)
+        and bool(content)
+        and all(
+            isinstance(part, dict)
+            and isinstance(part.get("text"), str)
+            and set(part) <= {"type", "text"}
+            for part in content
+        )
+    )
+
+
+def without_minted(value: Any) -> Any:
+    """The value with every minted id key removed, at any depth."""
+    if isinstance(value, dict):
+        return {key: without_minted(item) for key, item in value.items() if key not in MINTED_KEYS}
+    if isinstance(value, list):
+        return [without_minted(item) for item in value]
+    return value
+
+
+def system_prompt(outline: RequestOutline) -> str:
+    """The request's system prompt: its system and developer entries' text, joined."""
+    return "\n".join(
+        text_of(message.content) for message in outline.messages if message.role in SYSTEM_ROLES
+    )
+
+
+def echoes_output(message: MessageOutline, answers: list[AssistantTurn]) -> bool:
+    """An assistant entry that only repeats what the model answered earlier in the trace:
+    each of its tool calls and its text were a response. (A few-shot example the agent
+    wrote itself is not an echo.)"""
+    if message.role not in MODEL_ROLES:
+        return False
+    if message.role == "reasoning":  # the model's reasoning items: output by definition
+        return True
+    calls = {(call.name, call.raw_arguments) for answer in answers for call in answer.tool_calls}
+    texts = {answer.text or "" for answer in answers}
+    text = text_of(message.content) if message.content is not None else ""
+    return all(call in calls for call in message.tool_calls) and (not text or text in texts)
+
+
+def tool_results(message: MessageOutline) -> list[tuple[str | None, str | None, Any]]:
+    """(call id, tool name, content) of each tool result the message carries, in the shapes
+    the dialects use: a `tool` entry (OpenAI Chat and Responses), `tool_result` blocks
+    (Anthropic), `functionResponse` parts (Gemini). Either id or name may be None."""
+    if message.role == "tool":
+        raw = message.raw if isinstance(message.raw, dict) else {}
+        return [(raw.get("tool_call_id") or raw.get("call_id"), None, message.content)]
+    found: list[tuple[str | None, str | None, Any]] = []
+    for part in message.content if isinstance(message.content, list) else []:
+        if not isinstance(part, dict):
+            continue
+        if part.get("type") == "tool_result":
+            found.append((part.get("tool_use_id"), None, part.get("content")))
+        response = part.get("functionResponse") or part.get("function_response")
+        if isinstance(response, dict):
+            found.append((response.get("id"), response.get("name"), response.get("response")))
+    return found
+
+
+def is_result_part(part: Any) -> bool:
+    """A content part that is a tool result (the rest of such a message is ordinary text)."""
+    return isinstance(part, dict) and (
+        part.get("type") == "tool_result"
+        or "functionResponse" in part
+        or "function_response" in part
+    )

@@ -1,0 +1,139 @@
+"""Reviewed re-records: a recording that would replace a trace is a change someone approves.
+
+Two halves, because a `-j N` flow runs in a worker process that has no terminal:
+
+* In the flow's process, `place_recording` (runner/flow.py, for a passing record only):
+  with no trace yet the recording is written as the trace. Over an existing trace whose
+  trajectory is unchanged it is written without asking (only values the model mints, like
+  ids and usage, can differ, and the file stays exactly what this run recorded). Any other
+  recording goes beside the trace as `x.trace.candidate.yaml`; the result carries that path
+  and the trajectory diff (FlowResult is also the worker's JSON answer).
+* In the CLI process, which has the terminal, `review`: each candidate's diff is printed,
+  then the candidate is moved over the trace when approved (`--yes`, or `y` at the prompt),
+  deleted when refused (`n`), and kept beside the trace, with how to accept it, when nobody
+  can be asked (no terminal). An unapproved candidate is a failure of the flow (exit 1).
+
+A failed record never gets here: it writes and removes nothing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from flowproof_cli import trace as traces
+from flowproof_cli.errors import TraceError
+from flowproof_cli.evidence.records import file_sha256
+from flowproof_cli.evidence.trajectory_diff import UNCHANGED, Intent, diff_traces
+from flowproof_cli.runner.verdict import FlowResult
+from flowproof_cli.trace.storage import TRACE_SUFFIX, dumps, write_atomic
+
+CANDIDATE_SUFFIX = ".trace.candidate.yaml"
+
+Ask = Callable[[str], bool]  # a yes/no question on the terminal
+Echo = Callable[[str], None]
+
+
+def candidate_path_for(trace_path: Path) -> Path:
+    """`x.trace.yaml` -> `x.trace.candidate.yaml`; another name gets `.candidate` before its
+    suffix (`out.yaml` -> `out.candidate.yaml`)."""
+    name = trace_path.name
+    if name.endswith(TRACE_SUFFIX):
+        return trace_path.with_name(name[: -len(TRACE_SUFFIX)] + CANDIDATE_SUFFIX)
+    if trace_path.suffix:
+        return trace_path.with_name(f"{trace_path.stem}.candidate{trace_path.suffix}")
+    return trace_path.with_name(f"{name}.candidate")
+
+
+def place_recording(
+    trace_path: Path, recording: traces.Trace, intent: Intent, result: FlowResult
+) -> None:
+    """Write a passing recording where it belongs (see the module docstring)."""
+    text = dumps(recording)
+    if not trace_path.exists():
+        write_atomic(trace_path, text)
+        result.trace_written = True
+        return
+    # Compared as it will be stored, read back, exactly as the old trace is.
+    diff = _diff_lines(trace_path, traces.loads(text, "the new recording"), intent)
+    if diff is None:
+        write_atomic(trace_path, text)
+        result.trace_written = True
+        result.notes.append(
+            f"{UNCHANGED}: rewrote {trace_path} without review (only values the model mints, "
+            "such as ids and usage, can differ)"
+        )
+        return
+    candidate = candidate_path_for(trace_path)
+    write_atomic(candidate, text)
+    result.candidate_path = candidate
+    result.trajectory_diff = diff
+
+
+def _diff_lines(trace_path: Path, recording: traces.Trace, intent: Intent) -> list[str] | None:
+    """The diff from the trace on disk, or None when the trajectory is unchanged."""
+    try:
+        old = traces.load(trace_path)
+        diff = diff_traces(
+            old, recording, intent, old_source=str(trace_path), new_source="the new recording"
+        )
+    except TraceError as exc:
+        return [
+            f"the existing trace cannot be compared ({exc}); read the new recording whole "
+            f"with `flowproof show {candidate_path_for(trace_path)}`"
+        ]
+    return None if diff.unchanged else diff.lines()
+
+
+def review(
+    results: Sequence[FlowResult], *, yes: bool, ask: Ask | None, echo: Echo | None
+) -> None:
+    """Settle every candidate in `results`, in order. `ask` is None when nobody can be asked;
+    `echo` None prints no diff (`--json` carries it as `trajectory_diff`)."""
+    for result in results:
+        candidate = result.candidate_path
+        if candidate is None:
+            continue
+        if echo is not None:
+            echo(f"{result.name}: the new recording differs from {result.trace_path}")
+            for line in result.trajectory_diff:
+                echo(f"  {line}")
+        if yes:
+            _accept(result, candidate)
+        elif ask is None:
+            result.failures.append(_how_to_accept(result, candidate))
+        elif ask(f"Replace {result.trace_path} with this recording?"):
+            _accept(result, candidate)
+        else:
+            with contextlib.suppress(FileNotFoundError):
+                candidate.unlink()
+            result.candidate_path = None
+            result.failures.append(
+                f"re-record refused: kept {result.trace_path} and discarded the new recording"
+            )
+
+
+def _accept(result: FlowResult, candidate: Path) -> None:
+    try:
+        os.replace(candidate, result.trace_path)
+    except OSError as exc:
+        result.error = (
+            f"could not move the new recording {candidate} over {result.trace_path}: "
+            f"{exc.strerror or exc}"
+        )
+        return
+    result.candidate_path = None
+    result.trace_written = True
+    result.trace_sha256 = file_sha256(result.trace_path)
+
+
+def _how_to_accept(result: FlowResult, candidate: Path) -> str:
+    trace = result.trace_path
+    output = "" if trace == traces.trace_path_for(result.spec_path) else f" -o {trace}"
+    return (
+        f"re-record not approved (no terminal to ask on): kept {trace}; the new recording is "
+        f"{candidate}. Accept it with `flowproof record --yes{output} {result.spec_path}`, or "
+        f"review it (`flowproof diff {trace} {candidate}`) and `mv {candidate} {trace}`"
+    )

@@ -1,0 +1,84 @@
+"""Traces built in code for the trajectory diff, timeline and their CLI tests."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from flowproof_cli.cassette.turn import Turn
+from flowproof_cli.trace import Trace
+
+WEATHER = ("get_weather", '{"city": "Nairobi"}')
+TIME = ("get_time", "{}")
+
+
+def tool(name: str, **properties: str) -> dict[str, Any]:
+    """An OpenAI Chat tool declaration whose properties have the given JSON types."""
+    return {
+        "type": "function",
+        "function": {
+            "name": name,
+            "description": f"The {name} tool.",
+            "parameters": {
+                "type": "object",
+                "properties": {key: {"type": kind} for key, kind in properties.items()},
+            },
+        },
+    }
+
+
+DEFAULT_TOOLS = [tool("get_weather", city="string"), tool("get_time")]
+
+
+def chat_trace(
+    *,
+    calls: Sequence[tuple[str, str]] = (WEATHER, TIME),
+    reply: str = "It is sunny in Nairobi.",
+    system: str = "You are a weather assistant.",
+    user: str = "What's the weather in Nairobi? Use both tools.",
+    tools: list[dict[str, Any]] | None = None,
+    model: str = "gpt-4o-mini",
+    ids: str = "a",
+    **extra: Any,
+) -> Trace:
+    """Two OpenAI Chat turns: the model asks for `calls`, then answers `reply`. `ids` seeds
+    every minted id (response, call), as two real recordings would differ."""
+    offered = DEFAULT_TOOLS if tools is None else tools
+    tool_calls = [
+        {"id": f"call_{ids}{n}", "type": "function", "function": {"name": name, "arguments": args}}
+        for n, (name, args) in enumerate(calls)
+    ]
+    history: list[dict[str, Any]] = [
+        {"role": "system", "content": system},
+        {"role": "user", "content": user},
+    ]
+    first = {"model": model, "messages": history, "tools": offered}
+    echoed = [
+        *history,
+        {"role": "assistant", "content": None, "tool_calls": tool_calls},
+        *(
+            {"role": "tool", "tool_call_id": call["id"], "content": json.dumps({"ok": name})}
+            for call, (name, _) in zip(tool_calls, calls, strict=True)
+        ),
+    ]
+    second = {"model": model, "messages": echoed, "tools": offered}
+    return Trace(
+        flow="weather",
+        turns=[
+            Turn(
+                "openai-chat", first, 200, _answer(ids, {"content": None, "tool_calls": tool_calls})
+            ),
+            Turn("openai-chat", second, 200, _answer(ids + "2", {"content": reply})),
+        ],
+        **extra,
+    )
+
+
+def _answer(ids: str, message: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "id": f"chatcmpl-{ids}",
+        "created": len(ids),
+        "usage": {"total_tokens": 10 * len(ids)},
+        "choices": [{"index": 0, "message": {"role": "assistant", **message}}],
+    }
