@@ -11,14 +11,15 @@ from __future__ import annotations
 
 import json
 import sys
+from collections import Counter
 from pathlib import Path
-from typing import Any
 
 import click
 
 from flowproof_cli.cli.options import json_option
 from flowproof_cli.evidence import audit as evidence
-from flowproof_cli.evidence.audit import Audit, Change, FileCheck
+from flowproof_cli.evidence.audit import CHANGE_KINDS, Audit, Change, FileCheck
+from flowproof_cli.evidence.controls import VERDICTS
 
 _HEADINGS = ("control", "verdict", "lanes", "containment", "when")
 
@@ -74,10 +75,9 @@ def render_controls(result: Audit) -> list[str]:
         lines.append(line)
         if index in reasons:
             lines.append(f"    why: {reasons[index]}")
-    counts = {verdict: 0 for verdict in ("pass", "fail", "capability-error")}
-    for row in controls:
-        counts[str(row.get("verdict"))] = counts.get(str(row.get("verdict")), 0) + 1
-    lines.append(f"{len(controls)} control(s): " + ", ".join(f"{n} {v}" for v, n in counts.items()))
+    counts = Counter(str(row.get("verdict")) for row in controls)
+    summary = ", ".join(f"{counts[verdict]} {verdict}" for verdict in VERDICTS)
+    lines.append(f"{len(controls)} control(s): {summary}")
     return lines
 
 
@@ -111,35 +111,34 @@ def render_checks(checks: list[FileCheck]) -> list[str]:
 def verdict_lines(result: Audit) -> list[str]:
     """The closing line: what decided the exit code."""
     problems = []
-    if result.changes is not None and result.since is not None:
-        bad = result.bad_changes
-        if bad:
-            kinds = {kind: sum(c.kind == kind for c in bad) for kind in evidence.BAD_CHANGES}
-            what = ", ".join(f"{n} {kind}" for kind, n in kinds.items() if n)
-            problems.append(f"{what} since run {result.since.id}")
+    if result.since is not None:
+        if result.bad_changes:
+            problems.append(f"{_counted(result.bad_changes)} since run {result.since.id}")
     elif result.failing:
         problems.append(f"{len(result.failing)} control(s) failed or could not be certified")
     if result.changed_files:
         problems.append(f"{len(result.changed_files)} judged file(s) changed since the run")
     if problems:
         return [f"FAIL: {'; '.join(problems)}"]
-    if result.changes is not None and result.since is not None:
-        kept = ", ".join(
-            f"{sum(c.kind == kind for c in result.changes)} {kind}"
-            for kind in ("kept", "improved", "changed", "added")
-            if any(c.kind == kind for c in result.changes)
-        )
+    if result.since is not None:
+        counted = _counted(result.changes or [])
         return [
             f"OK: no control regressed or disappeared since run {result.since.id}"
-            + (f" ({kept})" if kept else "")
+            + (f" ({counted})" if counted else "")
         ]
     return ["OK: every control passed" if result.run.controls else "OK: nothing to audit"]
 
 
+def _counted(changes: list[Change]) -> str:
+    """`2 kept, 1 added`, in the order of CHANGE_KINDS."""
+    counts = Counter(change.kind for change in changes)
+    return ", ".join(f"{counts[kind]} {kind}" for kind in CHANGE_KINDS if counts[kind])
+
+
 def render(result: Audit) -> list[str]:
     lines = [*_header(result), "", *render_controls(result)]
-    if result.changes is not None and result.since is not None:
-        lines += ["", *render_changes(result.since.id, result.changes)]
+    if result.since is not None:
+        lines += ["", *render_changes(result.since.id, result.changes or [])]
     if result.checks is not None:
         lines += ["", *render_checks(result.checks)]
     return [*lines, *verdict_lines(result)]
@@ -170,8 +169,7 @@ def audit(
     """Report the controls of the latest run recorded under DIR (never replays)."""
     result = evidence.audit(directory, run_id=run_id, since_id=since_id, check=verify)
     if as_json:
-        payload: dict[str, Any] = result.to_json()
-        click.echo(json.dumps(payload, indent=2, sort_keys=True))
+        click.echo(json.dumps(result.to_json(), indent=2, sort_keys=True))
     else:
         for line in render(result):
             click.echo(line)

@@ -14,7 +14,8 @@ from typing import Any
 from flowproof_cli.errors import ExitCode, FlowproofError
 from flowproof_cli.evidence.records import file_sha256, load_run, run_ids, runs_dir
 
-#: Changes of a control between two runs that fail `--since`.
+#: What can happen to a control between two runs, and the changes that fail `--since`.
+CHANGE_KINDS = ("kept", "improved", "changed", "added", "regressed", "removed")
 BAD_CHANGES = ("regressed", "removed")
 
 

@@ -22,9 +22,11 @@ from flowproof_cli.trajectory import AssistantTurn, Trajectory
 SYSTEM_ROLES = frozenset({"system", "developer"})
 #: Roles whose entries are the model's own earlier output, echoed back in later requests.
 MODEL_ROLES = frozenset({"assistant", "model", "reasoning"})
-#: Keys whose values the model or the API mints anew on every recording (call, tool-use and
-#: response ids). Two recordings of one trajectory differ in them, so they are not compared.
-MINTED_KEYS = frozenset({"id", "tool_call_id", "tool_use_id", "call_id", "previous_response_id"})
+#: Keys whose values the model or the API mints anew on every recording. Two recordings of one
+#: trajectory differ in them, so they are not compared.
+MINTED_KEYS = frozenset({"tool_call_id", "tool_use_id", "call_id", "previous_response_id"})
+#: Where tool arguments live inside content blocks: user data, never stripped of anything.
+ARGUMENT_KEYS = frozenset({"input", "args", "arguments"})
 
 
 @dataclass(frozen=True)
@@ -102,12 +104,19 @@ def is_text(content: Any) -> bool:
 
 
 def without_minted(value: Any) -> Any:
-    """The value with every minted id key removed, at any depth."""
-    if isinstance(value, dict):
-        return {key: without_minted(item) for key, item in value.items() if key not in MINTED_KEYS}
+    """The value without minted ids, at any depth: the MINTED_KEYS, and the `id` of an API
+    object (a dict with a `type`: a content block, an input item). Tool arguments inside
+    such objects are left whole."""
     if isinstance(value, list):
         return [without_minted(item) for item in value]
-    return value
+    if not isinstance(value, dict):
+        return value
+    typed = "type" in value
+    return {
+        key: item if key in ARGUMENT_KEYS else without_minted(item)
+        for key, item in value.items()
+        if key not in MINTED_KEYS and not (typed and key == "id")
+    }
 
 
 def system_prompt(outline: RequestOutline) -> str:

@@ -240,8 +240,7 @@ def _mcp_lines(old: dict[str, Lane], new: dict[str, Lane]) -> list[str]:
             lines.extend(_indent(sequence.lines))
         for i, j in sequence.pairs:
             label = f"mcp {server} {after[j].label()}"
-            found = changes(without_minted(before[i].params), without_minted(after[j].params))
-            for change in found:
+            for change in changes(before[i].params, after[j].params):  # no ids are stored
                 lines.extend(_change_lines(label, change, "", separator=": "))
     return lines
 

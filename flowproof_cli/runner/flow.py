@@ -222,5 +222,7 @@ async def _run_flow(
                 ),
                 intent_of(spec),
                 result,
+                # The old trace may predate the spec's secrets: its values are redacted first.
+                scrub=(lambda value: secret_scan.redact_json(value, secrets)) if secrets else None,
             )
     return result

@@ -22,17 +22,20 @@ import contextlib
 import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 from flowproof_cli import trace as traces
 from flowproof_cli.errors import TraceError
 from flowproof_cli.evidence.records import file_sha256
 from flowproof_cli.evidence.trajectory_diff import UNCHANGED, Intent, diff_traces
 from flowproof_cli.runner.verdict import FlowResult
+from flowproof_cli.trace.envelope import from_document, to_document
 from flowproof_cli.trace.storage import TRACE_SUFFIX, dumps, write_atomic
 
 CANDIDATE_SUFFIX = ".trace.candidate.yaml"
 
 Ask = Callable[[str], bool]  # a yes/no question on the terminal
+Scrub = Callable[[Any], Any]  # a trace document with secret values replaced
 Echo = Callable[[str], None]
 
 
@@ -48,16 +51,23 @@ def candidate_path_for(trace_path: Path) -> Path:
 
 
 def place_recording(
-    trace_path: Path, recording: traces.Trace, intent: Intent, result: FlowResult
+    trace_path: Path,
+    recording: traces.Trace,
+    intent: Intent,
+    result: FlowResult,
+    *,
+    scrub: Scrub | None = None,
 ) -> None:
-    """Write a passing recording where it belongs (see the module docstring)."""
+    """Write a passing recording where it belongs (see the module docstring). `scrub` takes
+    the spec's secrets out of every value of both traces before they are compared, so that
+    no part of one reaches the diff, even from an old trace recorded before it was guarded."""
     text = dumps(recording)
     if not trace_path.exists():
         write_atomic(trace_path, text)
         result.trace_written = True
         return
     # Compared as it will be stored, read back, exactly as the old trace is.
-    diff = _diff_lines(trace_path, traces.loads(text, "the new recording"), intent)
+    diff = _diff_lines(trace_path, traces.loads(text, "the new recording"), intent, scrub)
     if diff is None:
         write_atomic(trace_path, text)
         result.trace_written = True
@@ -72,10 +82,15 @@ def place_recording(
     result.trajectory_diff = diff
 
 
-def _diff_lines(trace_path: Path, recording: traces.Trace, intent: Intent) -> list[str] | None:
+def _diff_lines(
+    trace_path: Path, recording: traces.Trace, intent: Intent, scrub: Scrub | None
+) -> list[str] | None:
     """The diff from the trace on disk, or None when the trajectory is unchanged."""
     try:
         old = traces.load(trace_path)
+        if scrub is not None:
+            old = from_document(scrub(to_document(old)), str(trace_path))
+            recording = from_document(scrub(to_document(recording)), "the new recording")
         diff = diff_traces(
             old, recording, intent, old_source=str(trace_path), new_source="the new recording"
         )
@@ -87,9 +102,7 @@ def _diff_lines(trace_path: Path, recording: traces.Trace, intent: Intent) -> li
     return None if diff.unchanged else diff.lines()
 
 
-def review(
-    results: Sequence[FlowResult], *, yes: bool, ask: Ask | None, echo: Echo | None
-) -> None:
+def review(results: Sequence[FlowResult], *, yes: bool, ask: Ask | None, echo: Echo | None) -> None:
     """Settle every candidate in `results`, in order. `ask` is None when nobody can be asked;
     `echo` None prints no diff (`--json` carries it as `trajectory_diff`)."""
     for result in results:

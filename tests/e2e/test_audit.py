@@ -75,6 +75,32 @@ def test_no_record_tells_the_user_to_run_first(tmp_path: Path) -> None:
     assert "Traceback" not in result.output
 
 
+def test_audit_never_loads_the_proxy_engine(tmp_path: Path) -> None:
+    """Audit reads JSON: it must not pay for (or depend on) mitmproxy or the egress package."""
+    recorded_run(tmp_path, 0, row("sec.egress", "pass"))
+    probe = (
+        "import sys\n"
+        "from flowproof_cli.cli.main import main\n"
+        f"sys.argv = ['flowproof', 'audit', {str(tmp_path)!r}]\n"
+        "try:\n"
+        "    main()\n"
+        "except SystemExit as stop:\n"
+        "    print('EXIT', stop.code, file=sys.stderr)\n"
+        "heavy = ('mitmproxy', 'flowproof_cli.egress', 'flowproof_cli.runner.flow', 'pydantic')\n"
+        "print('LOADED', [m for m in heavy if m in sys.modules], file=sys.stderr)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=REPO,
+        env=clean_environ(),
+    )
+    assert "EXIT 0" in done.stderr, done.stderr
+    assert "LOADED []" in done.stderr
+
+
 def test_audit_takes_a_directory(tmp_path: Path) -> None:
     spec = write_flow(tmp_path)
     result = audit(spec)

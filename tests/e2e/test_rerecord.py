@@ -258,3 +258,21 @@ def test_worker_processes_leave_candidates_for_the_parent_to_review(tmp_path: Pa
     assert not candidate_of(specs[0]).exists()
     assert printed[0] == f"one flow: the new recording differs from {trace_of(specs[0])}"
     assert first.passed and second.passed
+
+
+def test_a_secret_in_the_old_trace_is_redacted_from_the_diff(tmp_path: Path) -> None:
+    token = "sk-live-0123456789"
+    prompt = "What's the weather in Nairobi right now? Use both tools."
+    spec = write_flow(tmp_path, steps=[{"prompt": f"{prompt} My token is {token}."}])
+    assert record(spec).code == 0
+    assert token in trace_of(spec).read_text()  # recorded before the spec guarded it
+    guarded = [{"prompt": prompt}, {"assert_no_secret_leak": "${MY_TOKEN}"}]
+    write_flow(tmp_path, steps=guarded)
+    with FakeUpstream() as fake:
+        result = run_cli("record", spec, env={**upstream(fake), "MY_TOKEN": token})
+    assert result.code == 1, result.output
+    assert "~ user message: " in result.stdout
+    assert "My token is [redacted ${MY_TOKE" in result.stdout  # the window may cut the marker
+    assert token not in result.output
+    assert token not in candidate_of(spec).read_text()
+    assert token in trace_of(spec).read_text()  # kept: the re-record was not approved

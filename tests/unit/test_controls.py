@@ -71,7 +71,7 @@ def test_control_key_loads() -> None:
         spec_of(SPEC.replace("  title: The agent reaches nothing undeclared\n", "")).control.title
         is None
     )
-    plain = SPEC.split("control:")[0] + "steps:\n  - prompt: hi\n"
+    plain = SPEC.split("control:", maxsplit=1)[0] + "steps:\n  - prompt: hi\n"
     assert spec_of(plain).control is None
 
 
@@ -185,7 +185,7 @@ def test_a_flow_that_did_not_run_is_not_evidence() -> None:
 
 
 def test_a_flow_without_control_has_no_row() -> None:
-    plain = SPEC.split("control:")[0] + "steps:\n  - prompt: hi\n"
+    plain = SPEC.split("control:", maxsplit=1)[0] + "steps:\n  - prompt: hi\n"
     assert control_row(spec_of(plain), result()) is None
 
 

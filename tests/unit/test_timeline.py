@@ -12,7 +12,7 @@ from flowproof_cli.errors import TraceError
 from flowproof_cli.evidence.timeline import timeline
 from flowproof_cli.mcp.lane import Call, Lane, ServerEvent
 from flowproof_cli.trace import Trace
-from tests.unit.trace_builders import chat_trace
+from tests.unit.trace_builders import anthropic_trace, chat_trace
 
 BLOCKED = [{"destination": "203.0.113.7:443", "protocol": "tcp", "at_ms": 412}]
 
@@ -94,32 +94,6 @@ def test_a_side_conversation_and_an_error_answer() -> None:
         '  get_weather result: {"ok": "get_weather"}',
     ]
     assert lines[-1] == "  reply: It is sunny in Nairobi."
-
-
-def anthropic_trace() -> Trace:
-    tools = [{"name": "get_time", "input_schema": {"type": "object"}}]
-    ask = {"role": "user", "content": "What time is it?"}
-    use = {"type": "tool_use", "id": "toolu_1", "name": "get_time", "input": {"tz": "UTC"}}
-    result: dict[str, Any] = {"type": "tool_result", "tool_use_id": "toolu_1", "content": "09:00"}
-    second = {
-        "model": "claude-x",
-        "system": "Be brief.",
-        "tools": tools,
-        "messages": [
-            ask,
-            {"role": "assistant", "content": [use]},
-            {"role": "user", "content": [result, {"type": "text", "text": "Thanks."}]},
-        ],
-    }
-    first = {"model": "claude-x", "system": "Be brief.", "tools": tools, "messages": [ask]}
-    return Trace(
-        flow="clock",
-        mocks={"get_time": "09:00"},
-        turns=[
-            Turn("anthropic", first, 200, {"content": [use], "stop_reason": "tool_use"}),
-            Turn("anthropic", second, 200, {"content": [{"type": "text", "text": "It is 9."}]}),
-        ],
-    )
 
 
 def test_anthropic_tool_results_are_named_by_their_call() -> None:

@@ -9,11 +9,19 @@ import pytest
 
 from flowproof_cli.cassette.turn import Turn
 from flowproof_cli.errors import TraceError
+from flowproof_cli.evidence.trace_view import without_minted
 from flowproof_cli.evidence.trajectory_diff import UNCHANGED, Intent, diff_traces, intent_of
 from flowproof_cli.mcp.lane import Call, Lane
 from flowproof_cli.spec.loader import parse_spec
 from flowproof_cli.trace import Trace
-from tests.unit.trace_builders import DEFAULT_TOOLS, TIME, WEATHER, chat_trace, tool
+from tests.unit.trace_builders import (
+    DEFAULT_TOOLS,
+    TIME,
+    WEATHER,
+    anthropic_trace,
+    chat_trace,
+    tool,
+)
 
 
 def lines(old: Trace, new: Trace, intent: Intent | None = None) -> list[str]:
@@ -27,6 +35,17 @@ def test_minted_ids_alone_are_an_unchanged_trajectory() -> None:
     result = diff_traces(chat_trace(ids="a"), chat_trace(ids="zz"))
     assert result.unchanged
     assert result.lines() == [UNCHANGED]
+
+
+def test_minted_tool_use_ids_are_not_compared() -> None:
+    assert diff_traces(anthropic_trace(ids="1"), anthropic_trace(ids="2")).unchanged
+
+
+def test_only_minted_ids_are_left_out() -> None:
+    block = {"type": "tool_use", "id": "toolu_1", "name": "book", "input": {"id": 7}}
+    assert without_minted([block]) == [{"type": "tool_use", "name": "book", "input": {"id": 7}}]
+    data = {"order": {"id": 1}, "tool_call_id": "call_1", "previous_response_id": "resp_1"}
+    assert without_minted(data) == {"order": {"id": 1}}
 
 
 def test_a_reorder_marks_the_asserted_call() -> None:

@@ -82,3 +82,36 @@ def _answer(ids: str, message: dict[str, Any]) -> dict[str, Any]:
         "usage": {"total_tokens": 10 * len(ids)},
         "choices": [{"index": 0, "message": {"role": "assistant", **message}}],
     }
+
+
+def anthropic_trace(*, ids: str = "1") -> Trace:
+    """Two Anthropic turns: get_time is asked for (its tool_use id minted from `ids`), then
+    answered with "It is 9."."""
+    tools = [{"name": "get_time", "input_schema": {"type": "object"}}]
+    ask = {"role": "user", "content": "What time is it?"}
+    use = {"type": "tool_use", "id": f"toolu_{ids}", "name": "get_time", "input": {"tz": "UTC"}}
+    result: dict[str, Any] = {
+        "type": "tool_result",
+        "tool_use_id": f"toolu_{ids}",
+        "content": "09:00",
+    }
+    thanks = {"type": "text", "text": "Thanks."}
+    second = {
+        "model": "claude-x",
+        "system": "Be brief.",
+        "tools": tools,
+        "messages": [
+            ask,
+            {"role": "assistant", "content": [use]},
+            {"role": "user", "content": [result, thanks]},
+        ],
+    }
+    first = {"model": "claude-x", "system": "Be brief.", "tools": tools, "messages": [ask]}
+    return Trace(
+        flow="clock",
+        mocks={"get_time": "09:00"},
+        turns=[
+            Turn("anthropic", first, 200, {"id": f"msg_{ids}", "content": [use]}),
+            Turn("anthropic", second, 200, {"content": [{"type": "text", "text": "It is 9."}]}),
+        ],
+    )
