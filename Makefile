@@ -8,22 +8,26 @@ FLOWPROOF := $(VENV)/bin/flowproof
 bootstrap:
 	@bash scripts/bootstrap.sh
 
-# Offline on purpose: no key and no upstream reach the run; the example agents find their
-# SDKs in .venv, which comes first on PATH.
-demo: bootstrap
-	@env -u OPENAI_API_KEY -u ANTHROPIC_API_KEY -u FLOWPROOF_AGENT_KEY -u FLOWPROOF_AGENT_UPSTREAM \
-		-u OPENAI_BASE_URL -u ANTHROPIC_BASE_URL PATH="$(CURDIR)/$(VENV)/bin:$$PATH" \
-		$(FLOWPROOF) run examples/
+# Offline on purpose: no key and no upstream reach a replay; the agents find their SDKs in
+# .venv, which comes first on PATH.
+OFFLINE := env -u OPENAI_API_KEY -u ANTHROPIC_API_KEY -u FLOWPROOF_AGENT_KEY \
+	-u FLOWPROOF_AGENT_UPSTREAM -u OPENAI_BASE_URL -u ANTHROPIC_BASE_URL \
+	-u GOOGLE_GEMINI_BASE_URL -u GEMINI_API_KEY -u GOOGLE_API_KEY PATH="$(CURDIR)/$(VENV)/bin:$$PATH"
 
+demo: bootstrap
+	@$(OFFLINE) $(FLOWPROOF) run examples/
+
+# The test suite, then the project's own flows (specs/README.md) replayed from their traces.
 test: bootstrap lint typecheck
 	$(PY) -m pytest -n 2 -q
+	$(OFFLINE) $(FLOWPROOF) run specs/
 
 test-quick: bootstrap
 	$(PY) -m pytest -n 2 -q -m "not slow"
 
 lint: bootstrap
-	$(VENV)/bin/ruff check addons flowproof_cli tests examples benchmarks
-	$(VENV)/bin/ruff format --check addons flowproof_cli tests examples benchmarks
+	$(VENV)/bin/ruff check addons flowproof_cli tests examples benchmarks specs
+	$(VENV)/bin/ruff format --check addons flowproof_cli tests examples benchmarks specs
 
 typecheck: bootstrap
 	$(VENV)/bin/mypy

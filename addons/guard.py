@@ -2,18 +2,20 @@
 
 The proxy is an unauthenticated loopback endpoint with a fixed upstream. It must not tunnel
 (CONNECT), must not honour absolute-form request lines (`GET http://elsewhere/ HTTP/1.1`),
-and answers only model routes (and, later, MCP routes): anything else is a 404 with a JSON
-body saying so.
+and lets through only the model routes of the dialects and the requests an MCP listener
+claimed (`routes.CLAIMED`): anything else is a 404 with a JSON body saying so.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
+from typing import Any
 
 from mitmproxy import http
 
-from flowproof_cli.dialects import DIALECTS
-from flowproof_cli.routes import is_claimed
+from flowproof_cli.dialects import DIALECTS, route
+from flowproof_cli.routes import CLAIMED
 
 ROUTES_ANSWERED = (
     ", ".join(
@@ -23,6 +25,11 @@ ROUTES_ANSWERED = (
     )
     + ", and /mcp paths of declared MCP servers"
 )
+
+
+def is_claimed(path: str, metadata: Mapping[str, Any] | None = None) -> bool:
+    """A model route, or a request a boundary claimed on an MCP server's own listener."""
+    return route(path) is not None or bool(metadata and metadata.get(CLAIMED))
 
 
 def _refuse(flow: http.HTTPFlow, status: int, message: str) -> None:

@@ -1,9 +1,10 @@
 """The streamable-HTTP MCP boundary: one listener per declared server, one lane each.
 
-Thin glue between mitmproxy and `flowproof_cli.mcp.http.HttpMcpSession`, which holds the
-logic. Under `flowproof run`/`record` the runner hands this addon one session per listening
-port; any path containing `/mcp` on that port is the server's endpoint. Loaded into stock
-mitmdump/mitmweb with `-s`, it builds one session from options and serves every port:
+Thin glue between mitmproxy and `flowproof_cli.mcp.http.HttpMcpSession` (a record or a
+replay session), which holds the logic. Under `flowproof run`/`record` the runner hands this
+addon one session per listening port; any path containing `/mcp` on that port is the
+server's endpoint. Loaded into stock mitmdump/mitmweb with `-s`, it builds one session from
+options and serves every port:
 
     mitmdump -s addons/mcp_http.py --mode reverse:http://127.0.0.1:9@127.0.0.1:8931 \
         --set connection_strategy=lazy --set flowproof_mcp_trace=x.trace.yaml \
@@ -26,8 +27,12 @@ from mitmproxy import ctx, exceptions, http
 
 from flowproof_addons.guard import RequestGuard
 from flowproof_cli import trace as traces
+from flowproof_cli.errors import FlowproofError
 from flowproof_cli.mcp.http import ForwardRequest, HttpMcpSession, Reply, StreamReply
+from flowproof_cli.mcp.http_record import HttpRecordSession
+from flowproof_cli.mcp.http_replay import HttpReplaySession
 from flowproof_cli.mcp.sse import STREAM_PATH, SseParser, StreamServer
+from flowproof_cli.mode import Mode
 from flowproof_cli.routes import CLAIMED, is_mcp_path
 
 log = logging.getLogger(__name__)
@@ -54,9 +59,9 @@ class McpHttpBoundary:
         loader.add_option(
             "flowproof_mcp_mode",
             str,
-            "replay",
+            Mode.REPLAY.value,
             "replay: answer from the lane; record: forward to flowproof_mcp_url, keep the lane.",
-            choices=("replay", "record"),
+            choices=[mode.value for mode in Mode],
         )
         loader.add_option("flowproof_mcp_url", str, "", "Record only: the real server's URL.")
 
@@ -65,18 +70,18 @@ class McpHttpBoundary:
         if not (options | {"flowproof_mcp_url"}) & updated or not ctx.options.flowproof_mcp_trace:
             return
         self._trace_path = Path(ctx.options.flowproof_mcp_trace)
-        name, mode = ctx.options.flowproof_mcp_server, ctx.options.flowproof_mcp_mode
+        name, mode = ctx.options.flowproof_mcp_server, Mode(ctx.options.flowproof_mcp_mode)
         try:
-            if mode == "record":
+            if mode is Mode.RECORD:
                 if not ctx.options.flowproof_mcp_url:
                     raise ValueError("record needs flowproof_mcp_url (the real server)")
-                self.default = HttpMcpSession(name, mode=mode, url=ctx.options.flowproof_mcp_url)
+                self.default = HttpRecordSession(name, url=ctx.options.flowproof_mcp_url)
             else:
                 trace = traces.load(self._trace_path)
                 if name not in trace.mcp:
                     raise ValueError(f"{self._trace_path} has no lane for the MCP server '{name}'")
-                self.default = HttpMcpSession(name, mode=mode, lane=trace.mcp[name])
-        except Exception as exc:
+                self.default = HttpReplaySession(name, lane=trace.mcp[name])
+        except (FlowproofError, OSError, ValueError) as exc:  # a bad trace, lane or option
             raise exceptions.OptionsError(str(exc)) from exc
 
     async def done(self) -> None:
@@ -85,7 +90,7 @@ class McpHttpBoundary:
                 session.close()
         await self.streams.stop()
         session = self.default
-        if session is None or not session.recording or self._trace_path is None:
+        if not isinstance(session, HttpRecordSession) or self._trace_path is None:
             return
         if self._trace_path.exists():
             trace = traces.load(self._trace_path)
@@ -101,6 +106,11 @@ class McpHttpBoundary:
         sockname = flow.client_conn.sockname
         port = sockname[1] if sockname else None
         return self.sessions.get(port, self.default) if port is not None else self.default
+
+    def _recorder_for(self, flow: http.HTTPFlow) -> HttpRecordSession | None:
+        """The record session whose real server answers a forwarded request."""
+        session = self._session_for(flow)
+        return session if isinstance(session, HttpRecordSession) else None
 
     def requestheaders(self, flow: http.HTTPFlow) -> None:
         if flow.response is None and is_mcp_path(flow.request.path) and self._session_for(flow):
@@ -147,7 +157,7 @@ class McpHttpBoundary:
             response.stream = True
             return
         forward: ForwardRequest | None = flow.metadata.get(FORWARDED)
-        session = self._session_for(flow)
+        session = self._recorder_for(flow)
         content_type = response.headers.get("content-type", "").lower()
         if forward is None or session is None or "text/event-stream" not in content_type:
             return
@@ -175,7 +185,7 @@ class McpHttpBoundary:
 
     def response(self, flow: http.HTTPFlow) -> None:
         forward: ForwardRequest | None = flow.metadata.get(FORWARDED)
-        session = self._session_for(flow)
+        session = self._recorder_for(flow)
         response = flow.response
         if forward is None or session is None or response is None or response.stream:
             return
@@ -194,7 +204,7 @@ class McpHttpBoundary:
 
     def error(self, flow: http.HTTPFlow) -> None:
         forward: ForwardRequest | None = flow.metadata.get(FORWARDED)
-        session = self._session_for(flow)
+        session = self._recorder_for(flow)
         if forward is None or session is None or flow.response is not None:
             return
         reason = flow.error.msg if flow.error else "connection failed"

@@ -26,11 +26,13 @@ from mitmproxy import addonmanager, ctx, exceptions, http
 
 from flowproof_addons.guard import RequestGuard
 from flowproof_cli import trace as traces
-from flowproof_cli.cassette import CassetteSession, Forward, Mode, Upstream
+from flowproof_cli.cassette import CassetteSession, Forward, Upstream
+from flowproof_cli.cassette.upstream import upstream_from_environment
 from flowproof_cli.dialects import Rendered, route
+from flowproof_cli.errors import FlowproofError
 from flowproof_cli.match.addons import rules_from_master_addons
 from flowproof_cli.match.rules import MatchRules
-from flowproof_cli.runner.upstream import upstream_from_environment
+from flowproof_cli.mode import Mode
 
 log = logging.getLogger(__name__)
 
@@ -63,9 +65,9 @@ class ModelBoundary:
         loader.add_option(
             "flowproof_mode",
             str,
-            "replay",
+            Mode.REPLAY.value,
             "replay: answer from flowproof_trace; record: forward upstream and write it.",
-            choices=("replay", "record"),
+            choices=[mode.value for mode in Mode],
         )
         loader.add_option(
             "flowproof_upstream",
@@ -91,7 +93,7 @@ class ModelBoundary:
                 self._stock = (Mode.RECORD, upstream, None)
             else:
                 self._stock = (Mode.REPLAY, None, traces.load(self._trace_path))
-        except Exception as exc:
+        except (FlowproofError, OSError) as exc:  # no upstream, an unreadable trace
             raise exceptions.OptionsError(str(exc)) from exc
 
     def running(self) -> None:

@@ -32,9 +32,10 @@ sys.path.insert(0, str(REPO))
 
 import yaml  # noqa: E402
 
-from flowproof_cli.egress import Policy, run_contained, unavailable_reason  # noqa: E402
+from flowproof_cli.egress import Policy, unavailable_reason  # noqa: E402
 from tests.conftest import run_cli  # noqa: E402
 from tests.e2e.flows import write_flow  # noqa: E402
+from tests.egress.contained import run_contained  # noqa: E402
 from tests.fakes.fake_upstream import FakeUpstream  # noqa: E402
 
 CONNECTS = 1000

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
+from flowproof_cli.canonical import parse_or
 from flowproof_cli.errors import SpecError
 from flowproof_cli.spec.grammar import (
     Clause,
@@ -189,9 +190,9 @@ def _equals(actual: Any, value: str) -> bool:
     if isinstance(actual, str):
         if actual == value:
             return True
-        quoted = _json_or_missing(value) if value.startswith('"') else _MISSING
+        quoted = parse_or(value, _MISSING) if value.startswith('"') else _MISSING
         return isinstance(quoted, str) and quoted == actual
-    expected = _json_or_missing(value)
+    expected = parse_or(value, _MISSING)
     return expected is not _MISSING and _json_equal(actual, expected)
 
 
@@ -223,13 +224,6 @@ def _contains(actual: Any, value: str) -> bool:
     if isinstance(actual, dict):
         return value in actual
     return value in _as_text(actual)
-
-
-def _json_or_missing(text: str) -> Any:
-    try:
-        return json.loads(text)
-    except ValueError:
-        return _MISSING
 
 
 def _as_text(actual: Any) -> str:

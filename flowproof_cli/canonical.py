@@ -1,15 +1,27 @@
-"""Canonical JSON: the one definition every boundary matches and stores by (stdlib only,
-so the MCP stand-in can use it without loading the proxy engine)."""
+"""The project's JSON dumpers, in one place (stdlib only, so the MCP stand-in can use them
+without loading the proxy engine).
+
+`canonical_json` is what every boundary matches and stores by; `compact_json` is the same
+spelling with the keys left in their order, for bytes a client reads as a server sent them
+(synthesized SSE events, JSON-RPC frames).
+"""
 
 from __future__ import annotations
 
 import json
 from typing import Any
 
+_TIGHT = (",", ":")
+
 
 def canonical_json(value: Any) -> str:
     """Sorted keys, no insignificant whitespace: equal JSON gives equal text."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return json.dumps(value, sort_keys=True, separators=_TIGHT, ensure_ascii=False)
+
+
+def compact_json(value: Any) -> str:
+    """No insignificant whitespace, keys in the order given (the wire order a client sees)."""
+    return json.dumps(value, separators=_TIGHT, ensure_ascii=False)
 
 
 def sorted_keys(value: Any) -> Any:
@@ -20,3 +32,11 @@ def sorted_keys(value: Any) -> Any:
     if isinstance(value, list):
         return [sorted_keys(item) for item in value]
     return value
+
+
+def parse_or(raw: str | bytes, default: Any = None) -> Any:
+    """`raw` parsed as JSON, or `default` when it is not JSON (a reader that must go on)."""
+    try:
+        return json.loads(raw)
+    except ValueError:
+        return default

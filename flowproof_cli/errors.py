@@ -4,15 +4,20 @@
     ├── SpecError                  a *.flow.yaml (or suite) is invalid; names file, line, fix
     ├── TraceError                 a trace is missing, unreadable or of an unknown version
     ├── ConfigError                the environment is missing something (an upstream, a port)
-    └── AgentStartError            the agent command could not be started at all
-    FlowFailure                    exit 1: the flow ran and a check failed (not an exception
-                                   of flowproof itself; raised only to stop a flow early)
+    │   └── PortInUseError         a fixed port flowproof must bind is taken
+    ├── AgentStartError            the agent command could not be started at all
+    └── ContainmentError           egress containment was set up and its handover failed
+    Terminated (SystemExit)        exit 143: SIGTERM ended the run after its cleanup ran
+    (KeyboardInterrupt)            exit 130: Ctrl-C; the CLI maps it, Python raises it
 
-Verdicts (pass / fail) are values, not exceptions: see ``runner.verdict``.
+Verdicts (pass / fail, exit 0 / 1) are values, not exceptions: see ``flowproof_cli.verdict``.
+Modules that raise a narrower error of their own subclass one of these (for example
+``match.rules.MatcherAddonError``), so the CLI's one handler covers them.
 """
 
 from __future__ import annotations
 
+import signal
 from enum import IntEnum
 
 
@@ -22,6 +27,8 @@ class ExitCode(IntEnum):
     PASSED = 0
     FAILED = 1
     ERROR = 2
+    INTERRUPTED = 128 + signal.SIGINT  # 130: the shell's convention for a run ended by Ctrl-C
+    TERMINATED = 128 + signal.SIGTERM  # 143: the same convention for SIGTERM
 
 
 class FlowproofError(Exception):
@@ -51,18 +58,34 @@ class ConfigError(FlowproofError):
     """Something flowproof needs from its environment is missing or wrong."""
 
 
+class PortInUseError(ConfigError):
+    """The fixed port asked for is taken: a named error, not a 10 s start timeout.
+
+    The proxy raises it with the bare port; whoever chose the port (a spec's `proxy_port`,
+    an MCP server's `port`) re-raises it with the message that names that key."""
+
+    def __init__(self, port: int, message: str | None = None):
+        self.port = port
+        super().__init__(
+            message
+            or f"127.0.0.1:{port} is already in use. Fix: stop whatever listens there, "
+            "or choose another port"
+        )
+
+
 class AgentStartError(FlowproofError):
     """The agent command could not be started (not found, not executable)."""
 
 
-class FlowFailure(Exception):
-    """The flow ran and failed a check (exit 1)."""
-
-    exit_code = ExitCode.FAILED
+class ContainmentError(FlowproofError):
+    """Containment was available, the filter was installed, and the handover failed."""
 
 
-def exit_code_for(exc: BaseException) -> ExitCode:
-    """Map any exception to the exit code the CLI returns for it."""
-    if isinstance(exc, FlowFailure):
-        return ExitCode.FAILED
-    return ExitCode.ERROR
+class Terminated(SystemExit):
+    """Raised from a flow cancelled by SIGTERM, after its cleanup ran.
+
+    A SystemExit, not a FlowproofError: it must pass every handler of flow errors, so a
+    directory run does not go on to the next flow."""
+
+    def __init__(self) -> None:
+        super().__init__(ExitCode.TERMINATED)

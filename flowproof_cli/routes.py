@@ -1,21 +1,19 @@
-"""Which request paths some flowproof boundary answers (everything else is refused)."""
+"""Names the boundaries agree on, below every layer that routes (the dialects, the addons).
+
+Which request paths some flowproof boundary answers is decided by the guard
+(`flowproof_addons.guard.is_claimed`) from the dialects' routes and these marks.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
-from flowproof_cli.dialects import route
-
+#: The protocol a turn has when its trace entry names none (traces before dialect tags);
+#: the OpenAI chat dialect's name (`dialects.DEFAULT_PROTOCOL` re-exports it).
+DEFAULT_PROTOCOL = "openai-chat"
 #: `flow.metadata` key a boundary addon sets in its `requestheaders` hook for a request it
 #: answers on a listener of its own (an MCP server's port), so the guard lets it through.
 CLAIMED = "flowproof_claimed"
 #: An MCP listener answers any path containing this.
 MCP_PATH_MARK = "/mcp"
-
-
-def is_claimed(path: str, metadata: Mapping[str, Any] | None = None) -> bool:
-    return route(path) is not None or bool(metadata and metadata.get(CLAIMED))
 
 
 def is_mcp_path(path: str) -> bool:

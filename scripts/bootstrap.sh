@@ -33,6 +33,11 @@ find_python() {
 # The egress tests (tests/egress/) run contained agents in network namespaces: they need `ip`
 # (iproute2), `unshare`/`nsenter`/`setpriv` (util-linux) and a C compiler for one small
 # helper. Installed with apt when missing and possible (root, Debian/Ubuntu); else skipped.
+has_libseccomp() {
+    # grep without -q reads all of ldconfig's output (pipefail: no SIGPIPE on an early match)
+    { ldconfig -p 2>/dev/null || /sbin/ldconfig -p 2>/dev/null; } | grep 'libseccomp\.so\.2' >/dev/null
+}
+
 ensure_egress_tools() {
     local missing=()
     command -v ip >/dev/null 2>&1 || missing+=(iproute2)
@@ -41,6 +46,9 @@ ensure_egress_tools() {
     { command -v gcc || command -v cc; } >/dev/null 2>&1 || missing+=(gcc libc6-dev)
     # libfaketime: the coding-CLI tests (tests/e2e/test_cli_agents.py) replay on a later day
     command -v faketime >/dev/null 2>&1 || missing+=(faketime)
+    # libseccomp2: egress/rules.py compiles the seccomp filter with it (through pyseccomp);
+    # without it every run reports `not contained (libseccomp not found)`
+    has_libseccomp || missing+=(libseccomp2)
     [[ ${#missing[@]} -eq 0 ]] && return 0
     if [[ "$(id -u)" == "0" ]] && command -v apt-get >/dev/null 2>&1; then
         echo "bootstrap: installing ${missing[*]} for the egress tests"
@@ -54,7 +62,7 @@ ensure_egress_tools
 
 fingerprint() {
     local f
-    for f in pyproject.toml package.json package-lock.json tests/cookbook-requirements.txt; do
+    for f in pyproject.toml tests/package.json tests/package-lock.json tests/cookbook-requirements.txt; do
         if [[ -f "$f" ]]; then cat "$f"; fi
     done | sha256sum | cut -d' ' -f1
 }
@@ -92,8 +100,12 @@ cookbook_install() {
     cookbook_stamp > "$COOKBOOK_DIR/.stamp"
 }
 
+# The Node agents, MCP servers and coding CLIs of the e2e tests, pinned in tests/package.json
+# and tests/package-lock.json, live in tests/node_modules (a lockfile edit changes the fingerprint).
+npm_ready() { [[ ! -f tests/package.json ]] || ! command -v npm >/dev/null 2>&1 || [[ -d tests/node_modules ]]; }
+
 if [[ -x "$VENV/bin/python" ]] && [[ -f "$STAMP" ]] && [[ "$(cat "$STAMP")" == "$(fingerprint)" ]] \
-    && mcp1_ready && cookbook_ready; then
+    && mcp1_ready && cookbook_ready && npm_ready; then
     exit 0
 fi
 
@@ -114,9 +126,9 @@ quiet_pip() { "$VENV/bin/python" -m pip "$@" 2>&1 | grep -v "is ignored: it is n
 quiet_pip install --quiet --upgrade pip
 "$VENV/bin/python" -m pip install --quiet -e ".[dev,agents]" 2> >(grep -v "is ignored: it is neither" >&2)
 
-if [[ -f package.json ]]; then
+if [[ -f tests/package.json ]]; then
     if command -v npm >/dev/null 2>&1; then
-        npm ci --no-audit --no-fund --loglevel=error
+        npm ci --prefix tests --no-audit --no-fund --loglevel=error
     else
         echo "bootstrap: npm not found; Node agent tests will be skipped" >&2
     fi

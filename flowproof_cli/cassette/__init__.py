@@ -9,16 +9,17 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from flowproof_cli.mode import Mode
+
 if TYPE_CHECKING:
     from flowproof_cli.cassette.divergence import Divergence
-    from flowproof_cli.cassette.session import CassetteSession, Forward, Mode, Upstream
+    from flowproof_cli.cassette.session import CassetteSession, Forward, Upstream
     from flowproof_cli.cassette.turn import Turn, canonical_json
 
 _HOMES = {
     "Divergence": "divergence",
     "CassetteSession": "session",
     "Forward": "session",
-    "Mode": "session",
     "Upstream": "session",
     "Turn": "turn",
     "canonical_json": "turn",

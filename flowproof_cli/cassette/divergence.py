@@ -7,10 +7,12 @@ long prompts is unreadable; "you added a tool" is a one-line answer.
 
 from __future__ import annotations
 
-import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
+from flowproof_cli.canonical import parse_or
 from flowproof_cli.cassette.diff import (
     MAX_SHOWN,
     FieldChange,
@@ -20,7 +22,7 @@ from flowproof_cli.cassette.diff import (
     side_by_side,
 )
 from flowproof_cli.cassette.turn import Turn
-from flowproof_cli.dialects import Dialect, dialect_named
+from flowproof_cli.dialects import dialect_named
 from flowproof_cli.dialects.base import MessageOutline, RequestOutline
 
 MAX_TEXT_SHOWN = 300  # plain message text is shown whole up to this many characters
@@ -50,13 +52,6 @@ class Divergence:
         }
 
 
-def _parse(raw: str) -> Any:
-    try:
-        return json.loads(raw)
-    except ValueError:
-        return None
-
-
 Report = tuple[str, tuple[str, ...]]  # summary, details
 
 
@@ -79,7 +74,7 @@ def _argument_drift(recorded: MessageOutline, replayed: MessageOutline) -> list[
             continue
         if r_args == p_args:
             continue
-        r_json, p_json = _parse(r_args), _parse(p_args)
+        r_json, p_json = parse_or(r_args), parse_or(p_args)
         if r_json is not None and p_json is not None and r_json != p_json:
             lines.extend(field_changes(r_json, p_json, prefix=r_name))
         elif max(len(r_args), len(p_args)) <= MAX_SHOWN:
@@ -89,30 +84,6 @@ def _argument_drift(recorded: MessageOutline, replayed: MessageOutline) -> list[
             head, *rest = contrast(r_args, p_args)
             lines += [f"{r_name} arguments: {head}", *rest]
     return lines
-
-
-def _roles(outline: RequestOutline) -> list[str]:
-    return [message.role for message in outline.messages]
-
-
-def _tools_changed(old: RequestOutline, new: RequestOutline) -> Report:
-    added = sorted(set(new.tools) - set(old.tools))
-    removed = sorted(set(old.tools) - set(new.tools))
-    if added or removed:
-        parts = [f"added {', '.join(added)}"] if added else []
-        parts += [f"removed {', '.join(removed)}"] if removed else []
-        return (
-            f"tools offered changed: {'; '.join(parts)}",
-            (f"recorded: {sorted(old.tools)}", f"replayed: {sorted(new.tools)}"),
-        )
-    changed = [name for name in old.tools if old.tools[name] != new.tools[name]]
-    if changed:
-        name = changed[0]
-        return (
-            f"tools offered changed: the declaration of {name} changed",
-            tuple(field_changes(old.tools[name], new.tools[name], prefix=name)),
-        )
-    return "tools offered changed: order of tools moved", ()
 
 
 def _message_changed(position: int, r_msg: MessageOutline, p_msg: MessageOutline) -> Report:
@@ -129,28 +100,97 @@ def _message_changed(position: int, r_msg: MessageOutline, p_msg: MessageOutline
     return f"{where} content changed", tuple(details)
 
 
-def _compare(recorded: Turn, protocol: str, request: dict[str, Any]) -> Report:
-    """The coarsest difference between the recorded turn and the request."""
-    if recorded.protocol != protocol:
-        return f"protocol changed: recorded {recorded.protocol}, replayed {protocol}", ()
-    dialect: Dialect = dialect_named(protocol)
-    old, new = dialect.outline(recorded.request), dialect.outline(request)
-    if old.model != new.model:
-        return _headed("model changed: ", contrast(old.model, new.model))
-    if old.tools != new.tools or list(old.tools) != list(new.tools):
-        return _tools_changed(old, new)
-    if _roles(old) != _roles(new):
+@dataclass(frozen=True)
+class Compared:
+    """A replayed request beside the recorded turn it is compared with. The outlines are read
+    only once the protocols agree (a request is outlined by its own dialect)."""
+
+    recorded: Turn
+    protocol: str
+    request: dict[str, Any]
+
+    @cached_property
+    def old(self) -> RequestOutline:
+        return dialect_named(self.protocol).outline(self.recorded.request)
+
+    @cached_property
+    def new(self) -> RequestOutline:
+        return dialect_named(self.protocol).outline(self.request)
+
+
+#: A check reports the difference it looks for, or None when it finds none.
+Check = Callable[[Compared], Report | None]
+
+
+def _protocol(c: Compared) -> Report | None:
+    if c.recorded.protocol == c.protocol:
+        return None
+    return f"protocol changed: recorded {c.recorded.protocol}, replayed {c.protocol}", ()
+
+
+def _model(c: Compared) -> Report | None:
+    if c.old.model == c.new.model:
+        return None
+    return _headed("model changed: ", contrast(c.old.model, c.new.model))
+
+
+def _tools(c: Compared) -> Report | None:
+    old, new = c.old.tools, c.new.tools
+    if old == new and list(old) == list(new):
+        return None
+    added, removed = sorted(set(new) - set(old)), sorted(set(old) - set(new))
+    if added or removed:
+        parts = [f"added {', '.join(added)}"] if added else []
+        parts += [f"removed {', '.join(removed)}"] if removed else []
         return (
-            "conversation shape changed",
-            (f"recorded: {_roles(old)}", f"replayed: {_roles(new)}"),
+            f"tools offered changed: {'; '.join(parts)}",
+            (f"recorded: {sorted(old)}", f"replayed: {sorted(new)}"),
         )
-    for position, (r_msg, p_msg) in enumerate(zip(old.messages, new.messages, strict=True)):
+    changed = [name for name in old if old[name] != new[name]]
+    if changed:
+        name = changed[0]
+        return (
+            f"tools offered changed: the declaration of {name} changed",
+            tuple(field_changes(old[name], new[name], prefix=name)),
+        )
+    return "tools offered changed: order of tools moved", ()
+
+
+def _shape(c: Compared) -> Report | None:
+    old = [message.role for message in c.old.messages]
+    new = [message.role for message in c.new.messages]
+    if old == new:
+        return None
+    return "conversation shape changed", (f"recorded: {old}", f"replayed: {new}")
+
+
+def _messages(c: Compared) -> Report | None:
+    """The first message that changed (the shape check made both lists equally long)."""
+    for position, (r_msg, p_msg) in enumerate(zip(c.old.messages, c.new.messages, strict=True)):
         if r_msg != p_msg or r_msg.raw != p_msg.raw:
             return _message_changed(position, r_msg, p_msg)
-    if old.parameters != new.parameters:
-        return _headed(
-            "request parameters changed: ", field_changes(old.parameters, new.parameters)
-        )
+    return None
+
+
+def _parameters(c: Compared) -> Report | None:
+    if c.old.parameters == c.new.parameters:
+        return None
+    return _headed(
+        "request parameters changed: ", field_changes(c.old.parameters, c.new.parameters)
+    )
+
+
+#: Coarse to fine: the first check that finds a difference names the divergence.
+CHECKS: tuple[Check, ...] = (_protocol, _model, _tools, _shape, _messages, _parameters)
+
+
+def _compare(recorded: Turn, protocol: str, request: dict[str, Any]) -> Report:
+    """The coarsest difference between the recorded turn and the request."""
+    compared = Compared(recorded, protocol, request)
+    for check in CHECKS:
+        found = check(compared)
+        if found is not None:
+            return found
     return "request changed", tuple(field_changes(recorded.request, request))
 
 

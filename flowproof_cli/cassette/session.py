@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from enum import StrEnum
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -18,14 +17,10 @@ from flowproof_cli.cassette.index import TurnIndex
 from flowproof_cli.cassette.turn import Turn, canonical_json
 from flowproof_cli.dialects import Dialect, Rendered, dialect_named, route
 from flowproof_cli.match.rules import MatcherAddonError, MatchRules
+from flowproof_cli.mode import Mode
 from flowproof_cli.trajectory import Trajectory
 
 DIVERGENCE_STATUS = 409
-
-
-class Mode(StrEnum):
-    RECORD = "record"
-    REPLAY = "replay"
 
 
 @dataclass(frozen=True)

@@ -9,8 +9,6 @@ import click
 
 from flowproof_cli.errors import ExitCode, FlowproofError
 
-INTERRUPTED = 130  # the shell's convention for a run ended by SIGINT
-
 #: Each command's module, imported only when that command runs: `schema` and `mcp-stdio`
 #: must not pay for the proxy engine (mitmproxy) and the egress package.
 COMMANDS = {
@@ -54,11 +52,11 @@ def main() -> None:
     except click.exceptions.Abort:
         # click turns Ctrl-C (and end of input at a prompt) into Abort: an interrupt.
         click.echo("interrupted", err=True)
-        sys.exit(INTERRUPTED)
+        sys.exit(ExitCode.INTERRUPTED)
     except click.ClickException as exc:
         exc.show()
         sys.exit(ExitCode.ERROR)
     except KeyboardInterrupt:
         click.echo("interrupted", err=True)
-        sys.exit(INTERRUPTED)
+        sys.exit(ExitCode.INTERRUPTED)
     sys.exit(code if isinstance(code, int) else ExitCode.PASSED)

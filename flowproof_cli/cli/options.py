@@ -2,7 +2,17 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
 import click
+
+
+def trace_file_option(*names: str, help: str) -> Callable[[Any], Any]:
+    """A trace file given on the command line: `record -o`, `run -t`."""
+    return click.option(*names, type=click.Path(dir_okay=False, path_type=Path), help=help)
+
 
 timeout_option = click.option(
     "--timeout",

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 import click
 
 from flowproof_cli.errors import ExitCode
-from flowproof_cli.runner.verdict import FlowResult
+from flowproof_cli.verdict import FlowResult
 
 
 def _indent(text: str) -> str:

@@ -8,22 +8,25 @@ from pathlib import Path
 
 import click
 
-from flowproof_cli.cassette import Mode
-from flowproof_cli.cli.options import fs_report_option, json_option, timeout_option, yes_option
+from flowproof_cli.cli.options import (
+    fs_report_option,
+    json_option,
+    timeout_option,
+    trace_file_option,
+    yes_option,
+)
 from flowproof_cli.cli.output import print_results
 from flowproof_cli.evidence.records import RunRecord
+from flowproof_cli.mode import Mode
 from flowproof_cli.runner.job import execute, plan_jobs
 from flowproof_cli.runner.rerecord import review
-from flowproof_cli.runner.verdict import FlowResult
+from flowproof_cli.verdict import FlowResult
 
 
 @click.command()
 @click.argument("spec_path", metavar="SPEC", type=click.Path(dir_okay=False, path_type=Path))
-@click.option(
-    "-o",
-    "--output",
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="Where to write the trace (default: x.trace.yaml beside x.flow.yaml).",
+@trace_file_option(
+    "-o", "--output", help="Where to write the trace (default: x.trace.yaml beside x.flow.yaml)."
 )
 @timeout_option
 @json_option

@@ -12,12 +12,12 @@ from typing import NoReturn
 
 import click
 
-from flowproof_cli.cassette import Mode
 from flowproof_cli.cli.options import (
     fs_report_option,
     jobs_option,
     json_option,
     timeout_option,
+    trace_file_option,
 )
 from flowproof_cli.cli.output import (
     overall_exit_code,
@@ -29,20 +29,20 @@ from flowproof_cli.cli.output import (
 from flowproof_cli.errors import SpecError
 from flowproof_cli.evidence.controls import check_unique_ids
 from flowproof_cli.evidence.records import RunRecord
+from flowproof_cli.mode import Mode
 from flowproof_cli.runner.discovery import discover_specs
 from flowproof_cli.runner.job import FlowJob, execute, plan_jobs
 from flowproof_cli.runner.junit import write_junit
 from flowproof_cli.runner.parallel import run_jobs
-from flowproof_cli.runner.verdict import FlowResult
+from flowproof_cli.verdict import FlowResult
 
 
 @click.command()
 @click.argument("target", metavar="SPEC|DIR", type=click.Path(exists=True, path_type=Path))
-@click.option(
+@trace_file_option(
     "-t",
     "--trace",
     "trace",
-    type=click.Path(dir_okay=False, path_type=Path),
     help="Trace to replay (single spec only; default: x.trace.yaml beside x.flow.yaml).",
 )
 @timeout_option

@@ -7,9 +7,7 @@ from flowproof_cli.dialects.base import Dialect, Rendered, RequestOutline
 from flowproof_cli.dialects.gemini import GeminiGenerateContent
 from flowproof_cli.dialects.openai_chat import OpenAIChat
 from flowproof_cli.dialects.openai_responses import OpenAIResponses
-
-#: The protocol a turn has when its trace entry names none (traces before dialect tags).
-DEFAULT_PROTOCOL = OpenAIChat.name
+from flowproof_cli.routes import DEFAULT_PROTOCOL  # a trace's default, kept below the trace
 
 DIALECTS: tuple[Dialect, ...] = (
     OpenAIChat(),

@@ -3,17 +3,19 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from typing import Any
 
-from flowproof_cli.canonical import canonical_json
+from flowproof_cli.canonical import canonical_json, compact_json
 from flowproof_cli.dialects.base import (
     JSON,
     Dialect,
     MessageOutline,
-    RequestOutline,
+    MockLookup,
     bare_key,
+    text_of,
 )
-from flowproof_cli.dialects.sse import compact, named_event, split_deltas
+from flowproof_cli.dialects.sse import named_event, split_deltas
 from flowproof_cli.trajectory import AssistantTurn, ToolCall
 
 #: Usage fields a `message_delta` event carries (cumulative totals).
@@ -34,62 +36,40 @@ def _blocks(content: Any) -> list[JSON]:
     return []
 
 
-def _system_text(system: Any) -> str:
-    """The system prompt as text: the string, or its text blocks joined by newlines."""
-    if system is None:
-        return ""
-    if isinstance(system, str):
-        return system
-    if isinstance(system, list):
-        return "\n".join(
-            str(block.get("text", "")) for block in _blocks(system) if block.get("type") == "text"
-        )
-    return json.dumps(system, sort_keys=True)
-
-
 def _tracks_input(block: JSON) -> bool:
     """Blocks whose `input` streams as `input_json_delta` (tool_use, server_tool_use, ...)."""
     return str(block.get("type", "")).endswith("tool_use") and "input" in block
 
 
+def _mocked_block(block: Any, lookup: MockLookup) -> Any:
+    """A `tool_result` block answered by its mock (any other block as it is)."""
+    if not isinstance(block, dict) or block.get("type") != "tool_result":
+        return block
+    text = lookup(str(block.get("tool_use_id")), None)
+    return block if text is None else {**block, "content": text}
+
+
 class AnthropicMessages(Dialect):
+    """`messages` of content blocks: `tool_use` asked by the assistant, `tool_result` answered
+    in the next user message; the system prompt in `system`."""
+
     name = "anthropic"
     route_suffixes = ("messages",)
+    conversation_key = "messages"
+    system_fields = ("system",)
 
-    # --- mocks ----------------------------------------------------------------------------
+    def _calls_in(self, entry: JSON) -> Iterator[tuple[str, str]]:
+        if entry.get("role") == "assistant":
+            for block in _blocks(entry.get("content")):
+                if block.get("type") == "tool_use" and "id" in block:
+                    yield str(block["id"]), str(block.get("name"))
 
-    def apply_mocks(self, body: JSON, mocks: dict[str, str], known_calls: dict[str, str]) -> JSON:
-        messages = body.get("messages")
-        if not mocks or not isinstance(messages, list):
-            return body
-        call_names: dict[str, str] = dict(known_calls)
-        for message in messages:
-            if isinstance(message, dict) and message.get("role") == "assistant":
-                for block in _blocks(message.get("content")):
-                    if block.get("type") == "tool_use" and "id" in block:
-                        call_names[str(block["id"])] = str(block.get("name"))
-
-        def rewrite(block: Any) -> Any:
-            if not isinstance(block, dict) or block.get("type") != "tool_result":
-                return block
-            name = call_names.get(str(block.get("tool_use_id")))
-            if name is None or name not in mocks:
-                return block
-            return {**block, "content": mocks[name]}
-
-        rewritten = []
-        for message in messages:
-            if (
-                isinstance(message, dict)
-                and message.get("role") == "user"
-                and isinstance(message.get("content"), list)
-            ):
-                rewritten.append(
-                    {**message, "content": [rewrite(block) for block in message["content"]]}
-                )
-            else:
-                rewritten.append(message)
-        return {**body, "messages": rewritten}
+    def _mock_results(self, entry: JSON, lookup: MockLookup) -> JSON:
+        """A user message's `tool_result` blocks."""
+        content = entry.get("content")
+        if entry.get("role") != "user" or not isinstance(content, list):
+            return entry
+        return {**entry, "content": [_mocked_block(block, lookup) for block in content]}
 
     # --- trajectory -----------------------------------------------------------------------
 
@@ -113,21 +93,21 @@ class AnthropicMessages(Dialect):
             turn=turn,
             text="".join(texts) if texts else None,
             tool_calls=calls,
-            thread_key=_system_text(request.get("system")),
+            thread_key=text_of(request.get("system"), "\n"),
             request_size=size,
         )
 
     # --- divergence -----------------------------------------------------------------------
 
-    def outline(self, request: JSON) -> RequestOutline:
-        tools: dict[str, Any] = {}
+    def _tools_in(self, request: JSON) -> Iterator[tuple[str, Any]]:
         for tool in request.get("tools") or []:
             if isinstance(tool, dict):
-                tools[str(tool.get("name", tool.get("type", "?")))] = tool
-        messages: list[MessageOutline] = []
+                yield str(tool.get("name", tool.get("type", "?"))), tool
+
+    def _messages_in(self, request: JSON) -> Iterator[MessageOutline]:
         system = request.get("system")
         if system is not None:
-            messages.append(MessageOutline(role="system", content=system))
+            yield MessageOutline(role="system", content=system)
         for message in request.get("messages") or []:
             if not isinstance(message, dict):
                 continue
@@ -139,22 +119,9 @@ class AnthropicMessages(Dialect):
                     for block in _blocks(content)
                     if block.get("type") == "tool_use"
                 )
-            messages.append(
-                MessageOutline(
-                    role=str(message.get("role")), content=content, tool_calls=calls, raw=message
-                )
+            yield MessageOutline(
+                role=str(message.get("role")), content=content, tool_calls=calls, raw=message
             )
-        parameters = {
-            key: value
-            for key, value in request.items()
-            if key not in ("model", "messages", "tools", "system")
-        }
-        return RequestOutline(
-            model=request.get("model"),
-            tools=tools,
-            messages=tuple(messages),
-            parameters=parameters,
-        )
 
     # --- rendering ------------------------------------------------------------------------
 
@@ -238,7 +205,7 @@ class AnthropicMessages(Dialect):
             start = {**block, "input": {}}
             deltas += [
                 {"type": "input_json_delta", "partial_json": fragment}
-                for fragment in split_deltas(compact(block["input"]))
+                for fragment in split_deltas(compact_json(block["input"]))
             ]
         else:
             # Blocks the API sends whole (redacted_thinking, server tool results, ...).

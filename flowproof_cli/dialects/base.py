@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,6 +25,22 @@ TRANSPORT_FIELDS = frozenset({"stream", "stream_options"})
 def without_transport(body: JSON) -> JSON:
     """The body minus its transport-only fields."""
     return {key: value for key, value in body.items() if key not in TRANSPORT_FIELDS}
+
+
+def text_of(content: Any, joiner: str = "") -> str:
+    """The text of a content value: the string, or the string `text` of its parts joined
+    (`joiner` between them); other values as JSON."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return joiner.join(
+            part["text"]
+            for part in content
+            if isinstance(part, dict) and isinstance(part.get("text"), str)
+        )
+    return json.dumps(content, sort_keys=True)
 
 
 def bare_key(key: str) -> str:
@@ -52,6 +69,11 @@ class RequestOutline:
     parameters: dict[str, Any] = field(default_factory=dict)  # everything else
 
 
+#: Finds the mock text for one tool result: (call id, tool name the result names itself, if
+#: any) -> the mock's JSON text, or None when the result's tool is not mocked.
+MockLookup = Callable[[str | None, Any], str | None]
+
+
 @dataclass(frozen=True)
 class Rendered:
     """A response ready to send to the client."""
@@ -68,6 +90,11 @@ class Dialect(ABC):
     name: str
     #: Path suffixes this dialect answers (matched on the last segments of the path).
     route_suffixes: tuple[str, ...]
+    #: The request field holding the conversation (messages, input items, contents).
+    conversation_key: str
+    #: Request fields carrying the system prompt beside the conversation (the outline shows
+    #: them as its first entry, not as parameters).
+    system_fields: tuple[str, ...] = ()
 
     def normalize(self, path: str, body: JSON) -> JSON:
         """The body with whatever the dialect carries in the path folded in (Gemini puts the
@@ -81,7 +108,6 @@ class Dialect(ABC):
     def wants_stream(self, body: JSON) -> bool:
         return bool(body.get("stream"))
 
-    @abstractmethod
     def apply_mocks(self, body: JSON, mocks: dict[str, str], known_calls: dict[str, str]) -> JSON:
         """Replace the content of every tool result whose call named a mocked tool.
 
@@ -91,6 +117,33 @@ class Dialect(ABC):
         ``previous_response_id``). A result whose call id is unknown is left alone.
         Returns a new body; the input is not modified.
         """
+        entries = body.get(self.conversation_key)
+        if not mocks or not isinstance(entries, list):
+            return body
+        names = dict(known_calls)
+        for entry in entries:
+            if isinstance(entry, dict):
+                names.update(self._calls_in(entry))
+
+        def lookup(call_id: str | None, name: Any = None) -> str | None:
+            if not name and call_id is not None:
+                name = names.get(call_id)
+            return mocks.get(name)
+
+        rewritten = [
+            self._mock_results(entry, lookup) if isinstance(entry, dict) else entry
+            for entry in entries
+        ]
+        return {**body, self.conversation_key: rewritten}
+
+    @abstractmethod
+    def _calls_in(self, entry: JSON) -> Iterator[tuple[str, str]]:
+        """(call id, tool name) of each tool call one conversation entry makes."""
+
+    @abstractmethod
+    def _mock_results(self, entry: JSON, lookup: MockLookup) -> JSON:
+        """The entry with each tool result it carries whose `lookup` finds a mock text
+        answered by that text (the entry itself when it carries none)."""
 
     def call_names(self, response: JSON) -> dict[str, str]:
         """Tool call id -> tool name for the calls a response asked for."""
@@ -104,9 +157,27 @@ class Dialect(ABC):
     def assistant_turn(self, request: JSON, response: JSON, turn: int) -> AssistantTurn:
         """The text and tool calls of a recorded response, for the trajectory."""
 
-    @abstractmethod
     def outline(self, request: JSON) -> RequestOutline:
         """The request's model, tools and conversation, for divergence reports."""
+        return RequestOutline(
+            model=request.get("model"),
+            tools=dict(self._tools_in(request)),
+            messages=tuple(self._messages_in(request)),
+            parameters={k: v for k, v in request.items() if k not in self._outline_fields},
+        )
+
+    @property
+    def _outline_fields(self) -> frozenset[str]:
+        """The fields the outline shows apart; every other field is a parameter."""
+        return frozenset({"model", "tools", self.conversation_key, *self.system_fields})
+
+    @abstractmethod
+    def _tools_in(self, request: JSON) -> Iterator[tuple[str, Any]]:
+        """(name, full declaration) of each tool the request offers."""
+
+    @abstractmethod
+    def _messages_in(self, request: JSON) -> Iterator[MessageOutline]:
+        """The request's conversation (its system prompt first), one outline an entry."""
 
     def render(self, request: JSON, status: int, response: JSON, *, stream: bool) -> Rendered:
         """The recorded response as the client expects it: JSON, or (a successful turn asked

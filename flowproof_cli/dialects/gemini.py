@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterator
 from typing import Any
 from urllib.parse import parse_qsl, urlencode
 
@@ -31,9 +32,10 @@ from flowproof_cli.dialects.base import (
     JSON,
     Dialect,
     MessageOutline,
+    MockLookup,
     Rendered,
-    RequestOutline,
     bare_key,
+    text_of,
     without_transport,
 )
 from flowproof_cli.dialects.sse import data_event, split_deltas
@@ -57,7 +59,6 @@ _KIND_STATUS = {
     "flowproof_no_upstream": 502,
     "flowproof_upstream_error": 502,
 }
-_OUTLINE_OMITTED = frozenset({"model", "contents", "tools", "systemInstruction"})
 
 
 def _snake(name: str) -> str:
@@ -105,6 +106,21 @@ def _calls(content: Any) -> list[JSON]:
     return [call for call in calls if isinstance(call, dict)]
 
 
+def _mocked_part(part: Any, lookup: MockLookup) -> Any:
+    """A `functionResponse` part answered by its mock (an object as the whole `response`,
+    any other value as `{"output": value}`); any other part as it is."""
+    result = _get(part, "functionResponse")
+    if not isinstance(result, dict):
+        return part
+    call_id = result.get("id")
+    text = lookup(None if call_id is None else str(call_id), result.get("name"))
+    if text is None:
+        return part
+    value = json.loads(text)
+    response = value if isinstance(value, dict) else {"output": value}
+    return {**part, _key_of(part, "functionResponse"): {**result, "response": response}}
+
+
 def _first_candidate(response: JSON) -> JSON:
     candidates = _dicts(response.get("candidates"))
     return candidates[0] if candidates else {}
@@ -123,9 +139,14 @@ def _model_of(path: str) -> str | None:
 
 
 class GeminiGenerateContent(Dialect):
+    """`contents` of parts: `functionCall` by the model, answered by `functionResponse`; the
+    system prompt in `systemInstruction`."""
+
     name = "gemini"
     #: Methods on a model resource: routed on the end of the last path segment.
     route_suffixes = (GENERATE, STREAM_GENERATE)
+    conversation_key = "contents"
+    system_fields = ("systemInstruction", "system_instruction")
 
     # --- the path ---------------------------------------------------------------------------
 
@@ -144,9 +165,12 @@ class GeminiGenerateContent(Dialect):
                 normalized["stream_options"] = {"alt": "json"}
         return normalized
 
-    # --- mocks ------------------------------------------------------------------------------
+    def _calls_in(self, entry: JSON) -> Iterator[tuple[str, str]]:
+        for call in _calls(entry):
+            if call.get("id") is not None:
+                yield str(call["id"]), str(call.get("name"))
 
-    def apply_mocks(self, body: JSON, mocks: dict[str, str], known_calls: dict[str, str]) -> JSON:
+    def _mock_results(self, entry: JSON, lookup: MockLookup) -> JSON:
         """Rewrite the `functionResponse.response` of every result of a mocked tool.
 
         The tool is the part's `functionResponse.name` (Gemini requires it; a part without one
@@ -157,38 +181,10 @@ class GeminiGenerateContent(Dialect):
         any other JSON value (string, number, list, null) is wrapped as `{"output": value}`,
         the key the API documents for a function's output.
         """
-        contents = _get(body, "contents")
-        if not mocks or not isinstance(contents, list):
-            return body
-        call_names: dict[str, str] = dict(known_calls)
-        for content in contents:
-            for call in _calls(content):
-                if call.get("id") is not None:
-                    call_names[str(call["id"])] = str(call.get("name"))
-
-        def rewrite(part: Any) -> Any:
-            result = _get(part, "functionResponse")
-            if not isinstance(result, dict):
-                return part
-            name = result.get("name")
-            if not name and result.get("id") is not None:
-                name = call_names.get(str(result["id"]))
-            if name not in mocks:
-                return part
-            value = json.loads(mocks[str(name)])
-            response = value if isinstance(value, dict) else {"output": value}
-            key = _key_of(part, "functionResponse")
-            return {**part, key: {**result, "response": response}}
-
-        rewritten = []
-        for content in contents:
-            parts = _get(content, "parts")
-            if isinstance(content, dict) and isinstance(parts, list):
-                key = _key_of(content, "parts")
-                rewritten.append({**content, key: [rewrite(part) for part in parts]})
-            else:
-                rewritten.append(content)
-        return {**body, _key_of(body, "contents"): rewritten}
+        parts = _get(entry, "parts")
+        if not isinstance(parts, list):
+            return entry
+        return {**entry, _key_of(entry, "parts"): [_mocked_part(part, lookup) for part in parts]}
 
     # --- trajectory -------------------------------------------------------------------------
 
@@ -213,31 +209,23 @@ class GeminiGenerateContent(Dialect):
 
     @staticmethod
     def _system_text(request: JSON) -> str:
-        system = _get(request, "systemInstruction")
-        if system is None:
-            return ""
-        return "\n".join(
-            str(part["text"]) for part in _parts(system) if isinstance(part.get("text"), str)
-        )
+        return text_of(_parts(_get(request, "systemInstruction")), "\n")
 
     # --- divergence -------------------------------------------------------------------------
 
-    def outline(self, request: JSON) -> RequestOutline:
-        tools: dict[str, Any] = {}
+    def _tools_in(self, request: JSON) -> Iterator[tuple[str, Any]]:
         for tool in _dicts(_get(request, "tools")):
             declarations = _get(tool, "functionDeclarations")
             if isinstance(declarations, list):
                 for declaration in _dicts(declarations):
-                    tools[str(declaration.get("name", "?"))] = declaration
+                    yield str(declaration.get("name", "?")), declaration
             else:  # built-in tools (googleSearch, codeExecution, ...) by their kind
-                for kind, value in tool.items():
-                    tools[kind] = value
-        messages: list[MessageOutline] = []
+                yield from tool.items()
+
+    def _messages_in(self, request: JSON) -> Iterator[MessageOutline]:
         system = _get(request, "systemInstruction")
         if system is not None:
-            messages.append(
-                MessageOutline(role="system", content=self._system_text(request), raw=system)
-            )
+            yield MessageOutline(role="system", content=self._system_text(request), raw=system)
         for content in _get(request, "contents") or []:
             if not isinstance(content, dict):
                 continue
@@ -245,22 +233,12 @@ class GeminiGenerateContent(Dialect):
                 (str(call.get("name")), canonical_json(call.get("args") or {}))
                 for call in _calls(content)
             )
-            messages.append(
-                MessageOutline(
-                    role=str(content.get("role", "user")),
-                    content=_get(content, "parts"),
-                    tool_calls=calls,
-                    raw=content,
-                )
+            yield MessageOutline(
+                role=str(content.get("role", "user")),
+                content=_get(content, "parts"),
+                tool_calls=calls,
+                raw=content,
             )
-        omitted = _OUTLINE_OMITTED | {_snake(key) for key in _OUTLINE_OMITTED}
-        parameters = {key: value for key, value in request.items() if key not in omitted}
-        return RequestOutline(
-            model=request.get("model"),
-            tools=tools,
-            messages=tuple(messages),
-            parameters=parameters,
-        )
 
     # --- rendering --------------------------------------------------------------------------
 

@@ -3,55 +3,48 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from typing import Any
 
 from flowproof_cli.dialects.base import (
     JSON,
     Dialect,
     MessageOutline,
-    RequestOutline,
+    MockLookup,
+    text_of,
 )
 from flowproof_cli.dialects.sse import data_event, split_deltas
 from flowproof_cli.trajectory import AssistantTurn, ToolCall
 
 
-def _text_of(content: Any) -> str:
-    """Chat content is a string or a list of parts; the text parts joined."""
-    if content is None:
-        return ""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "".join(part.get("text", "") for part in content if isinstance(part, dict))
-    return json.dumps(content, sort_keys=True)
+def _function(call: Any) -> JSON | None:
+    """The `function` of a tool call entry (None when the entry has none)."""
+    if isinstance(call, dict) and isinstance(call.get("function"), dict):
+        return call["function"]
+    return None
 
 
 class OpenAIChat(Dialect):
+    """`messages` with `tool_calls` on assistant entries, answered by `tool` entries."""
+
     name = "openai-chat"
     route_suffixes = ("chat/completions",)
+    conversation_key = "messages"
 
-    def apply_mocks(self, body: JSON, mocks: dict[str, str], known_calls: dict[str, str]) -> JSON:
-        messages = body.get("messages")
-        if not mocks or not isinstance(messages, list):
-            return body
-        call_names: dict[str, str] = dict(known_calls)
-        for message in messages:
-            if isinstance(message, dict) and message.get("role") == "assistant":
-                for call in message.get("tool_calls") or []:
-                    if isinstance(call, dict) and isinstance(call.get("function"), dict):
-                        call_names[str(call.get("id"))] = str(call["function"].get("name"))
-        rewritten = []
-        for message in messages:
-            if (
-                isinstance(message, dict)
-                and message.get("role") == "tool"
-                and call_names.get(str(message.get("tool_call_id"))) in mocks
-            ):
-                name = call_names[str(message["tool_call_id"])]
-                rewritten.append({**message, "content": mocks[name]})
-            else:
-                rewritten.append(message)
-        return {**body, "messages": rewritten}
+    def _calls_in(self, entry: JSON) -> Iterator[tuple[str, str]]:
+        if entry.get("role") == "assistant":
+            for call in entry.get("tool_calls") or []:
+                if (function := _function(call)) is not None:
+                    yield str(call.get("id")), str(function.get("name"))
+
+    def _mock_results(self, entry: JSON, lookup: MockLookup) -> JSON:
+        if entry.get("role") == "tool":
+            text = lookup(str(entry.get("tool_call_id")), None)
+            if text is not None:
+                return {**entry, "content": text}
+        return entry
+
+    # --- trajectory -----------------------------------------------------------------------
 
     def assistant_turn(self, request: JSON, response: JSON, turn: int) -> AssistantTurn:
         message: JSON = {}
@@ -71,7 +64,7 @@ class OpenAIChat(Dialect):
         content = message.get("content")
         return AssistantTurn(
             turn=turn,
-            text=_text_of(content) if content is not None else None,
+            text=text_of(content) if content is not None else None,
             tool_calls=calls,
             thread_key=self._system_prompt(request),
             request_size=len(json.dumps(request.get("messages", []))),
@@ -80,46 +73,37 @@ class OpenAIChat(Dialect):
     @staticmethod
     def _system_prompt(request: JSON) -> str:
         return "\n".join(
-            _text_of(m.get("content"))
+            text_of(m.get("content"))
             for m in request.get("messages") or []
             if isinstance(m, dict) and m.get("role") in ("system", "developer")
         )
 
-    def outline(self, request: JSON) -> RequestOutline:
-        tools: dict[str, Any] = {}
+    # --- divergence -----------------------------------------------------------------------
+
+    def _tools_in(self, request: JSON) -> Iterator[tuple[str, Any]]:
         for tool in request.get("tools") or []:
             if isinstance(tool, dict):
                 function = tool.get("function")
                 function = function if isinstance(function, dict) else {}
-                tools[str(function.get("name", tool.get("type", "?")))] = tool
-        messages = []
+                yield str(function.get("name", tool.get("type", "?"))), tool
+
+    def _messages_in(self, request: JSON) -> Iterator[MessageOutline]:
         for message in request.get("messages") or []:
             if not isinstance(message, dict):
                 continue
             calls = tuple(
-                (str(c["function"].get("name")), str(c["function"].get("arguments") or ""))
-                for c in message.get("tool_calls") or []
-                if isinstance(c, dict) and isinstance(c.get("function"), dict)
+                (str(function.get("name")), str(function.get("arguments") or ""))
+                for function in map(_function, message.get("tool_calls") or [])
+                if function is not None
             )
-            messages.append(
-                MessageOutline(
-                    role=str(message.get("role")),
-                    content=message.get("content"),
-                    tool_calls=calls,
-                    raw=message,
-                )
+            yield MessageOutline(
+                role=str(message.get("role")),
+                content=message.get("content"),
+                tool_calls=calls,
+                raw=message,
             )
-        parameters = {
-            key: value
-            for key, value in request.items()
-            if key not in ("model", "messages", "tools")
-        }
-        return RequestOutline(
-            model=request.get("model"),
-            tools=tools,
-            messages=tuple(messages),
-            parameters=parameters,
-        )
+
+    # --- rendering ------------------------------------------------------------------------
 
     def stream_events(self, request: JSON, response: JSON) -> str:
         envelope = {
@@ -134,75 +118,46 @@ class OpenAIChat(Dialect):
         def chunk(choices: list[JSON], **extra: Any) -> str:
             return data_event({**envelope, "choices": choices, **extra})
 
-        events: list[str] = []
-        for choice in response.get("choices") or []:
-            index = choice.get("index", 0)
-            message = choice.get("message") or {}
-
-            def delta(payload: JSON, finish: Any = None, _index: int = index) -> JSON:
-                return {
-                    "index": _index,
-                    "delta": payload,
-                    "logprobs": None,
-                    "finish_reason": finish,
-                }
-
-            events.append(
-                chunk(
-                    [
-                        delta(
-                            {
-                                "role": "assistant",
-                                "content": "" if message.get("content") is not None else None,
-                            }
-                        )
-                    ]
-                )
-            )
-            if message.get("refusal"):
-                events.append(chunk([delta({"refusal": message["refusal"]})]))
-            for fragment in split_deltas(_text_of(message.get("content"))):
-                events.append(chunk([delta({"content": fragment})]))
-            for position, call in enumerate(message.get("tool_calls") or []):
-                function = call.get("function") or {}
-                events.append(
-                    chunk(
-                        [
-                            delta(
-                                {
-                                    "tool_calls": [
-                                        {
-                                            "index": position,
-                                            "id": call.get("id"),
-                                            "type": call.get("type", "function"),
-                                            "function": {
-                                                "name": function.get("name"),
-                                                "arguments": "",
-                                            },
-                                        }
-                                    ]
-                                }
-                            )
-                        ]
-                    )
-                )
-                for fragment in split_deltas(str(function.get("arguments") or "")):
-                    events.append(
-                        chunk(
-                            [
-                                delta(
-                                    {
-                                        "tool_calls": [
-                                            {"index": position, "function": {"arguments": fragment}}
-                                        ]
-                                    }
-                                )
-                            ]
-                        )
-                    )
-            events.append(chunk([delta({}, choice.get("finish_reason", "stop"))]))
+        events = [
+            chunk([delta])
+            for choice in response.get("choices") or []
+            for delta in _choice_deltas(choice)
+        ]
         options = request.get("stream_options") or {}
         if isinstance(options, dict) and options.get("include_usage"):
             events.append(chunk([], usage=response.get("usage")))
         events.append("data: [DONE]\n\n")
         return "".join(events)
+
+
+def _choice_deltas(choice: JSON) -> Iterator[JSON]:
+    """One choice's chunks: the role, any refusal, the text, each tool call, the finish."""
+    index = choice.get("index", 0)
+    message = choice.get("message") or {}
+
+    def delta(payload: JSON, finish: Any = None) -> JSON:
+        return {"index": index, "delta": payload, "logprobs": None, "finish_reason": finish}
+
+    content = message.get("content")
+    yield delta({"role": "assistant", "content": "" if content is not None else None})
+    if message.get("refusal"):
+        yield delta({"refusal": message["refusal"]})
+    for fragment in split_deltas(text_of(content)):
+        yield delta({"content": fragment})
+    for position, call in enumerate(message.get("tool_calls") or []):
+        for part in _call_deltas(position, call):
+            yield delta({"tool_calls": [part]})
+    yield delta({}, choice.get("finish_reason", "stop"))
+
+
+def _call_deltas(position: int, call: JSON) -> Iterator[JSON]:
+    """A tool call as streamed: its id and name first, then its arguments in fragments."""
+    function = call.get("function") or {}
+    yield {
+        "index": position,
+        "id": call.get("id"),
+        "type": call.get("type", "function"),
+        "function": {"name": function.get("name"), "arguments": ""},
+    }
+    for fragment in split_deltas(str(function.get("arguments") or "")):
+        yield {"index": position, "function": {"arguments": fragment}}

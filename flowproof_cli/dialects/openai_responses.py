@@ -9,34 +9,18 @@ the calls they answer live in an earlier response. The stream is named events, e
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from flowproof_cli.dialects.base import (
     JSON,
     Dialect,
     MessageOutline,
-    RequestOutline,
+    MockLookup,
+    text_of,
 )
 from flowproof_cli.dialects.sse import named_event, split_deltas
 from flowproof_cli.trajectory import AssistantTurn, ToolCall
-
-_OUTLINE_OMITTED = frozenset({"model", "input", "tools", "instructions"})
-
-
-def _text_of(content: Any) -> str:
-    """Item content is a string or a list of parts; the text parts joined."""
-    if content is None:
-        return ""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "".join(
-            str(part.get("text", ""))
-            for part in content
-            if isinstance(part, dict) and isinstance(part.get("text"), str)
-        )
-    return json.dumps(content, sort_keys=True)
 
 
 def _items(request: JSON) -> list[JSON]:
@@ -73,32 +57,39 @@ def _raw_arguments(item: JSON) -> str:
     return str(item.get("arguments") or "")
 
 
+def _item_outline(item: JSON) -> MessageOutline:
+    """An input item as a conversation entry: a message, a call, a call's output, or any
+    other item (reasoning, ...) under its type."""
+    kind = item.get("type")
+    if _is_message(item):
+        return MessageOutline(role=str(item["role"]), content=item.get("content"), raw=item)
+    if kind == "function_call":
+        call = (str(item.get("name")), str(item.get("arguments") or ""))
+        return MessageOutline(role="assistant", content=None, tool_calls=(call,), raw=item)
+    if kind == "function_call_output":
+        return MessageOutline(role="tool", content=item.get("output"), raw=item)
+    rest = {key: value for key, value in item.items() if key != "type"}
+    return MessageOutline(role=str(kind), content=rest, raw=item)
+
+
 class OpenAIResponses(Dialect):
+    """`input` items: `function_call` / `custom_tool_call`, answered by their `_output` items."""
+
     name = "openai-responses"
     route_suffixes = ("responses",)
+    conversation_key = "input"
+    system_fields = ("instructions",)
 
-    # --- mocks ----------------------------------------------------------------------------
+    def _calls_in(self, entry: JSON) -> Iterator[tuple[str, str]]:
+        if entry.get("type") in _CALL_KINDS:
+            yield str(entry.get("call_id")), str(entry.get("name"))
 
-    def apply_mocks(self, body: JSON, mocks: dict[str, str], known_calls: dict[str, str]) -> JSON:
-        items = body.get("input")
-        if not mocks or not isinstance(items, list):
-            return body
-        call_names: dict[str, str] = dict(known_calls)
-        for item in items:
-            if isinstance(item, dict) and item.get("type") in _CALL_KINDS:
-                call_names[str(item.get("call_id"))] = str(item.get("name"))
-        rewritten = []
-        for item in items:
-            if (
-                isinstance(item, dict)
-                and item.get("type") in _OUTPUT_KINDS
-                and call_names.get(str(item.get("call_id"))) in mocks
-            ):
-                name = call_names[str(item["call_id"])]
-                rewritten.append({**item, "output": mocks[name]})
-            else:
-                rewritten.append(item)
-        return {**body, "input": rewritten}
+    def _mock_results(self, entry: JSON, lookup: MockLookup) -> JSON:
+        if entry.get("type") in _OUTPUT_KINDS:
+            text = lookup(str(entry.get("call_id")), None)
+            if text is not None:
+                return {**entry, "output": text}
+        return entry
 
     # --- trajectory -----------------------------------------------------------------------
 
@@ -139,50 +130,29 @@ class OpenAIResponses(Dialect):
     def _thread_key(request: JSON) -> str:
         instructions = request.get("instructions")
         if instructions:
-            return _text_of(instructions)
+            return text_of(instructions)
         return "\n".join(
-            _text_of(item.get("content"))
+            text_of(item.get("content"))
             for item in _items(request)
             if _is_message(item) and item.get("role") in ("system", "developer")
         )
 
     # --- divergence -----------------------------------------------------------------------
 
-    def outline(self, request: JSON) -> RequestOutline:
-        tools: dict[str, Any] = {}
+    def _tools_in(self, request: JSON) -> Iterator[tuple[str, Any]]:
         for tool in request.get("tools") or []:
             if isinstance(tool, dict):
-                tools[_tool_name(tool)] = tool
-        messages: list[MessageOutline] = []
+                yield _tool_name(tool), tool
+
+    def _messages_in(self, request: JSON) -> Iterator[MessageOutline]:
         instructions = request.get("instructions")
         if instructions is not None:
-            messages.append(MessageOutline(role="system", content=instructions))
+            yield MessageOutline(role="system", content=instructions)
         raw_input = request.get("input")
         if isinstance(raw_input, str):
-            messages.append(MessageOutline(role="user", content=raw_input))
+            yield MessageOutline(role="user", content=raw_input)
         for item in _items(request):
-            kind = item.get("type")
-            if _is_message(item):
-                messages.append(
-                    MessageOutline(role=str(item["role"]), content=item.get("content"), raw=item)
-                )
-            elif kind == "function_call":
-                call = (str(item.get("name")), str(item.get("arguments") or ""))
-                messages.append(
-                    MessageOutline(role="assistant", content=None, tool_calls=(call,), raw=item)
-                )
-            elif kind == "function_call_output":
-                messages.append(MessageOutline(role="tool", content=item.get("output"), raw=item))
-            else:
-                rest = {key: value for key, value in item.items() if key != "type"}
-                messages.append(MessageOutline(role=str(kind), content=rest, raw=item))
-        parameters = {key: value for key, value in request.items() if key not in _OUTLINE_OMITTED}
-        return RequestOutline(
-            model=request.get("model"),
-            tools=tools,
-            messages=tuple(messages),
-            parameters=parameters,
-        )
+            yield _item_outline(item)
 
     # --- rendering ------------------------------------------------------------------------
 

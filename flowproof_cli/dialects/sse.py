@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
+
+from flowproof_cli.canonical import compact_json
 
 DELTA_SIZE = 24  # characters per synthesized delta; real servers send small fragments
 
@@ -17,13 +18,9 @@ def split_deltas(text: str, size: int = DELTA_SIZE) -> list[str]:
     return [text[i : i + size] for i in range(0, len(text), size)]
 
 
-def compact(payload: Any) -> str:
-    return json.dumps(payload, separators=(",", ":"), ensure_ascii=False)
-
-
 def data_event(payload: Any) -> str:
-    return f"data: {compact(payload)}\n\n"
+    return f"data: {compact_json(payload)}\n\n"
 
 
 def named_event(event: str, payload: Any) -> str:
-    return f"event: {event}\ndata: {compact(payload)}\n\n"
+    return f"event: {event}\ndata: {compact_json(payload)}\n\n"

@@ -6,20 +6,14 @@ itself, refuses the rest, and reports destructive filesystem calls. See docs/egr
 Nothing here imports the proxy: the supervisor is its own module.
 """
 
-from flowproof_cli.egress.launcher import (
-    ContainedRun,
-    ContainmentError,
-    Launch,
-    run_contained,
-    unavailable_reason,
-)
+from flowproof_cli.egress.launcher import Launch, unavailable_reason
 from flowproof_cli.egress.policy import AllowEntry, EntryError, Policy, Verdict, parse_entry
 from flowproof_cli.egress.report import Blocked, Containment, EgressReport, FsEvent
+from flowproof_cli.errors import ContainmentError
 
 __all__ = [
     "AllowEntry",
     "Blocked",
-    "ContainedRun",
     "Containment",
     "ContainmentError",
     "EgressReport",
@@ -29,6 +23,5 @@ __all__ = [
     "Policy",
     "Verdict",
     "parse_entry",
-    "run_contained",
     "unavailable_reason",
 ]

@@ -8,7 +8,8 @@ For a runner that owns process creation (timeouts, process groups, output captur
     ... wait for the process group to end ...
     report = launch.finish()                  # containment tier, blocked, local, fs
 
-`run_contained` does all of it for a plain command (tests, benchmarks).
+(tests/egress/contained.py's `run_contained` does all of it for a plain command, for the
+tests and the benchmark.)
 """
 
 from __future__ import annotations
@@ -20,32 +21,30 @@ import functools
 import os
 import platform
 import select
-import signal
-import subprocess
 import sys
 import threading
 import time
-from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from flowproof_cli.egress import bpf
 from flowproof_cli.egress import constants as c
+from flowproof_cli.egress import rules
 from flowproof_cli.egress.policy import Policy
 from flowproof_cli.egress.report import Containment, EgressReport
-from flowproof_cli.errors import AgentStartError, FlowproofError
-from flowproof_cli.runner.command import _signal_group as signal_group
+from flowproof_cli.errors import AgentStartError, ContainmentError
 
 if TYPE_CHECKING:
     from flowproof_cli.egress.supervisor import Supervisor
 
 STUB = Path(__file__).with_name("_stub.py")
 HANDSHAKE_TIMEOUT_S = 30.0
-
-
-class ContainmentError(FlowproofError):
-    """Containment was available, the filter was installed, and the handover failed."""
+#: What to do about the one reason a user can fix with a package.
+FIXES = {
+    rules.LIBSECCOMP_MISSING: (
+        "egress containment: install libseccomp to contain agents (Debian: "
+        "`apt-get install libseccomp2`; scripts/bootstrap.sh does it when run as root)"
+    )
+}
 
 
 def _capabilities() -> int:
@@ -89,7 +88,7 @@ def unavailable_reason() -> str | None:
         kernel.notif_sizes()
     except OSError as exc:
         return f"the kernel refused a syscall the supervisor needs ({exc.strerror}; Linux >= 5.19)"
-    return None
+    return rules.unavailable_reason()
 
 
 def refusal_reason(status: str) -> str:
@@ -124,7 +123,7 @@ def yama_reason(scope: int, capabilities: int) -> str | None:
 
 @functools.cache
 def _program_hex() -> str:
-    return bpf.pack(bpf.instructions()).hex()
+    return rules.program().hex()
 
 
 def _read_line(fd: int, deadline: float) -> str:
@@ -145,6 +144,8 @@ class Launch:
         self.policy = policy
         self.report = EgressReport(Containment(False, reason or "not started"))
         self.report.notes.extend(policy.notes)
+        if reason in FIXES:
+            self.report.notes.append(FIXES[reason])
         self._reason = reason
         self._supervisor: Supervisor | None = None
         self._fds: list[int] = []
@@ -282,43 +283,3 @@ class Launch:
             self._fds.remove(fd)
             with contextlib.suppress(OSError):
                 os.close(fd)
-
-
-@dataclass
-class ContainedRun:
-    returncode: int
-    report: EgressReport
-
-
-def run_contained(
-    argv: list[str],
-    policy: Policy | None = None,
-    *,
-    env: Mapping[str, str] | None = None,
-    cwd: str | Path | None = None,
-    timeout: float | None = None,
-    stdout: int | None = None,
-    stderr: int | None = None,
-) -> ContainedRun:
-    """Run a command contained (when this host can) and return its exit status and report."""
-    launch = Launch.prepare(policy)
-    try:
-        process = subprocess.Popen(
-            launch.wrap(argv),
-            env=dict(env) if env is not None else None,
-            cwd=cwd,
-            stdin=subprocess.DEVNULL,
-            stdout=stdout,
-            stderr=stderr,
-            pass_fds=launch.pass_fds,
-            start_new_session=True,
-        )
-        try:
-            launch.attach_sync(process.pid)
-            returncode = process.wait(timeout)
-        finally:
-            signal_group(process.pid, signal.SIGKILL)
-            process.wait()
-    finally:
-        report = launch.finish()
-    return ContainedRun(returncode, report)

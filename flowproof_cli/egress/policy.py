@@ -17,13 +17,16 @@ from __future__ import annotations
 import ipaddress
 import re
 import socket
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from enum import Enum
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 Resolver = Callable[[str], list[str]]
+#: Substitutes the `${VAR}` of an entry's host: the spec's own variable rules, passed in by
+#: the caller so that egress does not depend on the spec package.
+Substitute = Callable[[str], str]
 
 DNS_PORT = 53
 
@@ -160,7 +163,8 @@ class Policy:
     def from_entries(
         cls,
         entries: Iterable[str],
-        environ: Mapping[str, str] | None = None,
+        *,
+        substitute: Substitute | None = None,
         resolver: Resolver = resolve_host,
     ) -> Policy:
         policy = cls()
@@ -168,11 +172,9 @@ class Policy:
             entry = parse_entry(text)
             host = entry.host
             if entry.has_variables:
-                from flowproof_cli.spec.variables import (  # noqa: PLC0415 (pydantic-heavy)
-                    resolve_variables,
-                )
-
-                host = resolve_variables(host, environ or {}, where="agent.allow_egress").strip()
+                if substitute is None:
+                    raise ValueError(f"allow_egress entry `{text}` has a variable to substitute")
+                host = substitute(host)
                 resolved = parse_entry(f"[{host}]" if ":" in host else host)
                 host = resolved.host
             if _is_network(host):

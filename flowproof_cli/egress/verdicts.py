@@ -4,11 +4,14 @@ not contained, the `assert_no_egress` verdict and the allow-list warning."""
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 from flowproof_cli.egress.launcher import Launch
 from flowproof_cli.egress.policy import Policy
 from flowproof_cli.egress.report import Containment, EgressReport
-from flowproof_cli.spec import FlowSpec
+
+if TYPE_CHECKING:  # the spec is read, never built, here: no run-time edge to spec/
+    from flowproof_cli.spec import FlowSpec
 
 NOT_ENGAGED = "the flow declares no allow_egress and no assert_no_egress"
 URL_AGENT = "a url agent is a running service that flowproof did not start"
@@ -20,7 +23,11 @@ def launch_for(spec: FlowSpec, environ: Mapping[str, str]) -> Launch:
     pins hostnames now, at run start."""
     if not spec.engages_egress:
         return Launch.prepare(reason=NOT_ENGAGED)
-    return Launch.prepare(Policy.from_entries(spec.agent.allow_egress, environ))
+    agent = spec.agent
+    policy = Policy.from_entries(
+        agent.allow_egress, substitute=lambda host: agent.resolved_egress_host(host, environ)
+    )
+    return Launch.prepare(policy)
 
 
 def url_report() -> EgressReport:

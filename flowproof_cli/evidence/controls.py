@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from flowproof_cli.errors import SpecError
-from flowproof_cli.runner.verdict import FlowResult
+from flowproof_cli.verdict import FlowResult
 
 if TYPE_CHECKING:
     from flowproof_cli.spec.models import FlowSpec

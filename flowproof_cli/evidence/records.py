@@ -30,7 +30,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self
 
 from flowproof_cli.errors import FlowproofError
-from flowproof_cli.runner.verdict import FlowResult
+from flowproof_cli.verdict import FlowResult
 
 if TYPE_CHECKING:
     from flowproof_cli.runner.job import FlowJob

@@ -30,8 +30,8 @@ from flowproof_cli.spec.models import NoSecretLeakStep
 if TYPE_CHECKING:
     from flowproof_cli.cassette.session import CassetteSession
     from flowproof_cli.mcp.lane import Call, Lane
-    from flowproof_cli.runner.verdict import FlowResult
     from flowproof_cli.spec import FlowSpec
+    from flowproof_cli.verdict import FlowResult
 
 #: Shorter values would match by chance somewhere in a long trajectory.
 MIN_LENGTH = 8

@@ -14,6 +14,7 @@ from typing import Any
 
 from flowproof_cli.dialects import dialect_named
 from flowproof_cli.dialects.base import MessageOutline, RequestOutline
+from flowproof_cli.dialects.base import text_of as dialect_text_of
 from flowproof_cli.errors import TraceError
 from flowproof_cli.trace import Trace
 from flowproof_cli.trajectory import AssistantTurn, Trajectory
@@ -71,19 +72,13 @@ def trajectory_of(views: list[TurnView]) -> Trajectory:
 
 
 def text_of(content: Any) -> str:
-    """The text of a message: the string, or the `text` of its parts joined."""
-    if content is None:
-        return ""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "".join(
-            str(part["text"])
-            for part in content
-            if isinstance(part, dict) and isinstance(part.get("text"), str)
-        )
+    """The text of a message as the dialects read it (the string, or the `text` of its parts
+    joined); for a reviewer, also a bare `{text}` object's text, and any other value as JSON
+    with its characters kept."""
     if isinstance(content, dict) and isinstance(content.get("text"), str):
         return str(content["text"])
+    if content is None or isinstance(content, str | list):
+        return dialect_text_of(content)
     return json.dumps(content, ensure_ascii=False, sort_keys=True)
 
 

@@ -1,16 +1,20 @@
 """The MCP tool boundary: lanes, JSON-RPC matching, record/replay of stdio and HTTP servers.
 
-lane.py       the recorded traffic of one server (calls, server-started messages)
-canonical.py  message kinds and the canonical form of a client request
-matching.py   positional matching: method, tool, protocol version, argument diff
-recorder.py   messages -> lane (record)
-replayer.py   lane -> answers (replay), the verdict
-mocks.py      `result:` mocks as CallToolResults
-capture.py    the stdio stand-in's append-only capture file
-stdio.py      the stdio stand-in (`flowproof mcp-stdio`)
-http.py       the streamable-HTTP boundary's logic (addons/mcp_http.py is the glue)
-sse.py        SSE framing and the loopback stream server used at replay
-flow.py       one flow's MCP servers: session files, environment, lanes, failures
+lane.py           the recorded traffic of one server (calls, server-started messages)
+canonical.py      message kinds and the canonical form of a client request
+matching.py       positional matching: method, tool, protocol version, argument diff
+recorder.py       messages -> lane (record)
+replayer.py       lane -> answers (replay), the verdict
+mocks.py          `result:` mocks as CallToolResults
+capture.py        the stdio stand-in's append-only capture file
+stdio.py          the stdio stand-in (`flowproof mcp-stdio`)
+http.py           the streamable-HTTP boundary's request front (addons/mcp_http.py is the glue)
+http_record.py    record: forward to the real server, keep the lane
+http_replay.py    replay: answer from the lane
+replay_streams.py the replay's SSE streams, kept whole for resumption
+sse.py            SSE framing and the loopback stream server used at replay
+
+One flow's MCP servers as the runner drives them are `flowproof_cli.runner.mcp_servers`.
 """
 
 from flowproof_cli.mcp.lane import Call, Lane, ServerEvent

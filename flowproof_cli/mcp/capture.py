@@ -21,6 +21,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from flowproof_cli.mcp.canonical import PING
 from flowproof_cli.mcp.lane import Lane
 from flowproof_cli.mcp.recorder import LaneRecorder
 
@@ -102,3 +103,21 @@ def lane_from_capture(entries: list[dict[str, Any]]) -> tuple[Lane, bool]:
 
 def client_messages(entries: list[dict[str, Any]]) -> list[Any]:
     return [entry.get("m") for entry in entries if entry.get("k") == CLIENT]
+
+
+def started(entries: list[dict[str, Any]]) -> bool:
+    """Whether any stand-in of the server started (the agent spawned it at all)."""
+    return any(entry.get("k") == START for entry in entries)
+
+
+def call_count(entries: list[dict[str, Any]]) -> int:
+    """The calls the agent made: requests other than `ping` (kept out of lanes, like over
+    HTTP)."""
+    return sum(
+        1
+        for message in client_messages(entries)
+        if isinstance(message, dict)
+        and "method" in message
+        and message.get("id") is not None
+        and message["method"] != PING
+    )

@@ -28,11 +28,13 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from flowproof_cli.canonical import parse_or
 from flowproof_cli.mcp.canonical import Kind, batch_refusal, error_message, kind_of, with_id
 from flowproof_cli.mcp.capture import CLIENT, SERVER, START, CaptureFile
 from flowproof_cli.mcp.lane import lane_from_document
 from flowproof_cli.mcp.mocks import MockSchemaError, mock_answer, output_schemas, refusal
 from flowproof_cli.mcp.replayer import Replayer
+from flowproof_cli.mode import Mode
 
 ERROR = "error"  # capture entry: the stand-in could not do its job (the flow fails)
 REFUSED = "refused"  # capture entry: a message flowproof refused (the flow fails)
@@ -44,12 +46,15 @@ class StandinSession:
     """What one stand-in needs; written to a file by the runner, named on the command line."""
 
     server: str
-    mode: str  # "record" | "replay"
+    mode: Mode
     capture: str
     command: list[str] = field(default_factory=list)  # record: the real server
     cwd: str | None = None
     mocks: dict[str, Any] = field(default_factory=dict)
     lane: dict[str, Any] | None = None  # replay: the lane document
+
+    def __post_init__(self) -> None:
+        self.mode = Mode(self.mode)  # read back from JSON as its string
 
     def write(self, path: Path) -> None:
         descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
@@ -60,13 +65,6 @@ class StandinSession:
     def read(cls, path: Path) -> StandinSession:
         data = json.loads(path.read_text(encoding="utf-8"))
         return cls(**data)
-
-
-def _parse(line: bytes) -> Any:
-    try:
-        return json.loads(line)
-    except ValueError:
-        return None
 
 
 def _line(message: Any) -> bytes:
@@ -101,7 +99,7 @@ def run_standin(
     try:
         source = stdin if stdin is not None else sys.stdin.buffer
         output = _Output(stdout if stdout is not None else sys.stdout.buffer)
-        if session.mode == "replay":
+        if session.mode is Mode.REPLAY:
             return _replay(session, capture, source, output)
         return _record(session, capture, source, output)
     finally:
@@ -137,7 +135,7 @@ def _record(
 
     def pump_server() -> None:
         for raw in server_stdout:
-            message = _parse(raw)
+            message = parse_or(raw)
             for element in message if isinstance(message, list) else [message]:
                 if kind_of(element) is not Kind.INVALID:
                     capture.append(SERVER, element)
@@ -175,7 +173,7 @@ def _record_client(
     forward: Callable[[bytes], Any],
     schemas: dict[str, Any],
 ) -> None:
-    message = _parse(raw)
+    message = parse_or(raw)
     elements = message if isinstance(message, list) else [message]
     passed: list[Any] = []
     for element in elements:
@@ -245,7 +243,7 @@ def _replay(
     for raw in source:
         if not raw.strip():
             continue
-        message = _parse(raw)
+        message = parse_or(raw)
         with capture.locked():
             catch_up()
             lines = _replay_message(message, replayer, capture, mine)

@@ -14,13 +14,14 @@ from flowproof_addons.guard import RequestGuard
 from flowproof_addons.mcp_http import McpHttpBoundary
 from flowproof_addons.model import ModelBoundary
 from flowproof_cli.cassette import CassetteSession
-from flowproof_cli.mcp.flow import McpFlow
-from flowproof_cli.runner.proxy import PortInUseError, ProxyHost
+from flowproof_cli.errors import PortInUseError
+from flowproof_cli.runner.mcp_servers import McpServers
+from flowproof_cli.runner.proxy import ProxyHost
 
 
 class Boundaries:
     def __init__(
-        self, session: CassetteSession, mcp: McpFlow | None, user_addons: Sequence[Any] = ()
+        self, session: CassetteSession, mcp: McpServers | None, user_addons: Sequence[Any] = ()
     ):
         self.session = session
         self.mcp = mcp

@@ -8,29 +8,24 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import signal
 import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, TYPE_CHECKING
+from typing import TYPE_CHECKING
 
 from flowproof_cli.errors import AgentStartError
+from flowproof_cli.process import TAIL_LINES, split_command, tail_lines
+from flowproof_cli.process import file_tail as _tail
+from flowproof_cli.process import signal_group as _signal_group
 from flowproof_cli.runner import orphans
 from flowproof_cli.spec.variables import hold_handles, release_handles, resolve_variables
 
 if TYPE_CHECKING:
     from flowproof_cli.egress import Launch
 
-OUTPUT_TAIL = 4000  # characters of stdout/stderr kept for messages and reports
-TAIL_LINES = 15  # lines of a child's stderr quoted in a message
 KILL_GRACE_S = 2.0
-
-
-def tail_lines(text: str, lines: int = TAIL_LINES) -> str:
-    """The last `lines` lines of a child's output, as quoted in flowproof's messages."""
-    return "\n".join(text.rstrip().splitlines()[-lines:])
 
 
 @dataclass(frozen=True)
@@ -43,67 +38,6 @@ class AgentOutcome:
 
     def stderr_tail(self, lines: int = TAIL_LINES) -> str:
         return tail_lines(self.stderr, lines)
-
-
-_DOUBLE_QUOTE_ESCAPABLE = frozenset('$`"\\\n')
-
-
-def split_command(command: str) -> list[str]:
-    """POSIX shell-word splitting: quotes, escapes and line continuations as `sh` reads them.
-
-    Python's shlex keeps the backslash of `\\$` and `\\``inside double quotes and keeps
-    backslash-newline continuations, so this follows the POSIX rules itself. No expansion
-    happens: `$`, globs and redirections are literal, as the command is not run by a shell.
-    """
-    words: list[str] = []
-    word: list[str] = []
-    in_word = False
-    position, end = 0, len(command)
-    while position < end:
-        char = command[position]
-        if char == "\\":
-            following = command[position + 1 : position + 2]
-            if following == "\n":
-                position += 2
-                continue
-            if not following:
-                raise AgentStartError(f"cannot parse agent.command {command!r}: trailing backslash")
-            word.append(following)
-            in_word, position = True, position + 2
-        elif char == "'":
-            closing = command.find("'", position + 1)
-            if closing < 0:
-                raise AgentStartError(f"cannot parse agent.command {command!r}: unclosed '")
-            word.append(command[position + 1 : closing])
-            in_word, position = True, closing + 1
-        elif char == '"':
-            position += 1
-            while position < end and command[position] != '"':
-                if command[position] == "\\" and command[position + 1 : position + 2] in (
-                    _DOUBLE_QUOTE_ESCAPABLE
-                ):
-                    if command[position + 1] != "\n":
-                        word.append(command[position + 1])
-                    position += 2
-                    continue
-                word.append(command[position])
-                position += 1
-            if position >= end:
-                raise AgentStartError(f'cannot parse agent.command {command!r}: unclosed "')
-            in_word, position = True, position + 1
-        elif char in " \t\n":
-            if in_word:
-                words.append("".join(word))
-                word, in_word = [], False
-            position += 1
-        else:
-            word.append(char)
-            in_word, position = True, position + 1
-    if in_word:
-        words.append("".join(word))
-    if not words:
-        raise AgentStartError("agent.command is empty")
-    return words
 
 
 def resolve_argv(
@@ -124,11 +58,6 @@ def resolve_argv(
     return [release_handles(word, held, handles) for word in words]
 
 
-def _signal_group(pgid: int, sig: signal.Signals) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pgid, sig)
-
-
 async def _end_group(process: asyncio.subprocess.Process, pgid: int) -> None:
     """End the whole group, politely first: on timeout, cancellation, error or normal exit.
 
@@ -144,14 +73,6 @@ async def _end_group(process: asyncio.subprocess.Process, pgid: int) -> None:
         _signal_group(pgid, signal.SIGKILL)
         if process.returncode is None:
             await process.wait()
-
-
-def _tail(stream: IO[bytes]) -> str:
-    """The last OUTPUT_TAIL characters written to a capture file."""
-    stream.seek(0, os.SEEK_END)
-    size = stream.tell()
-    stream.seek(max(0, size - 4 * OUTPUT_TAIL))
-    return stream.read().decode("utf-8", "replace")[-OUTPUT_TAIL:]
 
 
 async def run_agent(

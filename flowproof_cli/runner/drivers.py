@@ -6,8 +6,9 @@
   `proxy_port`; flowproof binds the proxy there and triggers the service with one POST.
 
 What each driver learns about the run itself (a crash, a timeout, an unreachable service)
-and how it explains a run in which no model request arrived differ; everything the proxy
-saw is judged the same way afterwards (`runner.judge`).
+differs; it reports that, and for a url agent how the service answered the trigger. The
+judge (`runner.judge`) words everything else, such as a run in which no model request
+arrived, from those facts and from what the proxy saw.
 """
 
 from __future__ import annotations
@@ -20,37 +21,45 @@ from typing import Any
 from flowproof_cli.cassette import CassetteSession
 from flowproof_cli.egress import EgressReport
 from flowproof_cli.egress import verdicts as egress
-from flowproof_cli.mcp.flow import McpFlow
+from flowproof_cli.errors import PortInUseError
+from flowproof_cli.mode import Mode
 from flowproof_cli.runner.boundaries import Boundaries
 from flowproof_cli.runner.command import resolve_argv, run_agent
-from flowproof_cli.runner.environment import (
-    agent_environment,
-    proxy_handles,
-    runtime_handles,
-    service_wiring_hint,
-    wiring_hint,
-)
-from flowproof_cli.runner.proxy import PortInUseError
-from flowproof_cli.runner.url_driver import trigger
+from flowproof_cli.runner.environment import agent_environment, proxy_handles, runtime_handles
+from flowproof_cli.runner.mcp_servers import McpServers
+from flowproof_cli.runner.proxy import ProxyHost
+from flowproof_cli.runner.url_driver import TriggerOutcome, trigger
 from flowproof_cli.spec import FlowSpec
+
+
+@dataclass(frozen=True)
+class Service:
+    """A url agent: where it listens, the proxy port its model client must use, and how it
+    answered the trigger."""
+
+    url: str
+    proxy_port: int
+    answer: TriggerOutcome
 
 
 @dataclass
 class Driven:
-    """What a driver observed, with its explanations ready for the verdict."""
+    """What a driver observed: facts for the judge, not messages written for it."""
 
     failure: str | None = None  # the run itself failed: crash, timeout, unreachable service
-    no_requests: str = ""  # why no model request may have arrived, and what to do
     exit_code: int | None = None
     stdout: str = ""
     stderr: str = ""
     notes: list[str] = field(default_factory=list)
     egress: EgressReport | None = None  # the containment this run ran under, and its report
+    service: Service | None = None  # a url agent's trigger; None for a command agent
 
 
-def _calls_made(session: CassetteSession, recorded: int | None) -> str:
+def _calls_made(session: CassetteSession) -> str:
     made = f"it made {session.requests} model call(s)"
-    return made if recorded is None else f"{made} of {recorded} recorded"
+    if session.mode is Mode.RECORD:
+        return made
+    return f"{made} of {len(session.recorded)} recorded"
 
 
 async def drive_command(
@@ -60,11 +69,10 @@ async def drive_command(
     environ: Mapping[str, str],
     cwd: Path,
     timeout_s: float,
-    recorded: int | None,
-    mcp: McpFlow | None = None,
+    mcp: McpServers | None = None,
     user_addons: Sequence[Any] = (),
 ) -> Driven:
-    """Start the agent pointed at a proxy on an ephemeral port; judge how it ended."""
+    """Start the agent pointed at a proxy on an ephemeral port; report how it ended."""
     agent = spec.agent
     boundaries = Boundaries(session, mcp, user_addons)
     async with boundaries.proxy() as proxy:
@@ -91,18 +99,13 @@ async def drive_command(
     if outcome.timed_out:
         driven.failure = (
             f"the agent did not finish within {timeout_s:g} s and was killed; "
-            f"{_calls_made(session, recorded)}"
+            f"{_calls_made(session)}"
         )
     elif outcome.exit_code != 0:
         tail = outcome.stderr_tail()
         when = "before making any model call" if session.requests == 0 else "after its model calls"
         message = f"the agent exited with code {outcome.exit_code} {when}"
         driven.failure = f"{message}; its stderr ends with:\n{tail}" if tail else message
-    has = f"; the recording has {recorded}" if recorded is not None else ""
-    driven.no_requests = (
-        "no model request reached flowproof's proxy: the agent exited 0 without calling "
-        f"a model through it (its client ignored the injected base URL){has}. {wiring_hint()}"
-    )
     return driven
 
 
@@ -112,8 +115,7 @@ async def drive_service(
     *,
     environ: Mapping[str, str],
     timeout_s: float,
-    recorded: int | None,
-    mcp: McpFlow | None = None,
+    mcp: McpServers | None = None,
     user_addons: Sequence[Any] = (),
 ) -> Driven:
     """Bind the proxy at the fixed proxy_port, POST the task to the service, await it."""
@@ -123,6 +125,25 @@ async def drive_service(
     headers = agent.resolved_headers(environ, proxy_handles(port))
     boundaries = Boundaries(session, mcp, user_addons)
     proxy = boundaries.proxy(port)
+    await _start_at_proxy_port(proxy, port)
+    try:
+        await boundaries.attach(proxy)
+        answer = await trigger(url, spec.task_prompt, headers=headers, timeout_s=timeout_s)
+    finally:
+        await proxy.stop()
+    service = Service(url, port, answer)
+    driven = Driven(stdout=answer.body, egress=egress.url_report(), service=service)
+    driven.failure = _service_failure(service, session, timeout_s)
+    if answer.status is not None and not answer.answered_ok:
+        driven.notes.append(
+            f"the service at {url} answered the trigger with HTTP {answer.status}; flowproof "
+            "judges the trajectory its model calls made, not that status"
+        )
+    return driven
+
+
+async def _start_at_proxy_port(proxy: ProxyHost, port: int) -> None:
+    """Start the proxy on the spec's fixed port; a taken port names the key to change."""
     try:
         await proxy.start()
     except PortInUseError:
@@ -133,49 +154,17 @@ async def drive_service(
             "`proxy_port` in the spec and point the service's model client at "
             "http://127.0.0.1:<that port>/v1",
         ) from None
-    try:
-        await boundaries.attach(proxy)
-        outcome = await trigger(url, spec.task_prompt, headers=headers, timeout_s=timeout_s)
-    finally:
-        await proxy.stop()
 
-    driven = Driven(stdout=outcome.body, egress=egress.url_report())
-    if outcome.error is not None:
-        driven.failure = (
-            f"could not reach the agent service at {url}: {outcome.error}. Fix: start the "
+
+def _service_failure(service: Service, session: CassetteSession, timeout_s: float) -> str | None:
+    """The service could not be reached, or did not answer in time."""
+    answer, url = service.answer, service.url
+    if answer.error is not None:
+        return (
+            f"could not reach the agent service at {url}: {answer.error}. Fix: start the "
             f"service first, with its model client pointed at "
-            f"{proxy_handles(port)['proxy_url']}"
+            f"{proxy_handles(service.proxy_port)['proxy_url']}"
         )
-    elif outcome.timed_out:
-        driven.failure = (
-            f"the service at {url} did not answer within {timeout_s:g} s; "
-            f"{_calls_made(session, recorded)}"
-        )
-    if outcome.status is not None and not outcome.answered_ok:
-        driven.notes.append(
-            f"the service at {url} answered the trigger with HTTP {outcome.status}; flowproof "
-            "judges the trajectory its model calls made, not that status"
-        )
-    if outcome.answered_ok:
-        why = (
-            f"answered HTTP {outcome.status} without calling a model through it (its model "
-            "client points elsewhere)"
-        )
-    else:
-        answered = f"answered HTTP {outcome.status}" if outcome.status is not None else "ran"
-        why = (
-            f"{answered} without calling a model through it (it failed before its first "
-            "model call, or its model client points elsewhere)"
-        )
-        if outcome.body.strip():
-            why += f"; it answered: {_clip(outcome.body.strip())}"
-    has = f"; the recording has {recorded}" if recorded is not None else ""
-    driven.no_requests = (
-        f"no model request reached flowproof's proxy on 127.0.0.1:{port}: the service at "
-        f"{url} {why}{has}. {service_wiring_hint(port)}"
-    )
-    return driven
-
-
-def _clip(text: str, limit: int = 300) -> str:
-    return text if len(text) <= limit else f"{text[:limit]}..."
+    if answer.timed_out:
+        return f"the service at {url} did not answer within {timeout_s:g} s; {_calls_made(session)}"
+    return None

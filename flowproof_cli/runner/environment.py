@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from flowproof_cli.runner.upstream import KEY_VARIABLES, UPSTREAM_VARIABLES
+from flowproof_cli.cassette.upstream import KEY_VARIABLES, UPSTREAM_VARIABLES
 from flowproof_cli.spec.variables import PROMPT_HANDLE
 
 PLACEHOLDER_KEY = "flowproof-placeholder-key"

@@ -11,11 +11,13 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from flowproof_cli import trace as traces
-from flowproof_cli.cassette import CassetteSession, Mode
+from flowproof_cli.cassette import CassetteSession
+from flowproof_cli.cassette.upstream import upstream_from_environment
 from flowproof_cli.egress import EgressReport
 from flowproof_cli.egress import verdicts as egress
 from flowproof_cli.errors import TraceError
@@ -24,15 +26,15 @@ from flowproof_cli.evidence.records import file_sha256
 from flowproof_cli.evidence.trajectory_diff import intent_of
 from flowproof_cli.match.build import Declared, build_rules
 from flowproof_cli.match.rules import MatchRules, summarize
-from flowproof_cli.mcp.flow import McpFlow
-from flowproof_cli.runner.drivers import drive_command, drive_service
+from flowproof_cli.mode import Mode
+from flowproof_cli.runner.drivers import Driven, drive_command, drive_service
 from flowproof_cli.runner.judge import judge
+from flowproof_cli.runner.mcp_servers import McpServers, McpVerdict
 from flowproof_cli.runner.rerecord import place_recording
 from flowproof_cli.runner.termination import cancelled_by_sigterm
 from flowproof_cli.runner.tool_warnings import handle_warnings, unintercepted_tool_warnings
-from flowproof_cli.runner.upstream import upstream_from_environment
-from flowproof_cli.runner.verdict import FlowResult
 from flowproof_cli.spec import FlowSpec
+from flowproof_cli.verdict import FlowResult
 
 
 def _record_command(spec_path: Path) -> str:
@@ -111,118 +113,161 @@ async def run_flow(
 ) -> FlowResult:
     """Run one flow and return its verdict. FlowproofError propagates (exit 2)."""
     with cancelled_by_sigterm():
-        result = await _run_flow(
-            spec,
-            mode=mode,
-            trace_path=trace_path,
-            environ=environ,
-            timeout_s=timeout_s,
-            suite_match=suite_match,
-        )
+        started = time.monotonic()
+        setup = _prepare(spec, mode, trace_path, environ, timeout_s=timeout_s, match=suite_match)
+        driven, mcp = await _drive(setup)
+        result = _observed(setup, driven, mcp, duration_s=time.monotonic() - started)
+        _judge(setup, result, driven, mcp)
+        if mode is Mode.RECORD:
+            _keep_recording(setup, result, driven, mcp)
     if mode is Mode.REPLAY or result.trace_written:  # the trace judged: read, or written
         result.trace_sha256 = file_sha256(trace_path)
     return result
 
 
-async def _run_flow(
+@dataclass(frozen=True)
+class _Setup:
+    """Everything a flow settles before its agent starts; each step below reads from it."""
+
+    spec: FlowSpec
+    mode: Mode
+    trace_path: Path
+    spec_path: Path
+    cwd: Path
+    environ: dict[str, str]
+    timeout_s: float
+    secrets: list[secret_scan.Secret]
+    rules: MatchRules
+    user_addons: list[Any]
+    session: CassetteSession
+    trace: traces.Trace | None  # the trace replayed; None when recording
+
+
+def _prepare(
     spec: FlowSpec,
-    *,
     mode: Mode,
     trace_path: Path,
     environ: Mapping[str, str] | None,
+    *,
     timeout_s: float | None,
-    suite_match: Sequence[Declared],
-) -> FlowResult:
-    environ = dict(os.environ if environ is None else environ)
+    match: Sequence[Declared],
+) -> _Setup:
+    """The checks that fail a flow with exit 2 before any agent runs, then its session."""
+    env = dict(os.environ if environ is None else environ)
     spec_path = spec.source_path or Path(f"{spec.name}.flow.yaml")
-    result = FlowResult(spec.name, spec_path, mode.value, trace_path)
-    started = time.monotonic()
     if mode is Mode.REPLAY and not trace_path.exists():
         raise TraceError(f"no trace at {trace_path}; record it first: {_record_command(spec_path)}")
-    secrets = secret_scan.resolve_secrets(spec, environ, spec.source_path)  # exit 2 up front
+    secrets = secret_scan.resolve_secrets(spec, env, spec.source_path)
     cwd = spec_path.parent if spec.source_path else Path.cwd()
-    rules, user_addons = _match_rules(spec, suite_match, cwd, environ)
-    session, trace = _open_session(spec, mode, trace_path, environ, rules)
-    timeout = timeout_s if timeout_s is not None else spec.timeout
-    recorded = len(session.recorded) if mode is Mode.REPLAY else None
-    mcp = McpFlow(
-        spec.mcp,
-        mode=mode.value,
-        environ=environ,
+    rules, user_addons = _match_rules(spec, match, cwd, env)
+    session, trace = _open_session(spec, mode, trace_path, env, rules)
+    return _Setup(
+        spec=spec,
+        mode=mode,
+        trace_path=trace_path,
+        spec_path=spec_path,
         cwd=cwd,
-        lanes=trace.mcp if trace is not None else None,
+        environ=env,
+        timeout_s=timeout_s if timeout_s is not None else spec.timeout,
+        secrets=secrets,
+        rules=rules,
+        user_addons=user_addons,
+        session=session,
+        trace=trace,
+    )
+
+
+async def _drive(setup: _Setup) -> tuple[Driven, McpVerdict]:
+    """The flow's MCP servers up, the agent driven through the proxy, the servers down."""
+    spec = setup.spec
+    mcp = McpServers(
+        spec.mcp,
+        mode=setup.mode,
+        environ=setup.environ,
+        cwd=setup.cwd,
+        lanes=setup.trace.mcp if setup.trace is not None else None,
     )
     try:
         mcp.prepare()
         if spec.agent.url is not None:
             driven = await drive_service(
                 spec,
-                session,
-                environ=environ,
-                timeout_s=timeout,
-                recorded=recorded,
+                setup.session,
+                environ=setup.environ,
+                timeout_s=setup.timeout_s,
                 mcp=mcp,
-                user_addons=user_addons,
+                user_addons=setup.user_addons,
             )
         else:
             driven = await drive_command(
                 spec,
-                session,
-                environ=environ,
-                cwd=cwd,
-                timeout_s=timeout,
-                recorded=recorded,
+                setup.session,
+                environ=setup.environ,
+                cwd=setup.cwd,
+                timeout_s=setup.timeout_s,
                 mcp=mcp,
-                user_addons=user_addons,
+                user_addons=setup.user_addons,
             )
-        mcp_verdict = mcp.verdict()
+        return driven, mcp.verdict()
     finally:
         mcp.close()
 
-    result.duration_s = time.monotonic() - started
+
+def _observed(setup: _Setup, driven: Driven, mcp: McpVerdict, *, duration_s: float) -> FlowResult:
+    """The verdict's record of what ran, before anything is judged."""
+    session, rules = setup.session, setup.rules
+    result = FlowResult(setup.spec.name, setup.spec_path, setup.mode.value, setup.trace_path)
+    result.duration_s = duration_s
     result.model_calls = session.requests
-    result.mcp_calls = mcp_verdict.per_server
+    result.mcp_calls = mcp.per_server
     result.recorded_turns = len(session.recorded)
     result.agent_exit_code = driven.exit_code
     result.stdout_tail = driven.stdout
     result.stderr_tail = driven.stderr
     result.match_rules = [usage.to_json() for usage in rules.report()]
     result.notes.extend(summarize(rules))
-    result.notes.extend(unintercepted_tool_warnings(spec))
-    result.notes.extend(handle_warnings(spec))
+    result.notes.extend(unintercepted_tool_warnings(setup.spec))
+    result.notes.extend(handle_warnings(setup.spec))
     result.notes.extend(driven.notes)
-    result.failures = judge(
-        spec, session=session, driven=driven, mode=mode, environ=environ, mcp=mcp_verdict
-    )
     result.divergence = session.divergence.to_json() if session.divergence else None
+    return result
+
+
+def _judge(setup: _Setup, result: FlowResult, driven: Driven, mcp: McpVerdict) -> None:
+    """The failures, the egress verdict, the secret leaks (before any trace is written: a
+    leak means none is), and what moved since recording when a replay failed."""
+    spec, session, trace = setup.spec, setup.session, setup.trace
+    result.failures = judge(
+        spec, session=session, driven=driven, mode=setup.mode, environ=setup.environ, mcp=mcp
+    )
     if driven.egress is not None:
         _judge_egress(result, spec, driven.egress)
-    secret_scan.judge_leaks(  # before any trace is written: a leak means none is
+    secret_scan.judge_leaks(
         result,
-        secrets,
+        setup.secrets,
         session,
-        lanes=trace.mcp if trace is not None else mcp_verdict.lanes,
+        lanes=trace.mcp if trace is not None else mcp.lanes,
         mocks=spec.mcp_mocks if trace is not None else None,
     )
     if result.failures and trace is not None:
-        result.notes.extend(_snapshot_notes(spec, trace, rules, spec_path))
-    if mode is Mode.RECORD:
-        if result.failures:
-            result.notes.append("no trace written (record writes a trace only for a passing flow)")
-        else:  # a first trace, or a reviewed replacement (runner/rerecord.py)
-            place_recording(
-                trace_path,
-                traces.Trace(
-                    flow=spec.name,
-                    turns=session.recorded,
-                    mocks=dict(spec.mocks),
-                    match=rules.snapshot(),
-                    egress_blocked=driven.egress.trace_section() if driven.egress else [],
-                    mcp=mcp_verdict.lanes,
-                ),
-                intent_of(spec),
-                result,
-                # The old trace may predate the spec's secrets: its values are redacted first.
-                scrub=(lambda value: secret_scan.redact_json(value, secrets)) if secrets else None,
-            )
-    return result
+        result.notes.extend(_snapshot_notes(spec, trace, setup.rules, setup.spec_path))
+
+
+def _keep_recording(setup: _Setup, result: FlowResult, driven: Driven, mcp: McpVerdict) -> None:
+    """Record writes a trace only for a passing flow: a first one, or a reviewed
+    replacement (runner/rerecord.py)."""
+    if result.failures:
+        result.notes.append("no trace written (record writes a trace only for a passing flow)")
+        return
+    spec, secrets = setup.spec, setup.secrets
+    recording = traces.Trace(
+        flow=spec.name,
+        turns=setup.session.recorded,
+        mocks=dict(spec.mocks),
+        match=setup.rules.snapshot(),
+        egress_blocked=driven.egress.trace_section() if driven.egress else [],
+        mcp=mcp.lanes,
+    )
+    # The old trace may predate the spec's secrets: its values are redacted first.
+    scrub = (lambda value: secret_scan.redact_json(value, secrets)) if secrets else None
+    place_recording(setup.trace_path, recording, intent_of(spec), result, scrub=scrub)

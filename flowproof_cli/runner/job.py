@@ -20,15 +20,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from flowproof_cli.cassette import Mode
 from flowproof_cli.errors import FlowproofError, TraceError
 from flowproof_cli.evidence.records import file_sha256, with_evidence
 from flowproof_cli.match.build import Declared
+from flowproof_cli.mode import Mode
 from flowproof_cli.runner.discovery import nearest_suite
 from flowproof_cli.runner.suite import Hooks, Suite, prepare_suite, run_hook
-from flowproof_cli.runner.verdict import FlowResult
 from flowproof_cli.spec import FlowSpec, load_spec
 from flowproof_cli.trace import trace_path_for
+from flowproof_cli.verdict import FlowResult
 
 
 @dataclass(frozen=True)

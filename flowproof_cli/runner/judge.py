@@ -10,9 +10,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from flowproof_cli.assertions import evaluate
-from flowproof_cli.cassette import CassetteSession, Mode
-from flowproof_cli.mcp.flow import McpVerdict
-from flowproof_cli.runner.drivers import Driven
+from flowproof_cli.cassette import CassetteSession
+from flowproof_cli.mode import Mode
+from flowproof_cli.runner.drivers import Driven, Service
+from flowproof_cli.runner.environment import service_wiring_hint, wiring_hint
+from flowproof_cli.runner.mcp_servers import McpVerdict
 from flowproof_cli.spec import FlowSpec
 
 
@@ -36,7 +38,7 @@ def judge(
     if driven.failure is not None:
         return [driven.failure]
     if session.requests == 0 and (mcp.soft or mcp.calls == 0 or recorded):
-        return mcp.soft or [driven.no_requests]
+        return mcp.soft or [_no_requests(driven, recorded if mode is Mode.REPLAY else None)]
     if mode is Mode.REPLAY and len(session.served) != recorded:
         unused = sorted(set(range(recorded)) - set(session.served))
         turns = ", ".join(str(position + 1) for position in unused)
@@ -53,3 +55,40 @@ def judge(
         else failure.message
         for failure in failures
     ]
+
+
+def _no_requests(driven: Driven, recorded: int | None) -> str:
+    """Why no model request may have reached the proxy, and what to do (replay: against
+    how many turns the recording has)."""
+    has = f"; the recording has {recorded}" if recorded is not None else ""
+    service = driven.service
+    if service is None:
+        return (
+            "no model request reached flowproof's proxy: the agent exited 0 without calling "
+            f"a model through it (its client ignored the injected base URL){has}. {wiring_hint()}"
+        )
+    return (
+        f"no model request reached flowproof's proxy on 127.0.0.1:{service.proxy_port}: the "
+        f"service at {service.url} {_how_it_answered(service)}{has}. "
+        f"{service_wiring_hint(service.proxy_port)}"
+    )
+
+
+def _how_it_answered(service: Service) -> str:
+    answer = service.answer
+    if answer.answered_ok:
+        return (
+            f"answered HTTP {answer.status} without calling a model through it (its model "
+            "client points elsewhere)"
+        )
+    answered = f"answered HTTP {answer.status}" if answer.status is not None else "ran"
+    why = (
+        f"{answered} without calling a model through it (it failed before its first "
+        "model call, or its model client points elsewhere)"
+    )
+    body = answer.body.strip()
+    return f"{why}; it answered: {_clip(body)}" if body else why
+
+
+def _clip(text: str, limit: int = 300) -> str:
+    return text if len(text) <= limit else f"{text[:limit]}..."

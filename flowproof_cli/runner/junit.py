@@ -15,7 +15,7 @@ import xml.etree.ElementTree as ET
 from collections.abc import Sequence
 from pathlib import Path
 
-from flowproof_cli.runner.verdict import FlowResult
+from flowproof_cli.verdict import FlowResult
 
 JUNIT_PATH = Path(".flowproof") / "suite-junit.xml"
 # Characters XML 1.0 cannot hold at all (an agent's output may contain ANSI escapes).

@@ -24,7 +24,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from flowproof_cli.runner.command import tail_lines
 from flowproof_cli.runner.job import FlowJob, error_row, execute
 from flowproof_cli.runner.termination import raising_on_sigterm
-from flowproof_cli.runner.verdict import FlowResult
+from flowproof_cli.verdict import FlowResult
 
 OnResult = Callable[[FlowResult], None]
 

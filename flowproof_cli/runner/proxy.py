@@ -20,25 +20,13 @@ from mitmproxy import master, options
 from mitmproxy.addons import core, disable_h2c, next_layer, proxyserver, tlsconfig
 from mitmproxy.proxy import mode_specs
 
-from flowproof_cli.errors import ConfigError
+from flowproof_cli.errors import ConfigError, PortInUseError
 
 # Never dialled: replay answers everything in the request hook, and record rewrites each
 # forwarded request to the configured upstream. A reverse mode still needs a target.
 _PLACEHOLDER_TARGET = "http://127.0.0.1:9"
 _START_TIMEOUT_S = 10.0
 _CLOSE_TIMEOUT_S = 2.0
-
-
-class PortInUseError(ConfigError):
-    """The fixed port asked for is taken: a named error, not a 10 s start timeout."""
-
-    def __init__(self, port: int, message: str | None = None):
-        self.port = port
-        super().__init__(
-            message
-            or f"127.0.0.1:{port} is already in use. Fix: stop whatever listens there, "
-            "or choose another port"
-        )
 
 
 async def _close_client_connections(server: Any) -> None:

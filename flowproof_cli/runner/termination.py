@@ -5,7 +5,7 @@ runners, `timeout` and `docker stop` send) would by default kill flowproof on th
 `finally` would run, and the agent, which lives in its own session, would survive with its
 children while the proxy's port went with flowproof. Here SIGTERM cancels every running
 flow instead; once their cleanup is done (agent group killed, proxy closed), `Terminated`
-(a SystemExit with the conventional 128 + 15) ends flowproof past every handler of flow
+(a SystemExit with `ExitCode.TERMINATED`, 128 + 15) ends flowproof past every handler of flow
 errors, so a directory run does not go on to the next flow.
 
 Signal handlers can only be set from the main thread; a flow run in another thread is left
@@ -21,14 +21,7 @@ import sys
 import threading
 from collections.abc import Iterator
 
-TERMINATED_EXIT_CODE = 128 + signal.SIGTERM
-
-
-class Terminated(SystemExit):
-    """Raised from a flow cancelled by SIGTERM, after its cleanup ran."""
-
-    def __init__(self) -> None:
-        super().__init__(TERMINATED_EXIT_CODE)
+from flowproof_cli.errors import Terminated
 
 
 class _LoopFlows:

@@ -33,17 +33,21 @@ def _timestamp_as_text(loader: _SpecYamlLoader, node: yaml.Node) -> str:
 _SpecYamlLoader.add_constructor("tag:yaml.org,2002:timestamp", _timestamp_as_text)
 
 
-def load_spec(path: Path | str) -> FlowSpec:
-    """Read and validate one spec file."""
+def read_text(path: Path | str, what: str = "the file") -> str:
+    """A YAML file's text; a missing or unreadable one is a SpecError naming it."""
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        return Path(path).read_text(encoding="utf-8")
     except FileNotFoundError:
         raise SpecError("file not found. Fix: check the path", path=str(path)) from None
     except (OSError, UnicodeDecodeError) as exc:
         raise SpecError(
-            f"cannot read the file: {exc}. Fix: pass a UTF-8 text file", path=str(path)
+            f"cannot read {what}: {exc}. Fix: pass a UTF-8 text file", path=str(path)
         ) from None
-    return parse_spec(text, str(path))
+
+
+def load_spec(path: Path | str) -> FlowSpec:
+    """Read and validate one spec file."""
+    return parse_spec(read_text(path), str(path))
 
 
 def parse_spec(text: str, path: str) -> FlowSpec:

@@ -186,6 +186,10 @@ class AgentSpec(_Model):
             for key, value in self.env.items()
         }
 
+    def resolved_egress_host(self, host: str, environ: Mapping[str, str]) -> str:
+        """The host of an `allow_egress` entry with its `${VAR}` substituted (at run start)."""
+        return resolve_variables(host, environ, where="agent.allow_egress").strip()
+
 
 class ToolSpec(_Model):
     """A tool the agent may call: declared only, or mocked when `result` is given."""

@@ -21,6 +21,7 @@ from flowproof_cli.spec.loader import (
     _line,
     _to_spec_error,
     compose_yaml,
+    read_text,
 )
 from flowproof_cli.spec.match import MatchSpec
 from flowproof_cli.spec.problems import spec_problem
@@ -73,13 +74,7 @@ class SuiteSpec(BaseModel):
 
 def load_suite(path: Path | str) -> SuiteSpec:
     """Read and validate one `suite.yaml`; every problem is a SpecError with file and line."""
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise SpecError(
-            f"cannot read the suite file: {exc}. Fix: pass a UTF-8 text file", path=str(path)
-        ) from None
-    return parse_suite(text, str(path))
+    return parse_suite(read_text(path, "the suite file"), str(path))
 
 
 def parse_suite(text: str, path: str) -> SuiteSpec:

@@ -25,9 +25,9 @@ from typing import Any
 
 from flowproof_cli.canonical import sorted_keys
 from flowproof_cli.cassette.turn import Turn
-from flowproof_cli.dialects import DEFAULT_PROTOCOL
 from flowproof_cli.errors import TraceError
 from flowproof_cli.mcp.lane import Lane, lane_from_document, lane_to_document
+from flowproof_cli.routes import DEFAULT_PROTOCOL
 
 FORMAT_VERSION = 1
 

@@ -22,7 +22,9 @@ PY = sys.executable
 NOTES_V2 = FIXTURES / "py_server_v2.py"
 NOTES_V1 = FIXTURES / "py_server_v1.py"
 EVERYTHING = FIXTURES / "run_everything.sh"
-FILESYSTEM = REPO / "node_modules" / "@modelcontextprotocol" / "server-filesystem" / "dist"
+FILESYSTEM = (
+    REPO / "tests" / "node_modules" / "@modelcontextprotocol" / "server-filesystem" / "dist"
+)
 #: Record needs a model upstream configured even when the agent calls no model.
 NO_MODEL = {"FLOWPROOF_AGENT_UPSTREAM": "http://127.0.0.1:9/v1"}
 

@@ -28,7 +28,7 @@ from tests.fakes.fake_upstream import (
 pytestmark = pytest.mark.slow
 
 AGENTS = Path(__file__).resolve().parent / "agents"
-NODE_MODULES = REPO / "node_modules"
+NODE_MODULES = REPO / "tests" / "node_modules"
 PROMPT = "What's the weather in Nairobi right now?"
 
 
@@ -70,7 +70,7 @@ def agent_argv(case: AgentCase) -> list[str]:
     if node is None:
         pytest.skip("node is not on PATH: the Node agents need Node.js >= 20")
     if not NODE_MODULES.is_dir():
-        pytest.skip("node_modules is missing: run `npm ci` at the repo root (make bootstrap does)")
+        pytest.skip("tests/node_modules is missing: run `npm ci` in tests/ (make bootstrap does)")
     return [node, str(AGENTS / case.script)]
 
 

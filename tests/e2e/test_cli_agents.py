@@ -53,7 +53,7 @@ FIRST_VOLATILE = {
 
 def _why_not_runnable(cli: str) -> str | None:
     if not (NODE_BIN / BINARIES[cli]).exists():
-        return f"{BINARIES[cli]} is not installed (run `npm ci` for the lockfile's coding CLIs)"
+        return f"{BINARIES[cli]} is not installed (run `npm ci` in tests/ for the lockfile's coding CLIs)"
     if sys.platform != "linux" or os.geteuid() != 0:
         return "the coding CLIs run only in a loopback-only network namespace: needs Linux root"
     if shutil.which("unshare") is None or shutil.which("ip") is None:

@@ -19,7 +19,7 @@ from tests.fakes.fake_upstream import FakeUpstream
 
 pytestmark = pytest.mark.slow
 
-NODE_MODULES = REPO / "node_modules"
+NODE_MODULES = REPO / "tests" / "node_modules"
 SYSTEM_PROMPT = "You are a weather assistant. Use the tools."
 PROMPT = "What's the weather in Nairobi right now? Use both tools."
 
@@ -47,7 +47,7 @@ def command_for(script: str) -> str:
     path = AGENTS / script
     if script.endswith(".mjs"):
         if not NODE_MODULES.exists() or shutil.which("node") is None:
-            pytest.skip("Node agents need `npm ci` (make test runs it) and node on PATH")
+            pytest.skip("Node agents need `npm ci` in tests/ (make test runs it) and node on PATH")
         return f"node {path}"
     return f"{sys.executable} {path}"
 

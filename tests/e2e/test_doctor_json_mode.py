@@ -51,7 +51,7 @@ def test_an_answer_that_misses_the_schema_fails_the_agent() -> None:
     assert "does not match '^[0-9]+$'" in result.stdout
 
 
-GEMINI = REPO / "node_modules" / ".bin" / "gemini"
+GEMINI = REPO / "tests" / "node_modules" / ".bin" / "gemini"
 
 
 def loopback_only_problem() -> str | None:
@@ -66,7 +66,7 @@ def test_gemini_cli_router_call_is_answered_once(tmp_path: Path) -> None:
     """Gemini CLI routes each task with a JSON-schema call; a plain answer made it retry that
     call five times with backoff (a doctor run took 104-112 s). Answered with an instance of
     its schema, it makes the call once."""
-    problem = loopback_only_problem() or (None if GEMINI.exists() else "npm ci not run")
+    problem = loopback_only_problem() or (None if GEMINI.exists() else "npm ci not run in tests/")
     if problem is not None:
         pytest.skip(problem)
     home = tmp_path / "home"

@@ -25,7 +25,7 @@ from tests.conftest import REPO, clean_environ
 pytestmark = pytest.mark.slow
 
 FIXTURES = REPO / "tests" / "mcp_fixtures"
-NODE_MODULES = REPO / "node_modules"
+NODE_MODULES = REPO / "tests" / "node_modules"
 EVERYTHING = NODE_MODULES / "@modelcontextprotocol" / "server-everything" / "dist" / "index.js"
 FILESYSTEM = NODE_MODULES / "@modelcontextprotocol" / "server-filesystem" / "dist" / "index.js"
 MCP1 = REPO / ".deps" / "mcp1"
@@ -57,7 +57,7 @@ needs_mcp1 = pytest.mark.skipif(
 )
 needs_node = pytest.mark.skipif(
     not EVERYTHING.is_file() or not FILESYSTEM.is_file(),
-    reason="node_modules lacks the MCP servers: run `npm ci` at the repo root (make bootstrap does)",
+    reason="tests/node_modules lacks the MCP servers: run `npm ci` in tests/ (make bootstrap does)",
 )
 
 

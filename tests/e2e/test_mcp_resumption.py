@@ -19,7 +19,7 @@ import pytest
 
 from flowproof_addons.guard import RequestGuard
 from flowproof_addons.mcp_http import McpHttpBoundary
-from flowproof_cli.mcp.http import HttpMcpSession
+from flowproof_cli.mcp.http_replay import HttpReplaySession
 from flowproof_cli.mcp.sse import SseParser
 from flowproof_cli.runner.proxy import ProxyHost
 from tests.conftest import run_cli
@@ -77,7 +77,7 @@ def reply(request_id: int) -> bytes:
 async def finish(
     http: httpx.AsyncClient,
     url: str,
-    session: HttpMcpSession,
+    session: HttpReplaySession,
     standalone: Events,
     seen: dict[str, Any],
 ) -> None:
@@ -91,7 +91,7 @@ async def finish(
 async def replay_over_http(*, drop: bool) -> dict[str, Any]:
     """One replay of `lane()`; with `drop`, both streams are lost after their first event."""
     seen: dict[str, Any] = {}
-    session = HttpMcpSession("notes", mode="replay", lane=lane())
+    session = HttpReplaySession("notes", lane=lane())
     boundary = McpHttpBoundary()
     async with ProxyHost([RequestGuard(), boundary]) as proxy:
         boundary.sessions[proxy.port] = session

@@ -36,8 +36,9 @@ def cli(*args: str | Path, env: dict[str, str] | None = None) -> dict[str, Any]:
 
 def nested_cli(*args: str | Path, env: dict[str, str]) -> dict[str, Any]:
     """The CLI itself run contained: its own agent's sandbox is then nested (EBUSY)."""
-    from flowproof_cli.egress import Policy, run_contained
+    from flowproof_cli.egress import Policy
     from tests.conftest import clean_environ
+    from tests.egress.contained import run_contained
 
     folder = Path(tempfile.mkdtemp())
     out, err = folder / "out", folder / "err"

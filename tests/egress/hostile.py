@@ -468,8 +468,12 @@ def case_noop() -> dict:
 def case_nested() -> dict:
     """An agent that runs its own user-notification sandbox: the kernel refuses a second
     listener in one process tree (EBUSY), so the inner run is not contained by itself."""
+    import site
+
+    site.main()  # started with -S: the inner launch compiles its filter with pyseccomp
     sys.path.insert(0, CTX["repo"])
-    from flowproof_cli.egress import Policy, run_contained
+    from flowproof_cli.egress import Policy
+    from tests.egress.contained import run_contained
 
     inner = run_contained(
         [sys.executable, "-S", __file__, "connect_v4", json.dumps(CTX)],

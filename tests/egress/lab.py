@@ -278,7 +278,8 @@ def lab(spec: dict[str, Any]) -> dict[str, Any]:
 
 def supervise(run: dict[str, Any], contained: bool) -> None:
     """The supervisor process of one case (root, or uid 65534 for the unprivileged cases)."""
-    from flowproof_cli.egress import Policy, run_contained
+    from flowproof_cli.egress import Policy
+    from tests.egress.contained import run_contained
 
     reason = None if contained else "the test asked for an uncontained control run"
     with open(run["output"], "a") as output:

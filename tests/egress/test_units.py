@@ -1,5 +1,5 @@
-"""Unit tests of the egress package that need no kernel: the filter program (run through a
-cBPF interpreter), allow_egress parsing and decisions, sockaddr reading, the report."""
+"""Unit tests of the egress package that need no kernel: allow_egress parsing and decisions,
+sockaddr reading, the report, the launcher's reasons (the filter: test_rules.py)."""
 
 from __future__ import annotations
 
@@ -10,133 +10,12 @@ import struct
 
 import pytest
 
-from flowproof_cli.egress import bpf
 from flowproof_cli.egress import constants as c
+from flowproof_cli.egress.filesystem import open_flags
 from flowproof_cli.egress.launcher import STUB, Launch, refusal_reason, yama_reason
 from flowproof_cli.egress.policy import EntryError, Policy, Verdict, parse_entry
 from flowproof_cli.egress.report import Blocked, Containment, EgressReport, FsEvent
 from flowproof_cli.egress.sockaddr import Malformed, parse
-from flowproof_cli.egress.supervisor import open_flags
-
-PROGRAM = bpf.instructions()
-ALLOW = c.SECCOMP_RET_ALLOW
-NOTIFY = c.SECCOMP_RET_USER_NOTIF
-
-
-def refused(number: int) -> int:
-    return c.SECCOMP_RET_ERRNO | number
-
-
-def verdict(name: str, *args: int, arch: int = c.AUDIT_ARCH_X86_64, nr: int | None = None) -> int:
-    number = c.NR[name] if nr is None else nr
-    return bpf.run(PROGRAM, bpf.seccomp_data(number, args, arch))
-
-
-# --- the filter ------------------------------------------------------------------------------
-
-
-def test_program_is_valid_classic_bpf() -> None:
-    assert 0 < len(PROGRAM) < 4096  # BPF_MAXINSNS
-    for index, (code, jt, jf, k) in enumerate(PROGRAM):
-        if code == bpf.JMP_JA:
-            assert index + 1 + k < len(PROGRAM)
-        elif code & 0x07 == 0x05:  # BPF_JMP: forward only, inside the program
-            assert index + 1 + max(jt, jf) < len(PROGRAM)
-    assert PROGRAM[-1][0] == bpf.RET_K
-    assert len(bpf.pack(PROGRAM)) == 8 * len(PROGRAM)
-
-
-@pytest.mark.parametrize("name", ["connect", "sendmsg", "sendmmsg", "listen"])
-def test_network_calls_reach_the_supervisor(name: str) -> None:
-    assert verdict(name, 3, 0x7FFF0000, 16) == NOTIFY
-
-
-def test_sendto_with_an_address_reaches_the_supervisor_without_one_does_not() -> None:
-    assert verdict("sendto", 3, 0x1000, 10, 0, 0, 0) == ALLOW
-    assert verdict("sendto", 3, 0x1000, 10, 0, 0x7FFF1000, 16) == NOTIFY
-    assert verdict("sendto", 3, 0x1000, 10, 0, 0x1_0000_0000, 16) == NOTIFY  # high word only
-
-
-def test_foreign_architecture_and_x32_are_refused() -> None:
-    assert verdict("connect", arch=0x40000003) == refused(errno.EPERM)  # AUDIT_ARCH_I386
-    assert verdict("connect", nr=c.X32_SYSCALL_BIT | c.NR["connect"]) == refused(errno.EPERM)
-    assert verdict("read", nr=c.X32_SYSCALL_BIT) == refused(errno.EPERM)
-
-
-@pytest.mark.parametrize("family", c.ALLOWED_FAMILIES)
-def test_allowed_socket_families(family: int) -> None:
-    assert verdict("socket", family, c.SOCK_STREAM, 0) == ALLOW
-
-
-@pytest.mark.parametrize("family", [0, 3, 4, 17, 21, 29, 30, 31, 40, 44, 45, 255])
-def test_other_socket_families_are_refused(family: int) -> None:
-    assert verdict("socket", family, c.SOCK_STREAM, 0) == refused(errno.EAFNOSUPPORT)
-
-
-def test_socket_arguments_are_read_as_ints() -> None:
-    assert verdict("socket", (1 << 32) | c.AF_INET, c.SOCK_STREAM, 0) == ALLOW
-    assert verdict("socket", (1 << 32) | c.AF_PACKET, c.SOCK_RAW, 0) == refused(errno.EAFNOSUPPORT)
-
-
-@pytest.mark.parametrize("family", [c.AF_INET, c.AF_INET6])
-def test_raw_sctp_and_mptcp_refused_on_inet(family: int) -> None:
-    flags = 0o4000 | 0o2000000  # SOCK_NONBLOCK | SOCK_CLOEXEC
-    assert verdict("socket", family, c.SOCK_RAW | flags, 1) == refused(errno.EPERM)
-    assert verdict("socket", family, c.SOCK_PACKET, 0) == refused(errno.EPERM)
-    assert verdict("socket", family, c.SOCK_STREAM, c.IPPROTO_SCTP) == refused(
-        errno.EPROTONOSUPPORT
-    )
-    assert verdict("socket", family, c.SOCK_STREAM, c.IPPROTO_MPTCP) == refused(
-        errno.EPROTONOSUPPORT
-    )
-    assert verdict("socket", family, c.SOCK_DGRAM | flags, c.IPPROTO_UDP) == ALLOW
-    assert verdict("socket", family, c.SOCK_DGRAM, 1) == ALLOW  # ICMP ping sockets: sendto traps
-
-
-@pytest.mark.parametrize("name", ["io_uring_setup", "io_uring_enter", "io_uring_register"])
-def test_io_uring_is_refused(name: str) -> None:
-    assert verdict(name) == refused(errno.EPERM)
-
-
-def test_set_dumpable_succeeds_without_effect() -> None:
-    assert verdict("prctl", c.PR_SET_DUMPABLE, 0) == c.SECCOMP_RET_ERRNO  # errno 0: returns 0
-    assert verdict("prctl", c.PR_GET_DUMPABLE) == ALLOW
-    assert verdict("prctl", c.PR_SET_NO_NEW_PRIVS, 1) == ALLOW
-
-
-def test_multicast_joins_are_refused() -> None:
-    for option in c.MULTICAST_JOIN_V4:
-        assert verdict("setsockopt", 3, c.IPPROTO_IP, option) == refused(errno.EPERM)
-    for option in c.MULTICAST_JOIN_V6:
-        assert verdict("setsockopt", 3, c.IPPROTO_IPV6, option) == refused(errno.EPERM)
-    assert verdict("setsockopt", 3, 1, 2) == ALLOW  # SOL_SOCKET SO_REUSEADDR
-    assert verdict("setsockopt", 3, c.IPPROTO_IP, 1) == ALLOW  # IP_TOS
-    assert verdict("setsockopt", 3, c.IPPROTO_TCP, 35) == ALLOW
-
-
-@pytest.mark.parametrize(
-    "name",
-    ["unlink", "unlinkat", "rmdir", "rename", "renameat", "renameat2", "truncate", "ftruncate",
-     "creat", "openat2"],
-)  # fmt: skip
-def test_destructive_filesystem_calls_reach_the_supervisor(name: str) -> None:
-    assert verdict(name, 0, 0, 0, 0) == NOTIFY
-
-
-def test_open_reaches_the_supervisor_only_with_o_trunc() -> None:
-    read, append, write = 0, 0o2000 | 1, 0o100 | 1
-    for flags in (read, append, write):
-        assert verdict("open", 0x1000, flags) == ALLOW
-        assert verdict("openat", c.AT_FDCWD, 0x1000, flags) == ALLOW
-    assert verdict("open", 0x1000, 1 | c.O_TRUNC) == NOTIFY
-    assert verdict("openat", c.AT_FDCWD, 0x1000, 0o101 | c.O_TRUNC) == NOTIFY
-    assert verdict("openat", c.AT_FDCWD, c.O_TRUNC, 0) == ALLOW  # O_TRUNC's value in arg 1
-
-
-@pytest.mark.parametrize("number", [0, 1, 3, 9, 56, 57, 59, 231, 232, 434, 438])
-def test_everything_else_is_allowed(number: int) -> None:
-    assert verdict("read", nr=number) == ALLOW
-
 
 # --- allow_egress ----------------------------------------------------------------------------
 
@@ -244,15 +123,25 @@ def test_unresolvable_hostname_is_a_note_not_an_error() -> None:
     assert "did not resolve" in policy.notes[0]
 
 
+def _from_spec(entries: list[str], environ: dict[str, str]) -> Policy:
+    """The policy as the runner builds it: `${VAR}` substituted by the spec's rules."""
+    agent = _spec(f"  command: a\n  allow_egress: {entries}\n").agent
+    return Policy.from_entries(
+        entries, substitute=lambda host: agent.resolved_egress_host(host, environ)
+    )
+
+
 def test_variables_resolve_at_execution() -> None:
-    policy = Policy.from_entries(["${SERVICE_HOST}:443"], {"SERVICE_HOST": "198.51.100.30"})
+    policy = _from_spec(["${SERVICE_HOST}:443"], {"SERVICE_HOST": "198.51.100.30"})
     assert policy.decide(ip("198.51.100.30"), 443) is Verdict.ALLOWED
-    v6 = Policy.from_entries(["${V6}:443"], {"V6": "2001:db8::30"})
+    v6 = _from_spec(["${V6}:443"], {"V6": "2001:db8::30"})
     assert v6.decide(ip("2001:db8::30"), 443) is Verdict.ALLOWED
     from flowproof_cli.errors import ConfigError
 
     with pytest.raises(ConfigError, match="SERVICE_HOST is not set"):
-        Policy.from_entries(["${SERVICE_HOST}:443"], {})
+        _from_spec(["${SERVICE_HOST}:443"], {})
+    with pytest.raises(ValueError, match="has a variable to substitute"):
+        Policy.from_entries(["${SERVICE_HOST}:443"])  # a caller that forgot the spec's rules
 
 
 # --- sockaddr ----------------------------------------------------------------------------------

@@ -5,7 +5,7 @@ Usage:
         [--steps list,write,read] [--roots DIR]
 
 Server: env FLOWPROOF_MCP_SERVER_FILES (name "files"), else --server-cmd, e.g.
-    node node_modules/@modelcontextprotocol/server-filesystem/dist/index.js /some/dir
+    node tests/node_modules/@modelcontextprotocol/server-filesystem/dist/index.js /some/dir
 Steps: list = list_allowed_directories; write = write_file <dir>/$NOTE_NAME with $NOTE_TEXT
 (default a.txt / hello: a REAL file); read = read_text_file of it. <dir> is env FS_DIR, else
 the first allowed directory the server lists. --roots DIR advertises the roots capability:

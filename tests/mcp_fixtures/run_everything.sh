@@ -3,13 +3,13 @@
 #   run_everything.sh stdio              newline-delimited JSON-RPC on stdin/stdout
 #   PORT=N run_everything.sh streamableHttp   http://127.0.0.1:N/mcp
 # The server binds every interface and honours no HOST variable; the loopback_only.cjs
-# preload makes its listen() bind 127.0.0.1. Needs `npm ci` (node_modules) and Node >= 20.
+# preload makes its listen() bind 127.0.0.1. Needs `npm ci` in tests/ (tests/node_modules) and Node >= 20.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
-repo="$(cd "$here/../.." && pwd)"
-entry="$repo/node_modules/@modelcontextprotocol/server-everything/dist/index.js"
+tests="$(cd "$here/.." && pwd)"
+entry="$tests/node_modules/@modelcontextprotocol/server-everything/dist/index.js"
 if [[ ! -f "$entry" ]]; then
-    echo "run_everything.sh: $entry is missing: run 'npm ci' in $repo" >&2
+    echo "run_everything.sh: $entry is missing: run 'npm ci' in $tests" >&2
     exit 2
 fi
 mode="${1:-stdio}"

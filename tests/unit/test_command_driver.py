@@ -11,13 +11,8 @@ from pathlib import Path
 import pytest
 
 from flowproof_cli.errors import AgentStartError, ConfigError
-from flowproof_cli.runner.command import (
-    OUTPUT_TAIL,
-    AgentOutcome,
-    resolve_argv,
-    run_agent,
-    split_command,
-)
+from flowproof_cli.process import OUTPUT_TAIL, split_command
+from flowproof_cli.runner.command import AgentOutcome, resolve_argv, run_agent
 
 ENV = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LC_ALL": "C"}
 

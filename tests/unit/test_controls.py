@@ -18,8 +18,8 @@ from flowproof_cli.evidence.controls import (
     lanes,
     unloaded_row,
 )
-from flowproof_cli.runner.verdict import FlowResult
 from flowproof_cli.spec import parse_spec
+from flowproof_cli.verdict import FlowResult
 
 SPEC = """\
 name: egress control

@@ -20,8 +20,8 @@ from flowproof_cli.cassette.diff import (
     show,
     window,
 )
-from flowproof_cli.cassette.divergence import Divergence, explain, nearest_turn
-from flowproof_cli.runner.verdict import FlowResult
+from flowproof_cli.cassette.divergence import CHECKS, Compared, Divergence, explain, nearest_turn
+from flowproof_cli.verdict import FlowResult
 
 PROTOCOL = "openai-chat"
 
@@ -715,3 +715,77 @@ def test_divergence_survives_a_worker_result_round_trip() -> None:
             "replayed": USER_ID[:-1] + "2",
         }
     ]
+
+
+def _set_model(request: dict[str, Any]) -> None:
+    request["model"] = "gpt-4o"
+
+
+def _add_tool(request: dict[str, Any]) -> None:
+    request["tools"].append(time_tool())
+
+
+def _drop_last_message(request: dict[str, Any]) -> None:
+    request["messages"].pop()
+
+
+def _edit_user_message(request: dict[str, Any]) -> None:
+    request["messages"][1]["content"] = "Weather in Lagos?"
+
+
+def _set_temperature(request: dict[str, Any]) -> None:
+    request["temperature"] = 1
+
+
+def test_checks_run_coarse_to_fine() -> None:
+    assert [check.__name__ for check in CHECKS] == [
+        "_protocol",
+        "_model",
+        "_tools",
+        "_shape",
+        "_messages",
+        "_parameters",
+    ]
+
+
+def test_no_check_finds_a_change_in_an_unchanged_request() -> None:
+    compared = Compared(recorded_turn(), PROTOCOL, base_request())
+    assert [check(compared) for check in CHECKS] == [None] * len(CHECKS)
+
+
+@pytest.mark.parametrize(
+    ("position", "edit", "summary"),
+    [
+        (1, _set_model, "model changed: recorded gpt-4o-mini, replayed gpt-4o"),
+        (2, _add_tool, "tools offered changed: added get_time"),
+        (3, _drop_last_message, "conversation shape changed"),
+        (4, _edit_user_message, "message 1 (user) content changed"),
+        (5, _set_temperature, "request parameters changed: temperature: recorded 0, replayed 1"),
+    ],
+)
+def test_each_check_finds_its_own_change_and_the_coarser_ones_pass(
+    position: int, edit: Any, summary: str
+) -> None:
+    request = base_request()
+    edit(request)
+    compared = Compared(recorded_turn(), PROTOCOL, request)
+    found = [check(compared) for check in CHECKS[: position + 1]]  # the run stops there
+    assert found[:position] == [None] * position
+    report = found[position]
+    assert report is not None
+    assert report[0] == summary
+
+
+def test_a_protocol_change_stops_before_any_outline() -> None:
+    """The recorded turn's protocol is unknown: outlining it would fail, so no check after
+    the protocol one may run."""
+    compared = Compared(recorded_turn(protocol="no-such-api"), PROTOCOL, base_request())
+    assert CHECKS[0](compared) == (
+        "protocol changed: recorded no-such-api, replayed openai-chat",
+        (),
+    )
+    with pytest.raises(KeyError, match="unknown protocol"):
+        Compared(recorded_turn(), "no-such-api", base_request()).old
+    assert explain(1, compared.recorded, PROTOCOL, base_request()).summary.startswith(
+        "turn 1: protocol changed"
+    )

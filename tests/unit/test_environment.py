@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from flowproof_cli.cassette import Upstream
+from flowproof_cli.cassette.upstream import upstream_from_environment
 from flowproof_cli.dialects.openai_chat import OpenAIChat
 from flowproof_cli.errors import ConfigError
 from flowproof_cli.runner.environment import (
@@ -14,7 +15,6 @@ from flowproof_cli.runner.environment import (
     runtime_handles,
     wiring_hint,
 )
-from flowproof_cli.runner.upstream import upstream_from_environment
 from flowproof_cli.spec import parse_spec
 
 PORT = 43210

@@ -20,7 +20,7 @@ from flowproof_cli.egress.report import (
     FsEvent,
     printed_lines,
 )
-from flowproof_cli.runner.verdict import FlowResult
+from flowproof_cli.verdict import FlowResult
 from tests.conftest import run_cli
 
 BLOCKED = "  blocked tcp 203.0.113.7:443 (connect) at 57ms"

@@ -13,10 +13,10 @@ from google import genai
 from google.genai import errors as genai_errors
 from google.genai import types
 
+from flowproof_addons.guard import is_claimed
 from flowproof_cli.cassette import CassetteSession, Forward, Mode, Turn, Upstream, divergence
 from flowproof_cli.dialects import Rendered, dialect_named, route
 from flowproof_cli.dialects.gemini import GeminiGenerateContent
-from flowproof_cli.routes import is_claimed
 from flowproof_cli.trajectory import AssistantTurn, ToolCall
 from tests.fakes.fake_upstream import FakeUpstream
 

@@ -13,12 +13,12 @@ import pytest
 from flowproof_addons.guard import RequestGuard
 from flowproof_addons.mcp_http import McpHttpBoundary
 from flowproof_cli.mcp.http import (
-    REPLAY_SESSION_ID,
     ForwardRequest,
-    HttpMcpSession,
     Reply,
     StreamReply,
 )
+from flowproof_cli.mcp.http_record import HttpRecordSession
+from flowproof_cli.mcp.http_replay import REPLAY_SESSION_ID, HttpReplaySession
 from flowproof_cli.mcp.lane import Call, Lane, ServerEvent, lane_to_document
 from flowproof_cli.mcp.sse import SseParser, frame
 from flowproof_cli.runner.proxy import ProxyHost
@@ -83,7 +83,7 @@ def test_sse_parser_handles_crlf_split_chunks_and_ids() -> None:
 
 
 def test_replay_answers_json_sse_and_streams() -> None:
-    session = HttpMcpSession("notes", mode="replay", lane=lane())
+    session = HttpReplaySession("notes", lane=lane())
     init = session.on_request(
         "POST", ACCEPT_BOTH, rpc(1, "initialize", {"protocolVersion": "2025-03-26"})
     )
@@ -98,7 +98,7 @@ def test_replay_answers_json_sse_and_streams() -> None:
         "notifications/progress",
         "answer",
     ]
-    json_only = HttpMcpSession("notes", mode="replay", lane=lane())
+    json_only = HttpReplaySession("notes", lane=lane())
     json_only.on_request("POST", {}, rpc(1, "initialize", {"protocolVersion": "2025-03-26"}))
     plain = json_only.on_request(
         "POST",
@@ -121,7 +121,7 @@ def test_replay_answers_json_sse_and_streams() -> None:
 
 
 def test_replay_refusals_are_named() -> None:
-    session = HttpMcpSession("notes", mode="replay", lane=lane())
+    session = HttpReplaySession("notes", lane=lane())
     batch = session.on_request("POST", {}, b"[" + rpc(1, "initialize") + b"]")
     assert isinstance(batch, Reply) and batch.status == 400
     assert "only allowed in protocol 2025-03-26" in json.loads(batch.body)["error"]["message"]
@@ -133,7 +133,7 @@ def test_replay_refusals_are_named() -> None:
 
 
 def test_a_batch_in_2025_03_26_is_handled_element_wise() -> None:
-    session = HttpMcpSession("notes", mode="replay", lane=lane())
+    session = HttpReplaySession("notes", lane=lane())
     session.on_request("POST", {}, rpc(1, "initialize", {"protocolVersion": "2025-03-26"}))
     batch = b"[" + rpc(7, "tools/call", {"name": "slow", "arguments": {}}) + b"]"
     reply = session.on_request("POST", {}, batch)
@@ -141,7 +141,7 @@ def test_a_batch_in_2025_03_26_is_handled_element_wise() -> None:
 
 
 def test_record_forwards_mocks_answer_and_null_ids_are_attributed() -> None:
-    session = HttpMcpSession("notes", mode="record", url="http://real/mcp", mocks={"rm": "ok"})
+    session = HttpRecordSession("notes", url="http://real/mcp", mocks={"rm": "ok"})
     forward = session.on_request("POST", {}, rpc(1, "server/discover"))
     assert forward == ForwardRequest("http://real/mcp", via=1)
     error = {"jsonrpc": "2.0", "id": None, "error": {"code": -32000, "message": "no"}}
@@ -166,7 +166,7 @@ def test_the_addon_streams_over_time_with_zero_network() -> None:
     """A GET stream and a POST awaiting a server-initiated request, through mitmproxy."""
 
     async def scenario() -> None:
-        session = HttpMcpSession("notes", mode="replay", lane=lane())
+        session = HttpReplaySession("notes", lane=lane())
         boundary = McpHttpBoundary()
         async with ProxyHost([RequestGuard(), boundary]) as proxy:
             boundary.sessions[proxy.port] = session
@@ -235,8 +235,8 @@ def test_record_passes_auth_and_session_through_and_stores_neither() -> None:
     threading.Thread(target=server.serve_forever, daemon=True).start()
     real = f"http://127.0.0.1:{server.server_address[1]}/mcp"
 
-    async def scenario() -> HttpMcpSession:
-        session = HttpMcpSession("notes", mode="record", url=real)
+    async def scenario() -> HttpRecordSession:
+        session = HttpRecordSession("notes", url=real)
         boundary = McpHttpBoundary()
         async with ProxyHost([RequestGuard(), boundary]) as proxy:
             boundary.sessions[proxy.port] = session
@@ -262,7 +262,7 @@ def test_record_passes_auth_and_session_through_and_stores_neither() -> None:
 
 def test_record_refuses_a_mocked_tool_inside_a_batch() -> None:
     """docs/mcp.md: "a mocked tool inside a batch is refused at record"."""
-    session = HttpMcpSession("notes", mode="record", url="http://real/mcp", mocks={"rm": "ok"})
+    session = HttpRecordSession("notes", url="http://real/mcp", mocks={"rm": "ok"})
     session.on_request("POST", {}, rpc(1, "initialize", {"protocolVersion": "2025-03-26"}))
     session.on_upstream_message(
         json.loads(answer(1, {"protocolVersion": "2025-03-26"})), via=1, status=200

@@ -14,8 +14,8 @@ import pytest
 
 from flowproof_cli.errors import SpecError
 from flowproof_cli.mcp.capture import read_entries
-from flowproof_cli.mcp.flow import McpFlow
-from flowproof_cli.mcp.http import HttpMcpSession, Reply
+from flowproof_cli.mcp.http import Reply
+from flowproof_cli.mcp.http_record import HttpRecordSession
 from flowproof_cli.mcp.lane import Call, Lane
 from flowproof_cli.mcp.mocks import (
     MOCK_REFUSED_CODE,
@@ -25,6 +25,7 @@ from flowproof_cli.mcp.mocks import (
 )
 from flowproof_cli.mcp.replayer import Replayer
 from flowproof_cli.mcp.stdio import StandinSession, run_standin
+from flowproof_cli.runner.mcp_servers import McpServers
 from flowproof_cli.spec.models import McpServerSpec
 
 #: What npm server-filesystem declares for write_file (and most of its tools).
@@ -239,9 +240,7 @@ class _Paced(io.BytesIO):
 
 
 def http_record(mock: Any) -> tuple[dict[str, Any], list[str]]:
-    session = HttpMcpSession(
-        "files", mode="record", url="http://real/mcp", mocks={"write_file": mock}
-    )
+    session = HttpRecordSession("files", url="http://real/mcp", mocks={"write_file": mock})
     session.on_request(
         "POST", {}, json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}).encode()
     )
@@ -309,7 +308,7 @@ def fs_server(mock: Any) -> McpServerSpec:
 
 def test_replay_refuses_a_rejected_mock_before_the_agent_starts(tmp_path: Path) -> None:
     lane = Lane(calls=[Call("tools/list", None, TOOLS_LIST, answered=True)])
-    flow = McpFlow(
+    flow = McpServers(
         [fs_server({"ok": True})], mode="replay", environ={}, cwd=tmp_path, lanes={"files": lane}
     )
     with pytest.raises(SpecError) as caught:
@@ -321,12 +320,12 @@ def test_replay_refuses_a_rejected_mock_before_the_agent_starts(tmp_path: Path) 
 
 def test_replay_and_record_accept_what_they_cannot_reject_up_front(tmp_path: Path) -> None:
     lane = Lane(calls=[Call("tools/list", None, TOOLS_LIST, answered=True)])
-    fine = McpFlow(
+    fine = McpServers(
         [fs_server("ok")], mode="replay", environ={}, cwd=tmp_path, lanes={"files": lane}
     )
     fine.prepare()
     fine.close()
-    record = McpFlow([fs_server({"ok": True})], mode="record", environ={}, cwd=tmp_path)
+    record = McpServers([fs_server({"ok": True})], mode="record", environ={}, cwd=tmp_path)
     record.prepare()  # the schema is known only once the live server lists its tools
     record.close()
     assert fine.servers[0].session_file is not None and record.servers[0].session_file is not None

@@ -6,7 +6,8 @@ import json
 
 import pytest
 
-from flowproof_cli.mcp.http import HttpMcpSession, Reply, StreamReply
+from flowproof_cli.mcp.http import Reply, StreamReply
+from flowproof_cli.mcp.http_replay import HttpReplaySession
 from flowproof_cli.mcp.lane import Call, Lane, ServerEvent
 from flowproof_cli.mcp.sse import Channel, SseParser
 
@@ -74,13 +75,13 @@ def events(body: bytes) -> list[tuple[str | None, str]]:
     ]
 
 
-def opened(version: str = "2025-11-25") -> HttpMcpSession:
-    session = HttpMcpSession("notes", mode="replay", lane=lane(version))
+def opened(version: str = "2025-11-25") -> HttpReplaySession:
+    session = HttpReplaySession("notes", lane=lane(version))
     session.on_request("POST", ACCEPT_BOTH, rpc(1, "initialize", {"protocolVersion": version}))
     return session
 
 
-def get(session: HttpMcpSession, last: str | None = None) -> Reply | StreamReply:
+def get(session: HttpReplaySession, last: str | None = None) -> Reply | StreamReply:
     headers = {**ACCEPT_BOTH, **({"Last-Event-ID": last} if last is not None else {})}
     reply = session.on_request("GET", headers, b"")
     assert isinstance(reply, Reply | StreamReply)
@@ -202,7 +203,7 @@ def test_an_id_flowproof_never_sent_is_a_named_400(last: str) -> None:
 
 
 def test_the_2026_era_sends_no_ids_and_ignores_last_event_id() -> None:
-    session = HttpMcpSession("notes", mode="replay", lane=lane("2026-07-28", "server/discover"))
+    session = HttpReplaySession("notes", lane=lane("2026-07-28", "server/discover"))
     session.on_request("POST", ACCEPT_BOTH, rpc(1, "server/discover", DISCOVER_META))
     slow = session.on_request("POST", ACCEPT_BOTH, tool(2, "slow"))
     assert isinstance(slow, Reply)

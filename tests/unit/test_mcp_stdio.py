@@ -14,9 +14,10 @@ from pathlib import Path
 import pytest
 
 from flowproof_cli.mcp.capture import CaptureFile, lane_from_capture, read_entries
-from flowproof_cli.mcp.flow import standin_command
 from flowproof_cli.mcp.lane import lane_to_document
 from flowproof_cli.mcp.stdio import StandinSession, run_standin
+from flowproof_cli.mode import Mode
+from flowproof_cli.runner.mcp_servers import standin_command
 
 # A minimal newline-delimited JSON-RPC server: logs every method it receives, answers
 # requests with {"echo": method}, and sends a progress notification before answering `slow`.
@@ -200,3 +201,23 @@ def test_the_stand_in_starts_fast(tmp_path: Path) -> None:
         [sys.executable, "-c", probe], capture_output=True, text=True, check=True
     ).stdout
     assert loaded.strip() == "False"
+
+
+def test_the_session_file_reads_its_mode_back(tmp_path: Path) -> None:
+    path = tmp_path / "s.json"
+    StandinSession("x", Mode.REPLAY, str(tmp_path / "c.jsonl"), lane={"calls": []}).write(path)
+    assert json.loads(path.read_text())["mode"] == "replay"
+    assert StandinSession.read(path).mode is Mode.REPLAY
+
+
+def test_a_session_file_with_an_unknown_mode_is_named(tmp_path: Path) -> None:
+    path = tmp_path / "s.json"
+    path.write_text(json.dumps({"server": "x", "mode": "rewind", "capture": "c.jsonl"}))
+    done = subprocess.run(
+        standin_command("x", path), input=b"", capture_output=True, check=False, timeout=30
+    )
+    assert done.returncode == 2
+    assert done.stderr.decode().strip() == (
+        f"error: the MCP stand-in for 'x' cannot read its session {path}: 'rewind' is not a "
+        "valid Mode (it exists only while flowproof runs the flow)"
+    )

@@ -27,7 +27,12 @@ def _alive(pid: int) -> bool:
 
 def _run_escaping_agent(tmp_path: Path) -> int:
     pidfile = tmp_path / "escaped.pid"
-    script = f"setsid sleep 300 & echo $! > {pidfile}"
+    # The descendant writes its pid only once it is in its own session, and the agent waits
+    # for that: otherwise the group kill could reach it before its setsid() ran.
+    script = (
+        f"setsid sh -c 'echo $$ > {pidfile}; exec sleep 300' & "
+        f"while [ ! -s {pidfile} ]; do sleep 0.01; done"
+    )
     asyncio.run(command.run_agent(["sh", "-c", script], env=os.environ, cwd=tmp_path, timeout_s=30))
     deadline = time.monotonic() + 5
     while not pidfile.exists() and time.monotonic() < deadline:

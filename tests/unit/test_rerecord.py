@@ -10,9 +10,9 @@ import pytest
 
 from flowproof_cli.evidence.trajectory_diff import Intent
 from flowproof_cli.runner.rerecord import candidate_path_for, place_recording, review
-from flowproof_cli.runner.verdict import FlowResult
 from flowproof_cli.trace import save
 from flowproof_cli.trace.storage import dumps
+from flowproof_cli.verdict import FlowResult
 from tests.unit.trace_builders import TIME, chat_trace
 
 PARIS = chat_trace(calls=(("get_weather", '{"city": "Paris"}'), TIME), ids="b")

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from flowproof_addons.guard import is_claimed
 from flowproof_cli.dialects import DEFAULT_PROTOCOL, dialect_named, route
 from flowproof_cli.dialects.openai_chat import OpenAIChat
-from flowproof_cli.routes import is_claimed
 
 
 @pytest.mark.parametrize(
@@ -51,7 +51,7 @@ def test_other_paths_route_nowhere(path: str) -> None:
 
 def test_dialect_named() -> None:
     assert isinstance(dialect_named("openai-chat"), OpenAIChat)
-    assert DEFAULT_PROTOCOL == "openai-chat"
+    assert DEFAULT_PROTOCOL == "openai-chat" == OpenAIChat.name
     with pytest.raises(KeyError) as info:
         dialect_named("klingon")
     message = info.value.args[0]

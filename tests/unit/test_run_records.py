@@ -25,7 +25,7 @@ from flowproof_cli.evidence.records import (
 )
 from flowproof_cli.runner.job import FlowJob
 from flowproof_cli.runner.suite import Hooks
-from flowproof_cli.runner.verdict import FlowResult
+from flowproof_cli.verdict import FlowResult
 
 T0 = datetime(2026, 12, 1, 12, 10, 30, 123456, tzinfo=UTC)
 CONTROLLED = """\

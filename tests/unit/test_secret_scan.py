@@ -30,8 +30,8 @@ from flowproof_cli.evidence.secrets import (
 )
 from flowproof_cli.match.rules import MatchRules, NormalizeRule
 from flowproof_cli.mcp.lane import Call, Lane, ServerEvent
-from flowproof_cli.runner.verdict import FlowResult
 from flowproof_cli.spec.loader import load_spec
+from flowproof_cli.verdict import FlowResult
 
 VALUE = "sk-live-4eC39HqLyjWDarjtT1zdp7dc"
 # '>>>' and '???' encode to base64 holding '+' and '/', so the URL-safe form differs.

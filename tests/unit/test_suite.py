@@ -16,9 +16,9 @@ from flowproof_cli.runner.discovery import discover_specs, nearest_suite
 from flowproof_cli.runner.job import FlowJob, execute, plan_jobs, skip_reason
 from flowproof_cli.runner.junit import junit_xml, write_junit
 from flowproof_cli.runner.suite import Hooks, prepare_suite, run_hook
-from flowproof_cli.runner.verdict import FlowResult
 from flowproof_cli.spec import parse_spec
 from flowproof_cli.spec.suite import load_suite, parse_suite
+from flowproof_cli.verdict import FlowResult
 
 SPEC = """\
 name: needs keys

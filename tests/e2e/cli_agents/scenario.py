@@ -43,7 +43,7 @@ from tests.fakes.fake_upstream import FakeUpstream
 
 REPO = Path(__file__).resolve().parents[3]
 HERE = Path(__file__).resolve().parent
-NODE_BIN = REPO / "node_modules" / ".bin"
+NODE_BIN = REPO / "tests" / "node_modules" / ".bin"
 VENV_BIN = Path(sys.executable).parent  # flowproof's own venv
 SPEC = "read-notes.flow.yaml"
 TRACE = "read-notes.trace.yaml"

@@ -1,10 +1,13 @@
-"""Where record forwards to, read from flowproof's own environment (never from a request)."""
+"""Where record forwards to, read from flowproof's own environment (never from a request).
+
+Below the runner and the model addon alike: both build a record session from it.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
-from flowproof_cli.cassette import Upstream
+from flowproof_cli.cassette.session import Upstream
 from flowproof_cli.errors import ConfigError
 
 UPSTREAM_VARIABLES = ("FLOWPROOF_AGENT_UPSTREAM", "OPENAI_BASE_URL")

@@ -1,21 +1,25 @@
-"""One flow's MCP servers as the runner sees them: injection, handles, verdicts."""
+"""One flow's MCP servers as the runner sees them (runner/mcp_servers.py): injection,
+handles, verdicts."""
 
 from __future__ import annotations
 
 import json
 import shlex
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from flowproof_cli.cli.output import print_flow
 from flowproof_cli.mcp.capture import CaptureFile
-from flowproof_cli.mcp.flow import McpFlow
 from flowproof_cli.mcp.lane import Call, Lane
+from flowproof_cli.mcp.replayer import Replayer
+from flowproof_cli.runner import mcp_servers
 from flowproof_cli.runner.environment import agent_environment
-from flowproof_cli.runner.verdict import FlowResult
+from flowproof_cli.runner.mcp_servers import HttpServer, McpServers, StdioServer
 from flowproof_cli.spec.models import McpServerSpec
 from flowproof_cli.spec.variables import resolve_variables
+from flowproof_cli.verdict import FlowResult
 
 
 def servers() -> list[McpServerSpec]:
@@ -26,7 +30,7 @@ def servers() -> list[McpServerSpec]:
 
 
 def test_injection_handles_and_session_files(tmp_path: Path) -> None:
-    flow = McpFlow(servers(), mode="record", environ={"ROOT": "/srv"}, cwd=tmp_path)
+    flow = McpServers(servers(), mode="record", environ={"ROOT": "/srv"}, cwd=tmp_path)
     flow.prepare()
     try:
         assert flow.http_ports() == [("remote", 0)]
@@ -52,7 +56,7 @@ def test_injection_handles_and_session_files(tmp_path: Path) -> None:
 
 
 def test_record_names_the_variable_of_a_server_never_contacted(tmp_path: Path) -> None:
-    flow = McpFlow(servers(), mode="record", environ={"ROOT": "/srv"}, cwd=tmp_path)
+    flow = McpServers(servers(), mode="record", environ={"ROOT": "/srv"}, cwd=tmp_path)
     flow.prepare()
     flow.bind("remote", 4321)
     verdict = flow.verdict()
@@ -70,7 +74,7 @@ def test_record_names_the_variable_of_a_server_never_contacted(tmp_path: Path) -
 
 def test_replay_judges_the_stand_in_capture_and_stale_lanes(tmp_path: Path) -> None:
     lane = Lane([Call("tools/list", None, {"tools": []}, answered=True)])
-    flow = McpFlow(
+    flow = McpServers(
         servers()[:1],
         mode="replay",
         environ={},
@@ -98,7 +102,7 @@ def test_replay_judges_the_stand_in_capture_and_stale_lanes(tmp_path: Path) -> N
 def test_calls_are_counted_per_server_and_shown_in_text_and_json(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    flow = McpFlow(servers(), mode="replay", environ={}, cwd=tmp_path, lanes={})
+    flow = McpServers(servers(), mode="replay", environ={}, cwd=tmp_path, lanes={})
     flow.prepare()
     (stdio, _) = flow.servers
     assert stdio.capture is not None
@@ -123,3 +127,60 @@ def test_calls_are_counted_per_server_and_shown_in_text_and_json(
     assert document["mcp_calls"] == {"files-v2": 1, "remote": 0}
     assert FlowResult.from_json(document).mcp_calls == result.mcp_calls
     assert FlowResult("g", Path("g"), "replay", Path("g")).to_json()["mcp_calls"] == {}
+
+
+def test_a_stdio_lane_is_replayed_once_per_verdict(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The capture is read and the lane replayed against it once, whatever the verdict
+    reads of it (divergence, ran short, calls)."""
+    built: list[Replayer] = []
+
+    class Counted(Replayer):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            built.append(self)
+
+    monkeypatch.setattr(mcp_servers, "Replayer", Counted)
+    lane = Lane(
+        [
+            Call("tools/list", None, {"tools": []}, answered=True),
+            Call("prompts/list", None, {"prompts": []}, answered=True),
+        ]
+    )
+    flow = McpServers(
+        servers()[:1], mode="replay", environ={}, cwd=tmp_path, lanes={"files-v2": lane}
+    )
+    flow.prepare()
+    (server,) = flow.servers
+    assert isinstance(server, StdioServer)
+    capture = CaptureFile(server.capture, "x")
+    capture.append("start")
+    capture.append("c", {"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
+    capture.close()
+    verdict = flow.verdict()
+    flow.close()
+    assert len(built) == 1
+    assert verdict.hard == []
+    assert verdict.soft == [
+        "the MCP server 'files-v2' ran short: the agent made 1 of the 2 recorded call(s) "
+        "(never made: call 2 (prompts/list))"
+    ]
+
+
+def test_each_transport_gets_the_session_of_the_flow_mode(tmp_path: Path) -> None:
+    """Record forwards to the resolved url; replay answers from the trace's lane."""
+    lane = Lane([Call("tools/list", None, {"tools": []}, answered=True)])
+    record = McpServers(servers(), mode="record", environ={"ROOT": "/srv"}, cwd=tmp_path)
+    replay = McpServers(servers(), mode="replay", environ={}, cwd=tmp_path, lanes={"remote": lane})
+    for flow in (record, replay):
+        flow.prepare()
+    try:
+        (_, recorded), (_, replayed) = record.servers, replay.servers
+        assert isinstance(recorded, HttpServer) and isinstance(replayed, HttpServer)
+        assert record.bind("remote", 1) is recorded.session
+        assert recorded.session.mode == "record" and replayed.session.mode == "replay"
+        assert recorded.session.lane().calls == [] and replayed.session.lane() is lane
+    finally:
+        record.close()
+        replay.close()

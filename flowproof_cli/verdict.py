@@ -1,4 +1,8 @@
-"""The result of one flow: pass or fail with reasons, plus what was observed."""
+"""The result of one flow: pass or fail with reasons, plus what was observed.
+
+Plain data below every layer that reads it: the runner fills it, evidence records it, the
+CLI prints it, and a `-j N` worker sends it to its parent as JSON.
+"""
 
 from __future__ import annotations
 

@@ -1,0 +1,133 @@
+"""Record over streamable HTTP: forward to the real server, read both sides into a lane.
+
+Every POST, GET and DELETE goes to the real url with the agent's headers (Authorization
+and Mcp-Session-Id pass through, neither is stored); answers, JSON or SSE, go back to the
+agent as the server sent them while the addon hands each message to `on_upstream_message`.
+A mocked `tools/call` is answered here and never forwarded.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from flowproof_cli.mcp.canonical import Kind, kind_of, with_id
+from flowproof_cli.mcp.http import ForwardRequest, HttpMcpSession, Outcome, Reply, json_reply
+from flowproof_cli.mcp.lane import Lane
+from flowproof_cli.mcp.mocks import (
+    MockSchemaError,
+    mock_answer,
+    mocked_tool,
+    output_schemas,
+    refusal,
+)
+from flowproof_cli.mcp.recorder import LaneRecorder
+from flowproof_cli.mode import Mode
+
+
+class HttpRecordSession(HttpMcpSession):
+    mode = Mode.RECORD
+
+    def __init__(self, server: str, *, url: str, mocks: Mapping[str, Any] | None = None):
+        super().__init__(server, mocks)
+        self.url = url
+        self.recorder = LaneRecorder()
+        self._seen_event_ids: set[str] = set()
+
+    @property
+    def negotiated(self) -> str | None:
+        return self.recorder.negotiated
+
+    # -- what the agent sent -------------------------------------------------------------
+
+    def _get(self, headers: Mapping[str, str]) -> Outcome:
+        return ForwardRequest(self.url, standalone=True)
+
+    def _delete(self) -> Outcome:
+        return ForwardRequest(self.url)
+
+    def _batch(self, batch: list[Any]) -> Outcome:
+        if any(isinstance(m, dict) and mocked_tool(m, self.mocks) for m in batch):
+            return self._refuse("a mocked tool cannot be called inside a JSON-RPC batch")
+        for element in batch:
+            self.recorder.client(element)
+        return ForwardRequest(self.url)
+
+    def _message(self, message: dict[str, Any], headers: Mapping[str, str]) -> Outcome:
+        if mocked_tool(message, self.mocks) is not None:
+            return self._mocked(message)
+        self.recorder.client(message)
+        via = message["id"] if kind_of(message) is Kind.REQUEST else None
+        return ForwardRequest(self.url, via=via)
+
+    def _mocked(self, message: dict[str, Any]) -> Reply:
+        """A mocked tool call, answered here (the tools/list scan only for a mock)."""
+        lists = (c.result for c in self.recorder.lane.calls if c.method == "tools/list")
+        try:
+            answer = mock_answer(message, self.mocks, output_schemas(lists))
+        except MockSchemaError as exc:  # the flow fails; the agent gets an error
+            text, answer = refusal(self.server, exc)
+            self.errors.append(text)
+        assert answer is not None
+        self.recorder.client(message, mocked=True)
+        reply = with_id(message["id"], answer)
+        self.recorder.server(reply)
+        return json_reply(200, reply)
+
+    # -- what the real server sent -------------------------------------------------------
+
+    def on_upstream_message(
+        self,
+        message: Any,
+        *,
+        via: Any = None,
+        standalone: bool = False,
+        status: int | None = None,
+        event_id: str | None = None,
+    ) -> None:
+        """A message the real server sent (a JSON answer, or one SSE event)."""
+        if event_id:
+            if event_id in self._seen_event_ids:
+                return  # replayed to a resuming agent: already in the lane
+            self._seen_event_ids.add(event_id)
+        for element in message if isinstance(message, list) else [message]:
+            received = element
+            if (
+                via is not None
+                and not isinstance(message, list)
+                and kind_of(element) is Kind.RESPONSE
+                and element.get("id") is None
+            ):
+                # A request rejected before its id was read (`"id": null`): it answers `via`.
+                received = {**element, "id": via}
+            self.recorder.server(received, via=via, stream=standalone, status=status)
+
+    def on_upstream_failure(self, via: Any, status: int, text: str) -> None:
+        """A request answered with an HTTP error and no JSON-RPC body: keep it as an error."""
+        if via is None:
+            return
+        error = {"code": -32603, "message": f"HTTP {status}: {text[:200]}"}
+        self.recorder.server({"jsonrpc": "2.0", "id": via, "error": error}, status=status)
+
+    def on_upstream_unreachable(self, reason: str) -> None:
+        self.errors.append(
+            f"flowproof could not reach the real MCP server '{self.server}' at {self.url}: {reason}"
+        )
+
+    # -- what the runner reads -----------------------------------------------------------
+
+    def lane(self) -> Lane:
+        return self.recorder.lane
+
+    def calls(self) -> int:
+        return len(self.recorder.lane.calls)
+
+    @property
+    def divergence(self) -> str | None:
+        return None  # nothing to diverge from at record
+
+    def failures(self) -> list[str]:
+        return []
+
+    def close(self) -> None:
+        """Nothing to close: the connections to the real server are mitmproxy's."""

@@ -1,0 +1,360 @@
+"""One flow's MCP servers, seen from the runner: set up, inject, collect, judge.
+
+In order: `prepare()` resolves the servers and writes the stdio stand-ins' session files;
+the runner binds a proxy listener for each of `http_ports()` and hands it to `bind()`;
+`environment()` (and `handles()`) are what the agent is given; once the agent is done,
+`verdict()` reads every server once: the hard failures (divergences, refusals), the soft
+ones (a server never contacted, a lane replayed short), the calls and, at record, the
+lanes; `close()` removes the session files.
+
+Each transport is one small class: `StdioServer` reads its stand-ins' capture file,
+`HttpServer` asks its session (`flowproof_cli.mcp.http`) of the flow's mode.
+"""
+
+from __future__ import annotations
+
+import shlex
+import shutil
+import sys
+import tempfile
+from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar
+
+from flowproof_cli.errors import SpecError
+from flowproof_cli.mcp.capture import (
+    call_count,
+    client_messages,
+    lane_from_capture,
+    read_entries,
+    started,
+)
+from flowproof_cli.mcp.http import HttpMcpSession
+from flowproof_cli.mcp.http_record import HttpRecordSession
+from flowproof_cli.mcp.http_replay import HttpReplaySession
+from flowproof_cli.mcp.lane import Lane, lane_to_document
+from flowproof_cli.mcp.mocks import lane_schemas, schema_problems
+from flowproof_cli.mcp.replayer import Replayer
+from flowproof_cli.mcp.stdio import ERROR, REFUSED, StandinSession
+from flowproof_cli.mode import Mode
+from flowproof_cli.process import split_command
+from flowproof_cli.spec.models import McpServerSpec
+
+
+def standin_command(server: str, session_file: Path, python: str | None = None) -> list[str]:
+    """The stand-in's command line: absolute interpreter, no reliance on PATH or env."""
+    executable = python or sys.executable
+    return [
+        executable,
+        "-m",
+        "flowproof_cli",
+        "mcp-stdio",
+        "--server",
+        server,
+        "--session",
+        str(session_file),
+    ]
+
+
+@dataclass
+class McpVerdict:
+    """What the runner keeps of a flow's MCP servers once the agent is done."""
+
+    hard: list[str]  # divergences and refusals: judged like a model divergence
+    soft: list[str]  # never contacted, replayed short, a request never answered
+    lanes: dict[str, Lane]  # record: what goes into the trace
+    calls: int  # requests the agent made to its MCP servers
+    per_server: dict[str, int] = field(default_factory=dict)  # the same, by server name
+
+    @classmethod
+    def none(cls) -> McpVerdict:
+        return cls([], [], {}, 0)
+
+
+class McpServer(ABC):
+    """One declared server of the flow, whatever its transport."""
+
+    #: `${flowproof.<kind>.<name>}`, the handle agent.env can name it by.
+    handle_kind: ClassVar[str]
+
+    def __init__(self, spec: McpServerSpec, mode: Mode, recorded: Lane):
+        self.spec = spec
+        self.mode = mode
+        self.recorded = recorded  # replay: the lane of the trace (record: empty)
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    @abstractmethod
+    def target(self) -> str:
+        """What the agent's MCP config points at: a command line or a url."""
+
+    @abstractmethod
+    def collect(self) -> None:
+        """Read what crossed the boundary, once the agent is done (before any verdict)."""
+
+    @abstractmethod
+    def lane(self) -> Lane: ...
+
+    @abstractmethod
+    def calls(self) -> int: ...
+
+    @abstractmethod
+    def hard_failures(self) -> list[str]:
+        """Divergences and refusals: the flow fails whatever the agent did with them."""
+
+    def soft_failures(self) -> list[str]:
+        """The server never contacted (when it had to be), else what the replay left."""
+        if not self._contacted() and (self.mode is Mode.RECORD or self.recorded.calls):
+            return [self._never_contacted()]
+        return self._replay_failures()
+
+    @abstractmethod
+    def _contacted(self) -> bool: ...
+
+    @abstractmethod
+    def _never_contacted(self) -> str: ...
+
+    @abstractmethod
+    def _replay_failures(self) -> list[str]: ...
+
+    @abstractmethod
+    def close(self) -> None:
+        """Nothing of the server stays open once the flow is judged."""
+
+
+class StdioServer(McpServer):
+    """A `command:` server: the agent launches flowproof's stand-in, which captures."""
+
+    handle_kind = "mcp_server"
+
+    def __init__(
+        self,
+        spec: McpServerSpec,
+        mode: Mode,
+        recorded: Lane,
+        *,
+        folder: Path,
+        environ: Mapping[str, str],
+        cwd: Path,
+        python: str | None = None,
+    ):
+        super().__init__(spec, mode, recorded)
+        self.python = python
+        self.session_file = folder / f"{spec.name}.session.json"
+        self.capture = folder / f"{spec.name}.capture.jsonl"
+        self._entries: list[dict[str, Any]] = []
+        self._replayer: Replayer | None = None
+        record = mode is Mode.RECORD
+        StandinSession(
+            server=spec.name,
+            mode=mode,
+            capture=str(self.capture),
+            command=split_command(spec.resolved_command(environ)) if record else [],
+            cwd=str(cwd),
+            mocks=spec.mocks,
+            lane=None if record else lane_to_document(recorded),
+        ).write(self.session_file)
+
+    def target(self) -> str:
+        return shlex.join(standin_command(self.name, self.session_file, self.python))
+
+    def collect(self) -> None:
+        """Read the capture file; at replay, replay the lane against what the agent sent
+        (once: every verdict below reads this replayer)."""
+        self._entries = read_entries(self.capture)
+        if self.mode is Mode.REPLAY:
+            self._replayer = Replayer(self.name, self.recorded, self.spec.mocks)
+            for message in client_messages(self._entries):
+                self._replayer.receive(message)
+
+    def lane(self) -> Lane:
+        return lane_from_capture(self._entries)[0]
+
+    def calls(self) -> int:
+        return call_count(self._entries)
+
+    def hard_failures(self) -> list[str]:
+        failures = [str(e.get("text")) for e in self._entries if e.get("k") in (ERROR, REFUSED)]
+        if self._replayer is not None and self._replayer.divergence is not None:
+            failures.append(self._replayer.divergence)
+        return failures
+
+    def _contacted(self) -> bool:
+        return started(self._entries)
+
+    def _never_contacted(self) -> str:
+        return (
+            f"the agent never spawned flowproof's MCP stand-in for '{self.name}': "
+            f"its MCP config must launch the command in ${self.spec.variable} in place of "
+            "the server's own"
+        )
+
+    def _replay_failures(self) -> list[str]:
+        return self._replayer.failures() if self._replayer is not None else []
+
+    def close(self) -> None:
+        """Nothing to close: the stand-ins end with the agent, the files with the flow."""
+
+
+class HttpServer(McpServer):
+    """A `url:` server: the agent talks to a proxy listener, answered by the session."""
+
+    handle_kind = "mcp_url"
+
+    def __init__(
+        self, spec: McpServerSpec, mode: Mode, recorded: Lane, *, environ: Mapping[str, str]
+    ):
+        super().__init__(spec, mode, recorded)
+        self.port = 0  # the bound listener port, once bound
+        self.session: HttpMcpSession = (
+            HttpRecordSession(spec.name, url=spec.resolved_url(environ), mocks=spec.mocks)
+            if mode is Mode.RECORD
+            else HttpReplaySession(spec.name, lane=recorded, mocks=spec.mocks)
+        )
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/mcp"
+
+    def target(self) -> str:
+        return self.url
+
+    def collect(self) -> None:
+        """Nothing to read: the session kept count as the requests came."""
+
+    def lane(self) -> Lane:
+        return self.session.lane()
+
+    def calls(self) -> int:
+        return self.session.calls()
+
+    def hard_failures(self) -> list[str]:
+        divergence = self.session.divergence
+        return [*self.session.errors, *([divergence] if divergence is not None else [])]
+
+    def _contacted(self) -> bool:
+        return self.session.contacted
+
+    def _never_contacted(self) -> str:
+        return (
+            f"the agent never contacted flowproof's MCP listener for '{self.name}' "
+            f"({self.url}): its MCP config must point that server at ${self.spec.variable}"
+        )
+
+    def _replay_failures(self) -> list[str]:
+        return self.session.failures()
+
+    def close(self) -> None:
+        self.session.close()
+
+
+class McpServers:
+    def __init__(
+        self,
+        servers: Sequence[McpServerSpec],
+        *,
+        mode: Mode,
+        environ: Mapping[str, str],
+        cwd: Path,
+        lanes: Mapping[str, Lane] | None = None,
+        python: str | None = None,
+    ):
+        self.mode = Mode(mode)
+        self.environ = dict(environ)
+        self.cwd = cwd
+        self.recorded_lanes = dict(lanes or {})
+        self.python = python
+        self.specs = list(servers)
+        self.servers: list[McpServer] = []
+        self._folder: Path | None = None
+
+    def prepare(self) -> None:
+        """Resolve every server (unset `${VAR}` is a ConfigError) and write stdio sessions."""
+        for spec in self.specs:
+            lane = self.recorded_lanes.get(spec.name, Lane())
+            problems = schema_problems(spec.name, spec.mocks, lane_schemas(lane))
+            if problems:  # replay: the trace's tools/list knows the outputSchemas up front
+                raise SpecError("\n".join(problems))
+            self.servers.append(self._server(spec, lane))
+
+    def _server(self, spec: McpServerSpec, lane: Lane) -> McpServer:
+        if spec.command is None:
+            return HttpServer(spec, self.mode, lane, environ=self.environ)
+        return StdioServer(
+            spec,
+            self.mode,
+            lane,
+            folder=self._temp_folder(),
+            environ=self.environ,
+            cwd=self.cwd,
+            python=self.python,
+        )
+
+    def _temp_folder(self) -> Path:
+        if self._folder is None:
+            self._folder = Path(tempfile.mkdtemp(prefix="flowproof-mcp-"))
+        return self._folder
+
+    # -- listeners (streamable HTTP) -------------------------------------------------------
+
+    def http_ports(self) -> list[tuple[str, int]]:
+        """(server name, requested port; 0 = any) of every url server."""
+        return [(s.name, s.spec.port or 0) for s in self.servers if isinstance(s, HttpServer)]
+
+    def bind(self, name: str, port: int) -> HttpMcpSession:
+        server = next(s for s in self.servers if isinstance(s, HttpServer) and s.name == name)
+        server.port = port
+        return server.session
+
+    # -- what the agent is given -----------------------------------------------------------
+
+    def environment(self) -> dict[str, str]:
+        return {server.spec.variable: server.target() for server in self.servers}
+
+    def handles(self) -> dict[str, str]:
+        """`${flowproof.mcp_url.<name>}` / `${flowproof.mcp_server.<name>}` for agent.env."""
+        return {f"{s.handle_kind}.{s.name}": s.target() for s in self.servers}
+
+    # -- after the agent -------------------------------------------------------------------
+
+    def verdict(self) -> McpVerdict:
+        """Everything the runner needs, read once, before `close()` removes the captures."""
+        for server in self.servers:
+            server.collect()
+        hard = _unique([*(f for s in self.servers for f in s.hard_failures()), *self._stale()])
+        soft = _unique([f for s in self.servers for f in s.soft_failures()])
+        counts = {server.name: server.calls() for server in self.servers}
+        return McpVerdict(
+            hard=hard,
+            soft=[failure for failure in soft if failure not in hard],
+            lanes={s.name: s.lane() for s in self.servers} if self.mode is Mode.RECORD else {},
+            calls=sum(counts.values()),
+            per_server=counts,
+        )
+
+    def _stale(self) -> list[str]:
+        """Replay: lanes of the trace whose server the spec no longer declares."""
+        if self.mode is not Mode.REPLAY:
+            return []
+        declared = {spec.name for spec in self.specs}
+        return [
+            f"the trace has a lane for the MCP server '{name}', which the spec no longer "
+            "declares under `mcp`; re-record the flow"
+            for name in sorted(self.recorded_lanes)
+            if name not in declared
+        ]
+
+    def close(self) -> None:
+        for server in self.servers:
+            server.close()
+        if self._folder is not None:
+            shutil.rmtree(self._folder, ignore_errors=True)
+            self._folder = None
+
+
+def _unique(failures: list[str]) -> list[str]:
+    return list(dict.fromkeys(failures))
