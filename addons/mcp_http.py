@@ -70,6 +70,10 @@ class McpHttpBoundary:
         if not (options | {"flowproof_mcp_url"}) & updated or not ctx.options.flowproof_mcp_trace:
             return
         self._trace_path = Path(ctx.options.flowproof_mcp_trace)
+        if ctx.options.flowproof_mcp_mode not in Mode:  # mitmproxy checks no choices on --set
+            raise exceptions.OptionsError(
+                f"flowproof_mcp_mode is {ctx.options.flowproof_mcp_mode!r}: use replay or record"
+            )
         name, mode = ctx.options.flowproof_mcp_server, Mode(ctx.options.flowproof_mcp_mode)
         try:
             if mode is Mode.RECORD:
@@ -82,7 +86,7 @@ class McpHttpBoundary:
                     raise ValueError(f"{self._trace_path} has no lane for the MCP server '{name}'")
                 self.default = HttpReplaySession(name, lane=trace.mcp[name])
         except (FlowproofError, OSError, ValueError) as exc:  # a bad trace, lane or option
-            raise exceptions.OptionsError(str(exc)) from exc
+            raise exceptions.OptionsError(str(exc)) from None
 
     async def done(self) -> None:
         for session in [*self.sessions.values(), self.default]:

@@ -31,7 +31,7 @@ from flowproof_cli.cassette.upstream import upstream_from_environment
 from flowproof_cli.dialects import Rendered, route
 from flowproof_cli.errors import FlowproofError
 from flowproof_cli.match.addons import rules_from_master_addons
-from flowproof_cli.match.rules import MatchRules
+from flowproof_cli.match.rules import MatcherAddonError, MatchRules
 from flowproof_cli.mode import Mode
 
 log = logging.getLogger(__name__)
@@ -83,6 +83,10 @@ class ModelBoundary:
         if not path:
             return
         self._trace_path = Path(path)
+        if ctx.options.flowproof_mode not in Mode:  # mitmproxy checks no choices on --set
+            raise exceptions.OptionsError(
+                f"flowproof_mode is {ctx.options.flowproof_mode!r}: use replay or record"
+            )
         try:
             if ctx.options.flowproof_mode == Mode.RECORD:
                 upstream = (
@@ -94,7 +98,7 @@ class ModelBoundary:
             else:
                 self._stock = (Mode.REPLAY, None, traces.load(self._trace_path))
         except (FlowproofError, OSError) as exc:  # no upstream, an unreadable trace
-            raise exceptions.OptionsError(str(exc)) from exc
+            raise exceptions.OptionsError(str(exc)) from None
 
     def running(self) -> None:
         """Every `-s` script has loaded by now: its matcher addons join the rules."""
@@ -106,11 +110,16 @@ class ModelBoundary:
         )
         if mode is Mode.RECORD:
             self.default = CassetteSession(Mode.RECORD, upstream=upstream, rules=rules)
-        else:
-            assert trace is not None
+            return
+        assert trace is not None
+        try:
             self.default = CassetteSession(
                 Mode.REPLAY, mocks=trace.mocks, recorded=list(trace.turns), rules=rules
             )
+        except MatcherAddonError as exc:
+            # Raised while rewriting the recorded requests: no session answers from the trace,
+            # and the reason is logged once, without a traceback.
+            log.error("flowproof: %s; replay is off", exc)
 
     def done(self) -> None:
         session = self.default

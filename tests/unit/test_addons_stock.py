@@ -625,3 +625,41 @@ def test_mcp_replay_done_writes_nothing(tmp_path) -> None:
 
     with_mcp(scenario)
     assert trace.read_text() == before
+
+
+@pytest.mark.parametrize(
+    ("addon_type", "option"),
+    [(ModelBoundary, "flowproof_mode"), (McpHttpBoundary, "flowproof_mcp_mode")],
+)
+def test_a_mistyped_mode_is_an_options_error_not_a_silent_replay(
+    addon_type: type, option: str, tmp_path: Path
+) -> None:
+    """mitmproxy does not check an option's choices on `--set`: the addon does."""
+    addon = addon_type()
+    trace = mcp_trace(tmp_path / "t.trace.yaml")
+    with taddons.context(addon) as tctx, pytest.raises(exceptions.OptionsError) as caught:
+        tctx.configure(addon, **{option: "recrod"}, **{option.replace("mode", "trace"): str(trace)})
+    assert str(caught.value) == f"{option} is 'recrod': use replay or record"
+
+
+class AlwaysBroken:
+    """Raises on every request, the recorded ones included."""
+
+    def flowproof_normalize(self, request: dict[str, Any], protocol: str) -> dict[str, Any]:
+        raise ValueError("cannot read this request")
+
+
+def test_model_a_matcher_failing_on_the_recorded_requests_is_logged_not_raised(
+    model, tmp_path, caplog: pytest.LogCaptureFixture
+) -> None:
+    addon, tctx = model
+    trace = write_trace(tmp_path / "t.trace.yaml", [chat()])
+    with caplog.at_level("ERROR"):
+        replaying(tctx, addon, trace, AlwaysBroken())  # `running` must not raise
+    assert addon.default is None
+    assert "the matcher addon AlwaysBroken raised ValueError: cannot read this request" in (
+        caplog.text
+    )
+    flow = post(CHAT_PATH, chat())
+    addon.request(flow)
+    assert flow.response is None  # nothing is answered from the trace
