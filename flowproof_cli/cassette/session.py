@@ -58,6 +58,7 @@ class PendingTurn:
     dialect: Dialect
     live_request: dict[str, Any]  # as the agent sent it (mocks applied), for rendering
     canonical: dict[str, Any]  # as matched and stored: the match rules applied
+    sent: dict[str, Any]  # canonical as the agent sent it, before the match rules
 
 
 def _error(dialect: Dialect | None, status: int, message: str, kind: str) -> Rendered:
@@ -94,11 +95,12 @@ class CassetteSession:
         }
         # Replay matches against the recorded requests with today's rules applied, so a rule
         # added after recording works on an existing trace.
-        self._matched = self._recorded_as_matched() if self.mode is Mode.REPLAY else []
+        self._matched = self._matchable_turns() if self.mode is Mode.REPLAY else []
         self._index = TurnIndex(self._matched) if self.mode is Mode.REPLAY else None
         self._known_calls: dict[str, str] = {}  # call id -> tool name, from served responses
 
-    def _recorded_as_matched(self) -> list[Turn]:
+    def _matchable_turns(self) -> list[Turn]:
+        """The recorded turns with the requests as today's rules match them."""
         if self.recorded_as_matched or not self.rules.active:
             return list(self.recorded)
         return [
@@ -135,17 +137,18 @@ class CassetteSession:
         live = dialect.apply_mocks(
             dialect.normalize(path, body), self._mock_text, self._known_calls
         )
+        sent = dialect.canonical_request(live)
         try:
-            canonical = self.rules.matched(dialect.name, dialect.canonical_request(live))
+            canonical = self.rules.matched(dialect.name, sent)
         except MatcherAddonError as exc:
             self.errors.append(f"flowproof: {exc}")
             return _error(dialect, 500, f"flowproof: {exc}", "flowproof_matcher_error")
         if self.mode is Mode.RECORD:
-            return self._forward(dialect, path, live, canonical)
-        return self._replay(dialect, live, canonical)
+            return self._forward(dialect, path, live, PendingTurn(dialect, live, canonical, sent))
+        return self._replay(dialect, live, canonical, sent)
 
     def _forward(
-        self, dialect: Dialect, path: str, live: dict[str, Any], canonical: dict[str, Any]
+        self, dialect: Dialect, path: str, live: dict[str, Any], pending: PendingTurn
     ) -> Forward | Rendered:
         if self.upstream is None:
             message = "flowproof: record has no upstream configured"
@@ -157,7 +160,7 @@ class CassetteSession:
             body=body,
             headers=self.upstream.auth_headers(dialect),
             default_headers=dialect.upstream_default_headers(),
-            pending=PendingTurn(dialect, live, canonical),
+            pending=pending,
         )
 
     def on_upstream_response(self, pending: PendingTurn, status: int, raw: bytes) -> Rendered:
@@ -167,7 +170,7 @@ class CassetteSession:
             response = raw.decode("utf-8", "replace")
         stored = self.rules.stored_response(response)
         position = len(self.recorded)
-        self._keep_sent(position, pending.dialect, pending.live_request, pending.canonical)
+        self._keep_sent(position, pending.sent, pending.canonical)
         self.recorded.append(Turn(pending.dialect.name, pending.canonical, status, stored))
         return self.render(pending.dialect, pending.live_request, status, response)
 
@@ -177,7 +180,11 @@ class CassetteSession:
         return _error(pending.dialect, 502, message, "flowproof_upstream_error")
 
     def _replay(
-        self, dialect: Dialect, live: dict[str, Any], canonical: dict[str, Any]
+        self,
+        dialect: Dialect,
+        live: dict[str, Any],
+        canonical: dict[str, Any],
+        sent: dict[str, Any],
     ) -> Rendered:
         assert self._index is not None
         if self.divergence is not None:
@@ -187,7 +194,7 @@ class CassetteSession:
         if position is not None:
             self.served.append(position)
             turn = self.recorded[position]
-            self._keep_sent(position, dialect, live, turn.request)
+            self._keep_sent(position, sent, turn.request)
             response = self.rules.live_response(turn.response)
             return self.render(dialect, live, turn.status, response)
         self.divergence = self._explain(dialect, canonical)
@@ -198,14 +205,11 @@ class CassetteSession:
             "flowproof_divergence",
         )
 
-    def _keep_sent(
-        self, position: int, dialect: Dialect, live: dict[str, Any], stored: dict[str, Any]
-    ) -> None:
-        """A rule may have normalized or dropped what the agent sent; keep the original."""
-        if self.rules.active:
-            sent = dialect.canonical_request(live)
-            if sent != stored:
-                self.sent[position] = sent
+    def _keep_sent(self, position: int, sent: dict[str, Any], stored: dict[str, Any]) -> None:
+        """A rule may have normalized or dropped what the agent sent; keep the original
+        (computed once per request in `on_request`, never again here)."""
+        if self.rules.active and sent is not stored and sent != stored:
+            self.sent[position] = sent
 
     def _explain(self, dialect: Dialect, canonical: dict[str, Any]) -> Divergence:
         assert self._index is not None

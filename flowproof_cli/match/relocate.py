@@ -9,7 +9,6 @@ recorded responses get the live paths back, so the agent's tool calls follow the
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from typing import Any
 
 from flowproof_cli.match.paths import map_strings
@@ -26,34 +25,29 @@ def _usable(path: str) -> bool:
     return len(path.strip("/").split("/")[0]) > 0 and path.count("/") >= 1 and len(path) > 4
 
 
-@dataclass(frozen=True)
 class Relocation:
-    cwd: str
-    home: str
+    """The run's checkout and HOME, and the one pattern that finds either where a path ends."""
 
-    def __post_init__(self) -> None:
-        pairs = [(CWD, self.cwd.rstrip("/")), (HOME, self.home.rstrip("/"))]
+    def __init__(self, cwd: str, home: str):
+        self.cwd = cwd.rstrip("/")
+        self.home = home.rstrip("/")
         usable = sorted(
-            ((name, path) for name, path in pairs if _usable(path)),
+            ((name, path) for name, path in ((CWD, self.cwd), (HOME, self.home)) if _usable(path)),
             key=lambda pair: -len(pair[1]),  # the longer (usually the checkout) first
         )
-        object.__setattr__(self, "_pairs", tuple(usable))
+        self._names = {path: name for name, path in usable}
         alternatives = "|".join(re.escape(path) for _, path in usable)
-        pattern = re.compile(f"(?:{alternatives}){_PATH_END}") if usable else None
-        object.__setattr__(self, "_pattern", pattern)
-        object.__setattr__(self, "_names", {path: name for name, path in usable})
+        self._pattern = re.compile(f"(?:{alternatives}){_PATH_END}") if usable else None
 
     def _placeholders_in(self, text: str) -> str:
-        pattern: re.Pattern[str] | None = self._pattern  # type: ignore[attr-defined]
-        if pattern is None:
+        if self._pattern is None:
             return text
-        names: dict[str, str] = self._names  # type: ignore[attr-defined]
-        return pattern.sub(lambda match: names[match.group(0)], text)
+        return self._pattern.sub(lambda match: self._names[match.group(0)], text)
 
     def _live_in(self, text: str) -> str:
         if "{" not in text:
             return text
-        return text.replace(CWD, self.cwd.rstrip("/")).replace(HOME, self.home.rstrip("/"))
+        return text.replace(CWD, self.cwd).replace(HOME, self.home)
 
     def to_placeholders(self, value: Any) -> tuple[Any, int]:
         """`value` with the live paths replaced by placeholders; how many strings changed."""
@@ -64,5 +58,5 @@ class Relocation:
         return map_strings(value, self._live_in)[0]
 
     def describe(self) -> str:
-        pairs: tuple[tuple[str, str], ...] = self._pairs  # type: ignore[attr-defined]
-        return ", ".join(f"{name}={path}" for name, path in pairs) or "nothing to relocate"
+        pairs = ", ".join(f"{name}={path}" for path, name in self._names.items())
+        return pairs or "nothing to relocate"
