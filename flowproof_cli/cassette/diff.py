@@ -31,9 +31,7 @@ class FieldChange:
     kind: ChangeKind = "changed"
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "path": self.path,
-            "kind": self.kind,
+        return {"path": self.path, "kind": self.kind} | {
             "recorded": self.recorded,
             "replayed": self.replayed,
         }

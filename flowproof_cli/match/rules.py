@@ -42,19 +42,20 @@ class Rule(Protocol):
 
 @dataclass(frozen=True)
 class IgnoreRule:
+    """A path glob dropped from the request before matching."""
+
     glob: PathGlob
     origin: str = "spec"
+
+    def apply(self, protocol: str, request: JSON) -> tuple[JSON, int]:
+        return self.glob.drop(request)
+
+    def snapshot(self) -> dict[str, Any]:
+        return {"ignore": str(self.glob), "from": self.origin}
 
     @property
     def name(self) -> str:
         return f"ignore {self.glob}"
-
-    def apply(self, protocol: str, request: JSON) -> tuple[JSON, int]:
-        dropped, count = self.glob.drop(request)
-        return dropped, count
-
-    def snapshot(self) -> dict[str, Any]:
-        return {"ignore": str(self.glob), "from": self.origin}
 
 
 @dataclass(frozen=True)
@@ -140,13 +141,8 @@ class RuleUsage:
         return self.fields == 0
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "rule": self.name,
-            "origin": self.origin,
-            "fields": self.fields,
-            "turns": self.turns,
-            "unused": self.unused,
-        }
+        counts = {"fields": self.fields, "turns": self.turns, "unused": self.unused}
+        return {"rule": self.name, "origin": self.origin} | counts
 
 
 @dataclass

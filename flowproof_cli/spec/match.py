@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from flowproof_cli.match.build import Declared
 from flowproof_cli.match.paths import GlobError, PathGlob
 from flowproof_cli.match.presets import NormalizeEntry, preset_names
+from flowproof_cli.spec.fields import listed
 from flowproof_cli.spec.problems import spec_problem
 
 
@@ -66,19 +67,13 @@ class NormalizeSpec(_Model):
 class MatchSpec(_Model):
     """`match:`: presets, ignored paths, normalized spans, matcher addon scripts."""
 
-    presets: list[str] = Field(
-        default_factory=list, description="Built-in named rule sets (`flowproof match show`)."
+    presets: list[str] = listed("Built-in named rule sets (`flowproof match show`).")
+    ignore: list[str] = listed(
+        "Dotted paths dropped from both sides before matching; `*` = any key/index."
     )
-    ignore: list[str] = Field(
-        default_factory=list,
-        description="Dotted paths dropped from both sides before matching; `*` = any key/index.",
-    )
-    normalize: list[NormalizeSpec] = Field(
-        default_factory=list, description="Regex spans rewritten on both sides before matching."
-    )
-    addons: list[str] = Field(
-        default_factory=list,
-        description="mitmproxy addon scripts defining flowproof_normalize; relative to this file.",
+    normalize: list[NormalizeSpec] = listed("Regex spans rewritten on both sides before matching.")
+    addons: list[str] = listed(
+        "mitmproxy addon scripts defining flowproof_normalize; relative to this file."
     )
     relocate: bool | None = Field(
         default=None,

@@ -16,11 +16,12 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal, Self
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     ConfigDict,
     Discriminator,
@@ -36,6 +37,13 @@ from pydantic import (
 )
 
 from flowproof_cli.errors import SpecError
+from flowproof_cli.spec.fields import (
+    first_repeat,
+    listed,
+    optional,
+    optional_port,
+    optional_text,
+)
 from flowproof_cli.spec.grammar import (
     ReplyAssertion,
     ToolCallAssertion,
@@ -81,11 +89,8 @@ class AgentSpec(_Model):
         default_factory=dict,
         description="Headers of the trigger POST to `url`; `${VAR}` allowed, never stored.",
     )
-    proxy_port: int | None = Field(
-        default=None,
-        ge=1,
-        le=65535,
-        description="With `url`: the fixed loopback port the proxy binds (required).",
+    proxy_port: int | None = optional_port(
+        "With `url`: the fixed loopback port the proxy binds (required)."
     )
     allow_egress: list[str] = Field(
         default_factory=list,
@@ -173,17 +178,23 @@ class AgentSpec(_Model):
     def resolved_headers(
         self, environ: Mapping[str, str], handles: Mapping[str, str] | None = None
     ) -> dict[str, str]:
-        return {
-            key: resolve_variables(value, environ, handles, where=f"agent.headers.{key}")
-            for key, value in self.headers.items()
-        }
+        return self._resolved_mapping("headers", environ, handles)
 
     def resolved_env(
         self, environ: Mapping[str, str], handles: Mapping[str, str] | None = None
     ) -> dict[str, str]:
+        return self._resolved_mapping("env", environ, handles)
+
+    def _resolved_mapping(
+        self,
+        field: Literal["env", "headers"],
+        environ: Mapping[str, str],
+        handles: Mapping[str, str] | None,
+    ) -> dict[str, str]:
+        values: dict[str, str] = getattr(self, field)
         return {
-            key: resolve_variables(value, environ, handles, where=f"agent.env.{key}")
-            for key, value in self.env.items()
+            key: resolve_variables(value, environ, handles, where=f"agent.{field}.{key}")
+            for key, value in values.items()
         }
 
     def resolved_egress_host(self, host: str, environ: Mapping[str, str]) -> str:
@@ -237,6 +248,21 @@ def mcp_variable_suffix(name: str) -> str:
     return "".join(char if char.isascii() and char.isalnum() else "_" for char in name.upper())
 
 
+def _refuse_repeated_tools(tools: Sequence[ToolSpec], under: str) -> None:
+    """A tool name given twice in one list is a spec error at the second entry."""
+    twice = first_repeat(tool.name for tool in tools)
+    if twice is None:
+        return
+    index, first = twice
+    tool = tools[index]
+    what = "mocked" if tool.is_mocked and tools[first].is_mocked else "listed"
+    raise spec_problem(
+        f"tool `{tool.name}` is {what} twice under {under} (first as entry {first + 1}). "
+        f"Fix: keep one entry for `{tool.name}`",
+        ("tools", index),
+    )
+
+
 class McpToolSpec(ToolSpec):
     """A tool of an MCP server. With `result` flowproof answers the `tools/call` itself and
     the call NEVER reaches the real server, at record or at replay."""
@@ -256,25 +282,17 @@ class McpServerSpec(_Model):
             "characters `_`)."
         ),
     )
-    command: str | None = Field(
-        default=None,
-        min_length=1,
-        description="The real stdio server's command, run only at record (`${VAR}` allowed).",
+    command: str | None = optional_text(
+        "The real stdio server's command, run only at record (`${VAR}` allowed)."
     )
-    url: str | None = Field(
-        default=None,
-        min_length=1,
-        description="The real streamable-HTTP server's URL, reached only at record.",
+    url: str | None = optional_text(
+        "The real streamable-HTTP server's URL, reached only at record."
     )
-    port: int | None = Field(
-        default=None,
-        ge=1,
-        le=65535,
-        description="With `url`: a fixed loopback port for flowproof's listener (default: any).",
+    port: int | None = optional_port(
+        "With `url`: a fixed loopback port for flowproof's listener (default: any)."
     )
-    tools: list[McpToolSpec] = Field(
-        default_factory=list,
-        description="Tools of this server; a `result` mocks the tool (never forwarded).",
+    tools: list[McpToolSpec] = listed(
+        "Tools of this server; a `result` mocks the tool (never forwarded)."
     )
 
     @model_validator(mode="after")
@@ -294,15 +312,7 @@ class McpServerSpec(_Model):
                 "server a `url`",
                 ("port",),
             )
-        seen: dict[str, int] = {}
-        for index, tool in enumerate(self.tools):
-            if tool.name in seen:
-                raise spec_problem(
-                    f"tool `{tool.name}` is listed twice under the MCP server `{self.name}` "
-                    f"(first as entry {seen[tool.name] + 1}). Fix: keep one entry",
-                    ("tools", index),
-                )
-            seen[tool.name] = index
+        _refuse_repeated_tools(self.tools, f"the MCP server `{self.name}`")
         return self
 
     @property
@@ -357,11 +367,22 @@ class PromptStep(StepBase):
     prompt: str = Field(description="Text of the task; every `prompt` step is joined with \\n.")
 
 
-class ToolCallStep(StepBase):
+ToolAssertionText = Annotated[str, AfterValidator(_check_tool_assertion)]
+
+
+class _ToolAssertionStep(StepBase):
+    """A step whose value is a tool assertion in the prose grammar."""
+
+    @property
+    def assertion(self) -> ToolCallAssertion:
+        return parse_tool_assertion(self.text)
+
+
+class ToolCallStep(_ToolAssertionStep):
     """The agent called a tool (in order with the other `assert_tool_call` steps)."""
 
     kind: ClassVar[str] = "assert_tool_call"
-    assert_tool_call: str = Field(
+    assert_tool_call: ToolAssertionText = Field(
         description=(
             "`NAME [where PATH MATCHER [VALUE] [and ...]]`; matchers: equals (is), contains, "
             "matches, exists, is absent (is missing)."
@@ -369,33 +390,15 @@ class ToolCallStep(StepBase):
         json_schema_extra={"pattern": _TOOL_ASSERTION_PATTERN},
     )
 
-    @field_validator("assert_tool_call", mode="after")
-    @classmethod
-    def _check(cls, value: str) -> str:
-        return _check_tool_assertion(value)
 
-    @property
-    def assertion(self) -> ToolCallAssertion:
-        return parse_tool_assertion(self.assert_tool_call)
-
-
-class NoToolCallStep(StepBase):
+class NoToolCallStep(_ToolAssertionStep):
     """No call in the whole trajectory matches this tool and its conditions."""
 
     kind: ClassVar[str] = "assert_no_tool_call"
-    assert_no_tool_call: str = Field(
+    assert_no_tool_call: ToolAssertionText = Field(
         description="`NAME [where PATH MATCHER [VALUE] [and ...]]`, as for assert_tool_call.",
         json_schema_extra={"pattern": _TOOL_ASSERTION_PATTERN},
     )
-
-    @field_validator("assert_no_tool_call", mode="after")
-    @classmethod
-    def _check(cls, value: str) -> str:
-        return _check_tool_assertion(value)
-
-    @property
-    def assertion(self) -> ToolCallAssertion:
-        return parse_tool_assertion(self.assert_no_tool_call)
 
 
 class ReplyStep(StepBase):
@@ -562,10 +565,8 @@ class ControlSpec(_Model):
         ),
         json_schema_extra={"pattern": CONTROL_ID_PATTERN},
     )
-    title: str | None = Field(default=None, min_length=1, description="One line for reports.")
-    description: str | None = Field(
-        default=None, min_length=1, description="What the control guarantees, for reviewers."
-    )
+    title: str | None = optional_text("One line for reports.")
+    description: str | None = optional_text("What the control guarantees, for reviewers.")
 
     @field_validator("id", mode="after")
     @classmethod
@@ -590,19 +591,13 @@ class FlowSpec(_Model):
     name: str = Field(min_length=1, description="What the flow checks, shown in reports.")
     app: Literal["agent"] = Field(description="The kind of app under test; only `agent` now.")
     agent: AgentSpec = Field(description="How to start the agent under test.")
-    tools: list[ToolSpec] = Field(
-        default_factory=list,
-        description=(
-            "Tools the agent may call. With `result` the tool is mocked; without it, declared "
-            "only. When non-empty, assertions may only name tools listed here."
-        ),
+    tools: list[ToolSpec] = listed(
+        "Tools the agent may call. With `result` the tool is mocked; without it, declared "
+        "only. When non-empty, assertions may only name tools listed here."
     )
-    mcp: list[McpServerSpec] = Field(
-        default_factory=list,
-        description=(
-            "MCP servers the agent calls: each is recorded once and replayed with the real "
-            "server never started; a tool given `result` is never forwarded."
-        ),
+    mcp: list[McpServerSpec] = listed(
+        "MCP servers the agent calls: each is recorded once and replayed with the real "
+        "server never started; a tool given `result` is never forwarded."
     )
     strict: bool = Field(
         default=False,
@@ -618,16 +613,12 @@ class FlowSpec(_Model):
     timeout: float = Field(
         default=DEFAULT_TIMEOUT, gt=0, description="Seconds the agent may run before it fails."
     )
-    skip_unless_env: list[str] = Field(
-        default_factory=list,
-        description="Skip the flow (reported as skipped) unless all these variables are set.",
+    skip_unless_env: list[str] = listed(
+        "Skip the flow (reported as skipped) unless all these variables are set."
     )
-    control: ControlSpec | None = Field(
-        default=None,
-        description=(
-            "`{id, title?, description?}`: this flow evidences a control; each run records "
-            "its row, which `flowproof audit` reads."
-        ),
+    control: ControlSpec | None = optional(
+        "`{id, title?, description?}`: this flow evidences a control; each run records "
+        "its row, which `flowproof audit` reads."
     )
     steps: list[Step] = Field(
         description=(
@@ -651,18 +642,9 @@ class FlowSpec(_Model):
                 "`- prompt: <what the agent should do>`",
                 ("steps",),
             )
-        seen: dict[str, int] = {}
-        for index, tool in enumerate(self.tools):
-            if tool.name in seen:
-                first = seen[tool.name]
-                what = "mocked" if tool.is_mocked and self.tools[first].is_mocked else "listed"
-                raise spec_problem(
-                    f"tool `{tool.name}` is {what} twice under `tools` (first as entry "
-                    f"{first + 1}). Fix: keep one entry for `{tool.name}`",
-                    ("tools", index),
-                )
-            seen[tool.name] = index
+        _refuse_repeated_tools(self.tools, "`tools`")
         self._check_mcp()
+        seen = {tool.name: 0 for tool in self.tools}
         seen.update({tool.name: -1 for server in self.mcp for tool in server.tools})
         if self.tools:
             for index, step in enumerate(self.steps):

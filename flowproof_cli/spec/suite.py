@@ -14,6 +14,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from flowproof_cli.errors import SpecError
+from flowproof_cli.spec.fields import optional_text
 from flowproof_cli.spec.loader import (
     _check_duplicates,
     _check_keys,
@@ -41,19 +42,11 @@ class SuiteSpec(BaseModel):
         default_factory=dict,
         description="Variables added to every flow's environment; values may use `${VAR}`.",
     )
-    env_from: str | None = Field(
-        default=None,
-        min_length=1,
-        description="Shell command printing `KEY=VALUE` lines, added to the environment.",
+    env_from: str | None = optional_text(
+        "Shell command printing `KEY=VALUE` lines, added to the environment."
     )
-    before_each: str | None = Field(
-        default=None, min_length=1, description="Shell command run before each flow."
-    )
-    after_each: str | None = Field(
-        default=None,
-        min_length=1,
-        description="Shell command run after each flow, even a failed one.",
-    )
+    before_each: str | None = optional_text("Shell command run before each flow.")
+    after_each: str | None = optional_text("Shell command run after each flow, even a failed one.")
     match: MatchSpec | None = Field(
         default=None,
         description="Match rules for every flow below this folder; a flow's `match:` adds.",
