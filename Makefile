@@ -32,10 +32,11 @@ lint: bootstrap
 typecheck: bootstrap
 	$(VENV)/bin/mypy
 
-# Ratios measured side by side; the egress benchmark runs in a fresh network namespace.
+# Every benchmark side by side in one run, one ratio table (docs/performance.md); its
+# containment group runs benchmarks/egress.py in a fresh network namespace (unshare -n).
+# FLOWPROOF_BENCH_QUICK=1 for a smoke run; `$(PY) benchmarks/run.py --only per-turn` for one group.
 bench: bootstrap
-	$(PY) benchmarks/run.py
-	unshare -n sh -c 'ip link set lo up && $(PY) benchmarks/egress.py'
+	@$(OFFLINE) $(PY) benchmarks/run.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -18,11 +18,13 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
 from mitmproxy import addonmanager, ctx, exceptions, http
+from mitmproxy.net.http.status_codes import RESPONSES
 
 from flowproof_addons.guard import RequestGuard
 from flowproof_cli import trace as traces
@@ -43,10 +45,17 @@ _DROPPED_HEADERS = ("authorization", "x-api-key", "api-key", "accept-encoding", 
 
 
 def _respond(flow: http.HTTPFlow, rendered: Rendered) -> None:
-    headers = {"content-type": rendered.content_type}
+    """The answer, built directly: `Response.make` re-encodes the headers and sets the body
+    through the content-encoding machinery, a measurable part of a replayed turn."""
+    fields = [(b"content-type", rendered.content_type.encode())]
     if rendered.status >= 400:
-        headers["x-should-retry"] = "false"  # SDKs would otherwise retry a 409 divergence
-    flow.response = http.Response.make(rendered.status, rendered.body, headers)
+        fields.append((b"x-should-retry", b"false"))  # SDKs would otherwise retry a 409
+    fields.append((b"content-length", str(len(rendered.body)).encode()))
+    reason = RESPONSES.get(rendered.status, "").encode()
+    now = time.time()
+    flow.response = http.Response(
+        b"HTTP/1.1", rendered.status, reason, http.Headers(fields), rendered.body, None, now, now
+    )
 
 
 class ModelBoundary:

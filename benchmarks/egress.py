@@ -1,6 +1,10 @@
 """Egress containment overhead, contained vs uncontained, side by side (never asserted).
 
     .venv/bin/python benchmarks/egress.py            # run as root inside `unshare -n` if you can
+    .venv/bin/python benchmarks/egress.py --summary OUT.json   # also write the medians
+
+`benchmarks/run.py --only containment` runs it in a fresh network namespace and puts its
+figures in the one table. FLOWPROOF_BENCH_QUICK=1 runs fewer rounds.
 
 loopback_connects: one agent process makes 1,000 TCP connects to a loopback listener and
 times each (so interpreter start-up is not in the per-connect figure); run plainly and under
@@ -17,6 +21,7 @@ Target from the issue: the replayed flow within 5 percent.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import socket
 import statistics
@@ -38,9 +43,11 @@ from tests.e2e.flows import write_flow  # noqa: E402
 from tests.egress.contained import run_contained  # noqa: E402
 from tests.fakes.fake_upstream import FakeUpstream  # noqa: E402
 
+QUICK = os.environ.get("FLOWPROOF_BENCH_QUICK", "") not in ("", "0")
 CONNECTS = 1000
-ROUNDS = 5
-FLOW_ROUNDS = 10
+ROUNDS = 2 if QUICK else 5
+FLOW_ROUNDS = 2 if QUICK else 10
+SUMMARY: dict[str, dict[str, dict[str, float]]] = {}  # benchmark -> mode -> figure -> median
 
 AGENT = """
 import json, socket, sys, time
@@ -64,11 +71,14 @@ def _abba(modes: list[str], rounds: int) -> Iterator[str]:
         yield from modes if round_number % 2 == 0 else modes[::-1]
 
 
-def _summary(results: Figures) -> Iterator[tuple[str, dict[str, float], dict[str, float]]]:
+def _summary(
+    benchmark: str, results: Figures
+) -> Iterator[tuple[str, dict[str, float], dict[str, float]]]:
     """Per mode: the median of each figure, and its ratio to the uncontained median."""
     base = {key: statistics.median(values) for key, values in results["uncontained"].items()}
     for mode, figures in results.items():
         row = {key: statistics.median(values) for key, values in figures.items()}
+        SUMMARY.setdefault(benchmark, {})[mode] = row
         yield mode, row, {key: row[key] / base[key] for key in row}
 
 
@@ -98,7 +108,7 @@ def loopback_connects() -> None:
         with open(out, "w") as handle:
             started = time.perf_counter()
             if mode == "contained":
-                run = run_contained(argv, Policy(), stdout=handle)
+                run = run_contained(argv, Policy(), stdout=handle.fileno())
                 assert run.report.containment.enforced, run.report.containment.line
             else:
                 subprocess.run(argv, stdout=handle, check=True)
@@ -109,7 +119,7 @@ def loopback_connects() -> None:
         results[mode]["wall_ms"].append(wall)
     out.unlink()
     print(f"loopback_connects: {CONNECTS} connects per process x {ROUNDS} alternating rounds")
-    for mode, row, ratio in _summary(results):
+    for mode, row, ratio in _summary("loopback_connects", results):
         print(
             f"  {mode:12s} connect p50 {row['median_us']:7.1f} us (x{ratio['median_us']:5.2f})"
             f"   mean {row['mean_us']:7.1f} us (x{ratio['mean_us']:5.2f})"
@@ -150,7 +160,7 @@ def replayed_flow() -> None:
     print(
         f"replayed_flow: tool-loop weather flow, 2 model calls, x {FLOW_ROUNDS} alternating rounds"
     )
-    for mode, row, ratio in _summary(rows):
+    for mode, row, ratio in _summary("replayed_flow", rows):
         print(
             f"  {mode:12s} flow p50 {row['flow_ms']:7.1f} ms (x{ratio['flow_ms']:5.3f})"
             f"   CLI wall {row['wall_ms']:7.1f} ms (x{ratio['wall_ms']:5.3f})"
@@ -168,6 +178,8 @@ def main() -> None:
             replayed_flow()
         finally:
             shutil.rmtree(REPO / ".bench-egress", ignore_errors=True)
+    if "--summary" in sys.argv:
+        Path(sys.argv[sys.argv.index("--summary") + 1]).write_text(json.dumps(SUMMARY))
 
 
 if __name__ == "__main__":

@@ -1,126 +1,69 @@
-"""Side-by-side measurements, reported as ratios (never asserted in the test suite).
+"""flowproof's benchmarks: every group side by side in one run, one ratio table.
 
-    make bench
+    make bench                                     # everything
+    .venv/bin/python benchmarks/run.py --only per-turn --only scale
+    FLOWPROOF_BENCH_QUICK=1 .venv/bin/python benchmarks/run.py   # a smoke run, few rounds
 
-replay_overhead: the same chat completion fetched N times with the real `openai` SDK,
-(a) from a bare asyncio HTTP/1.1 stub answering canned bytes (the floor) and (b) from
-flowproof's replay proxy, which answers from a cassette. Both servers run on 127.0.0.1 in
-this process tree; rounds alternate and the median of each is reported, with their ratio.
+Each server and each client is its own process; rounds alternate (ABBA); figures are
+medians. Each row prints the issue's target beside the measured ratio and says whether it
+is met. Nothing is asserted: these are measurements, not tests (docs/performance.md).
+Knobs: FLOWPROOF_BENCH_ROUNDS, _CALLS, _FLOW_ROUNDS, _SUITE_FLOWS, _SUITE_ROUNDS,
+_SCALE_TURNS, _RSS_TURNS (see benchmarks/harness.py).
 """
 
 from __future__ import annotations
 
-import asyncio
-import json
-import statistics
+import argparse
 import sys
-import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from openai import OpenAI  # noqa: E402
+from benchmarks import harness
+from benchmarks.groups import (
+    cold_start,
+    containment,
+    per_flow,
+    per_turn,
+    record,
+    scale,
+    suite,
+)
 
-from flowproof_addons.guard import RequestGuard  # noqa: E402
-from flowproof_addons.model import ModelBoundary  # noqa: E402
-from flowproof_cli.cassette import CassetteSession, Mode, Turn  # noqa: E402
-from flowproof_cli.runner.proxy import ProxyHost  # noqa: E402
-from tests.fakes.fake_upstream import FakeUpstream  # noqa: E402
-
-CALLS = 300
-ROUNDS = 3
-MESSAGES = [{"role": "user", "content": "What's the weather in Nairobi?"}]
-
-
-def start_floor_server(body: bytes) -> str:
-    """The floor: a bare asyncio HTTP/1.1 keep-alive server answering one canned body."""
-    loop = asyncio.new_event_loop()
-    ready = threading.Event()
-    holder: dict[str, int] = {}
-    head = (
-        b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n"
-        + f"content-length: {len(body)}\r\n\r\n".encode()
-    )
-
-    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        while True:
-            headers = await reader.readuntil(b"\r\n\r\n")
-            length = 0
-            for line in headers.split(b"\r\n"):
-                if line.lower().startswith(b"content-length:"):
-                    length = int(line.split(b":", 1)[1])
-            await reader.readexactly(length)
-            writer.write(head + body)
-            await writer.drain()
-
-    async def serve() -> None:
-        server = await asyncio.start_server(handle, "127.0.0.1", 0)
-        holder["port"] = server.sockets[0].getsockname()[1]
-        ready.set()
-        await server.serve_forever()
-
-    threading.Thread(target=lambda: loop.run_until_complete(serve()), daemon=True).start()
-    ready.wait(10)
-    return f"http://127.0.0.1:{holder['port']}/v1"
+GROUPS: dict[str, Callable[[harness.Settings], list[harness.Row]]] = {
+    "per-turn": per_turn.run,
+    "per-flow": per_flow.run,
+    "suite": suite.run,
+    "scale": scale.run,
+    "record": record.run,
+    "containment": containment.run,
+    "cold-start": cold_start.run,
+}
 
 
-def timed_calls(base_url: str) -> list[float]:
-    client = OpenAI(base_url=base_url, api_key="x", max_retries=0)
-    client.chat.completions.create(model="gpt-4o-mini", messages=MESSAGES)  # warm up
-    samples = []
-    for _ in range(CALLS):
-        started = time.perf_counter()
-        client.chat.completions.create(model="gpt-4o-mini", messages=MESSAGES)
-        samples.append(time.perf_counter() - started)
-    return samples
-
-
-def start_replay_proxy(turn: Turn) -> tuple[str, asyncio.AbstractEventLoop]:
-    loop = asyncio.new_event_loop()
-    ready = threading.Event()
-    holder: dict[str, int] = {}
-
-    async def serve() -> None:
-        boundary = ModelBoundary()
-        boundary.default = CassetteSession(Mode.REPLAY, recorded=[turn] * (CALLS * ROUNDS + 10))
-        async with ProxyHost([RequestGuard(), boundary]) as proxy:
-            holder["port"] = proxy.port
-            ready.set()
-            await asyncio.Event().wait()
-
-    threading.Thread(target=lambda: loop.run_until_complete(serve()), daemon=True).start()
-    ready.wait(10)
-    return f"http://127.0.0.1:{holder['port']}/v1", loop
-
-
-def main() -> None:
-    with FakeUpstream() as fake:
-        direct = f"{fake.base_url}/v1"
-        client = OpenAI(base_url=direct, api_key="x")
-        raw = client.chat.completions.with_raw_response.create(
-            model="gpt-4o-mini", messages=MESSAGES
-        )
-        turn = Turn(
-            "openai-chat",
-            {"model": "gpt-4o-mini", "messages": MESSAGES},
-            200,
-            raw.http_response.json(),
-        )
-        replay, _loop = start_replay_proxy(turn)
-        floor = start_floor_server(json.dumps(turn.response).encode())
-        servers = {"bare asyncio stub (floor)": floor, "flowproof replay": replay}
-        results: dict[str, list[float]] = {name: [] for name in servers}
-        for _ in range(ROUNDS):
-            for name, url in servers.items():
-                results[name].append(statistics.median(timed_calls(url)))
-    base = statistics.median(results["bare asyncio stub (floor)"])
-    print(f"replay_overhead: {CALLS} sequential openai SDK calls x {ROUNDS} alternating rounds")
-    for name, medians in results.items():
-        value = statistics.median(medians)
-        print(f"  {name:32s} p50 {value * 1000:6.2f} ms   ratio {value / base:4.2f}")
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--only", action="append", choices=list(GROUPS), help="repeatable")
+    args = parser.parse_args()
+    settings = harness.Settings.from_environment()
+    chosen = args.only or list(GROUPS)
+    rows: list[harness.Row] = []
+    started = time.perf_counter()
+    for name in chosen:
+        group_started = time.perf_counter()
+        try:
+            rows.extend(GROUPS[name](settings))
+        except Exception as exc:  # one broken group must not hide the others' figures
+            harness.log(f"{name} failed: {exc}")
+            rows.append(harness.Row(name, "(group failed, see stderr)", "-"))
+        harness.log(f"{name} took {time.perf_counter() - group_started:.1f} s")
+    mode = "quick" if settings.quick else "full"
+    print(f"\nflowproof benchmarks ({mode}: {settings}); {time.perf_counter() - started:.0f} s\n")
+    harness.print_table(rows)
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -12,16 +12,29 @@ import json
 from typing import Any
 
 _TIGHT = (",", ":")
+# Built once: `json.dumps` with any non-default option builds a new encoder per call, which
+# costs more than encoding a small SSE chunk. Parsed JSON has no cycles to check for.
+_CANONICAL = json.JSONEncoder(
+    sort_keys=True, separators=_TIGHT, ensure_ascii=False, check_circular=False
+)
+_COMPACT = json.JSONEncoder(separators=_TIGHT, ensure_ascii=False, check_circular=False)
+_KEY = json.JSONEncoder(sort_keys=True, separators=_TIGHT, check_circular=False)
 
 
 def canonical_json(value: Any) -> str:
     """Sorted keys, no insignificant whitespace: equal JSON gives equal text."""
-    return json.dumps(value, sort_keys=True, separators=_TIGHT, ensure_ascii=False)
+    return _CANONICAL.encode(value)
 
 
 def compact_json(value: Any) -> str:
     """No insignificant whitespace, keys in the order given (the wire order a client sees)."""
-    return json.dumps(value, separators=_TIGHT, ensure_ascii=False)
+    return _COMPACT.encode(value)
+
+
+def canonical_ascii(value: Any) -> bytes:
+    """`canonical_json` with non-ASCII escaped, as bytes: equal exactly when canonical_json
+    is equal, cheaper to encode, and defined for lone surrogates (for hashing, never shown)."""
+    return _KEY.encode(value).encode("ascii")
 
 
 def sorted_keys(value: Any) -> Any:

@@ -15,7 +15,7 @@ from flowproof_cli.cassette.turn import Turn, match_key
 class TurnIndex:
     def __init__(self, turns: list[Turn]):
         self.turns = turns
-        self._free: dict[str, deque[int]] = defaultdict(deque)
+        self._free: dict[bytes, deque[int]] = defaultdict(deque)
         for position, turn in enumerate(turns):
             self._free[turn.match_key].append(position)
         self._used: set[int] = set()

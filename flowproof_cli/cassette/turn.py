@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
-from flowproof_cli.canonical import canonical_json
+from flowproof_cli.canonical import canonical_ascii, canonical_json
 
 __all__ = ["Turn", "canonical_json", "match_key"]
 
@@ -18,12 +19,15 @@ class Turn:
     status: int
     response: Any  # the upstream's JSON body (a str when it was not JSON)
 
-    @property
-    def match_key(self) -> str:
+    @cached_property
+    def match_key(self) -> bytes:
+        """Hashed once per turn: a session built again over the same turns reuses it."""
         return match_key(self.protocol, self.request)
 
 
-def match_key(protocol: str, request: dict[str, Any]) -> str:
-    """The index key: protocol and canonical body, hashed."""
-    digest = hashlib.sha256(f"{protocol}\n{canonical_json(request)}".encode())
-    return digest.hexdigest()
+def match_key(protocol: str, request: dict[str, Any]) -> bytes:
+    """The index key: protocol and canonical body, hashed (equal exactly when both are)."""
+    digest = hashlib.sha256(protocol.encode())
+    digest.update(b"\n")
+    digest.update(canonical_ascii(request))
+    return digest.digest()

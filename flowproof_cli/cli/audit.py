@@ -13,13 +13,14 @@ import json
 import sys
 from collections import Counter
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from flowproof_cli.cli.options import json_option
-from flowproof_cli.evidence import audit as evidence
-from flowproof_cli.evidence.audit import CHANGE_KINDS, Audit, Change, FileCheck
-from flowproof_cli.evidence.controls import VERDICTS
+
+if TYPE_CHECKING:
+    from flowproof_cli.evidence.audit import Audit, Change, FileCheck
 
 _HEADINGS = ("control", "verdict", "lanes", "containment", "when")
 
@@ -52,6 +53,8 @@ def _header(result: Audit) -> list[str]:
 
 
 def render_controls(result: Audit) -> list[str]:
+    from flowproof_cli.evidence.controls import VERDICTS  # noqa: PLC0415
+
     controls = result.run.controls
     if not controls:
         return ["no control in this run. Fix: declare `control: {id: ...}` in a flow to audit it"]
@@ -131,6 +134,8 @@ def verdict_lines(result: Audit) -> list[str]:
 
 def _counted(changes: list[Change]) -> str:
     """`2 kept, 1 added`, in the order of CHANGE_KINDS."""
+    from flowproof_cli.evidence.audit import CHANGE_KINDS  # noqa: PLC0415
+
     counts = Counter(change.kind for change in changes)
     return ", ".join(f"{counts[kind]} {kind}" for kind in CHANGE_KINDS if counts[kind])
 
@@ -167,6 +172,8 @@ def audit(
     directory: Path, as_json: bool, run_id: str | None, since_id: str | None, verify: bool
 ) -> None:
     """Report the controls of the latest run recorded under DIR (never replays)."""
+    from flowproof_cli.evidence import audit as evidence  # noqa: PLC0415 - not for --help
+
     result = evidence.audit(directory, run_id=run_id, since_id=since_id, check=verify)
     if as_json:
         click.echo(json.dumps(result.to_json(), indent=2, sort_keys=True))

@@ -8,17 +8,14 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
-from flowproof_cli import trace as traces
 from flowproof_cli.errors import ExitCode, SpecError
-from flowproof_cli.evidence.trajectory_diff import Intent, diff_traces, intent_of
-from flowproof_cli.spec import load_spec
-from flowproof_cli.trace.storage import SPEC_SUFFIX, TRACE_SUFFIX
 
-#: Names a trace is found under: `x.trace.yaml`, and a re-record's `x.trace.candidate.yaml`.
-_TRACE_NAMES = (".trace.candidate.yaml", TRACE_SUFFIX)
+if TYPE_CHECKING:
+    from flowproof_cli.evidence.trajectory_diff import Intent
 
 
 @click.command()
@@ -39,6 +36,9 @@ def diff(old: Path, new: Path, spec_path: Path | None) -> None:
     Exit 0 when the trajectory is unchanged, 1 when it differs, 2 when a file is not a
     readable trace.
     """
+    from flowproof_cli import trace as traces  # noqa: PLC0415 - not for --help
+    from flowproof_cli.evidence.trajectory_diff import diff_traces  # noqa: PLC0415
+
     old_trace, new_trace = traces.load(old), traces.load(new)
     intent = _intent(spec_path, old)
     result = diff_traces(old_trace, new_trace, intent, old_source=str(old), new_source=str(new))
@@ -50,7 +50,10 @@ def diff(old: Path, new: Path, spec_path: Path | None) -> None:
 
 def spec_beside(trace_path: Path) -> Path | None:
     """`x.trace.yaml` (or `x.trace.candidate.yaml`) -> `x.flow.yaml`, when the name says."""
-    for suffix in _TRACE_NAMES:
+    from flowproof_cli.trace.storage import SPEC_SUFFIX, TRACE_SUFFIX  # noqa: PLC0415
+
+    # A trace's names: `x.trace.yaml`, and a re-record's `x.trace.candidate.yaml`.
+    for suffix in (".trace.candidate.yaml", TRACE_SUFFIX):
         if trace_path.name.endswith(suffix):
             return trace_path.with_name(trace_path.name[: -len(suffix)] + SPEC_SUFFIX)
     return None
@@ -58,6 +61,9 @@ def spec_beside(trace_path: Path) -> Path | None:
 
 def _intent(spec_path: Path | None, old: Path) -> Intent:
     """A named spec must load (exit 2 otherwise); the one found beside OLD only may."""
+    from flowproof_cli.evidence.trajectory_diff import Intent, intent_of  # noqa: PLC0415
+    from flowproof_cli.spec import load_spec  # noqa: PLC0415
+
     if spec_path is not None:
         return intent_of(load_spec(spec_path))
     beside = spec_beside(old)

@@ -7,13 +7,12 @@ start. It prints its own report: a doctor's report is not a flow result (`cli/ou
 
 from __future__ import annotations
 
-import asyncio
 import sys
 
 import click
 
 from flowproof_cli.errors import ExitCode
-from flowproof_cli.runner.doctor import DEFAULT_PROMPT, DEFAULT_TIMEOUT_S, DoctorReport, diagnose
+from flowproof_cli.runner.doctor import DEFAULT_PROMPT, DEFAULT_TIMEOUT_S, DoctorReport
 from flowproof_cli.runner.environment import (
     ANTHROPIC_URL_VARIABLES,
     GEMINI_URL_VARIABLES,
@@ -106,6 +105,10 @@ def render_report(report: DoctorReport) -> list[str]:
 )
 def doctor(command: str, prompt: str, timeout: float) -> None:
     """Run CMD once and report whether its model requests reach flowproof (no spec, no key)."""
+    import asyncio  # noqa: PLC0415 - not for --help
+
+    from flowproof_cli.runner.doctor import diagnose  # noqa: PLC0415
+
     report = asyncio.run(diagnose(command, prompt=prompt, timeout_s=timeout))
     for line in render_report(report):
         click.echo(line)

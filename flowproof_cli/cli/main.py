@@ -4,23 +4,55 @@ from __future__ import annotations
 
 import importlib
 import sys
+from typing import NamedTuple
 
 import click
 
 from flowproof_cli.errors import ExitCode, FlowproofError
 
-#: Each command's module, imported only when that command runs: `schema` and `mcp-stdio`
-#: must not pay for the proxy engine (mitmproxy) and the egress package.
+
+class Entry(NamedTuple):
+    module: str  # flowproof_cli.cli.<module>, holding a command of that name
+    summary: str  # the first sentence of the command's help, as `flowproof --help` lists it
+
+
+#: Each command's module, imported only when that command runs, and its one-line summary, so
+#: that `flowproof --help` imports no command at all (tests/unit/test_import_budget.py keeps
+#: each summary equal to the command's own help and pins what each path imports).
 COMMANDS = {
-    "record": "record",
-    "run": "run",
-    "schema": "schema",
-    "doctor": "doctor",
-    "match": "match",
-    "audit": "audit",
-    "diff": "diff",
-    "show": "show",
-    "mcp-stdio": "mcp_stdio",
+    "record": Entry(
+        "record",
+        "Record SPEC against the real model (FLOWPROOF_AGENT_UPSTREAM, FLOWPROOF_AGENT_KEY).",
+    ),
+    "run": Entry(
+        "run",
+        "Replay SPEC, or every *.flow.yaml below DIR, from recorded traces.",
+    ),
+    "schema": Entry("schema", "Print the JSON Schema of *.flow.yaml files."),
+    "doctor": Entry(
+        "doctor",
+        "Run CMD once and report whether its model requests reach flowproof (no spec, no key).",
+    ),
+    "match": Entry(
+        "match",
+        "Inspect the built-in match presets (named rule sets for `match: {presets: [...]}`).",
+    ),
+    "audit": Entry(
+        "audit", "Report the controls of the latest run recorded under DIR (never replays)."
+    ),
+    "diff": Entry(
+        "diff", "What the agent did and was told differently from trace OLD to trace NEW."
+    ),
+    "show": Entry(
+        "show",
+        "Print TRACE turn by turn: each request's model and new messages, the tool calls with "
+        "their arguments, tool results (mocked ones marked), the reply, then the MCP calls and "
+        "notifications of each server and the egress blocked.",
+    ),
+    "mcp-stdio": Entry(
+        "mcp_stdio",
+        "Stand in for the MCP server SERVER over stdio (started by flowproof's injection).",
+    ),
 }
 
 
@@ -29,12 +61,24 @@ class LazyGroup(click.Group):
         return list(COMMANDS)
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
-        module = COMMANDS.get(cmd_name)
-        if module is None:
+        entry = COMMANDS.get(cmd_name)
+        if entry is None:
             return None
-        command = getattr(importlib.import_module(f"flowproof_cli.cli.{module}"), module)
+        command = getattr(
+            importlib.import_module(f"flowproof_cli.cli.{entry.module}"), entry.module
+        )
         assert isinstance(command, click.Command)
         return command
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """The command list from COMMANDS' summaries: click's own would import every command."""
+        limit = formatter.width - 6 - max(map(len, COMMANDS))
+        rows = [
+            (name, click.Command(name, help=entry.summary).get_short_help_str(limit))
+            for name, entry in COMMANDS.items()
+        ]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import click
 
-from flowproof_cli.match.presets import load_preset, preset_names
-
 
 @click.group()
 def match() -> None:
@@ -15,6 +13,8 @@ def match() -> None:
 @match.command("list")
 def list_presets() -> None:
     """Name every preset with its one-line description."""
+    from flowproof_cli.match.presets import load_preset, preset_names  # noqa: PLC0415
+
     for name in preset_names():
         click.echo(f"{name}: {load_preset(name).description}")
 
@@ -23,4 +23,6 @@ def list_presets() -> None:
 @click.argument("name")
 def show(name: str) -> None:
     """Print the rules of preset NAME, as its data file writes them."""
+    from flowproof_cli.match.presets import load_preset  # noqa: PLC0415
+
     click.echo(load_preset(name).text.rstrip("\n"))

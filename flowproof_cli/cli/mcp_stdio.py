@@ -12,7 +12,6 @@ from pathlib import Path
 import click
 
 from flowproof_cli.errors import ConfigError, ExitCode
-from flowproof_cli.mcp.stdio import StandinSession, run_standin
 
 
 @click.command("mcp-stdio")
@@ -26,6 +25,8 @@ from flowproof_cli.mcp.stdio import StandinSession, run_standin
 )
 def mcp_stdio(server: str, session_path: Path) -> None:
     """Stand in for the MCP server SERVER over stdio (started by flowproof's injection)."""
+    from flowproof_cli.mcp.stdio import StandinSession, run_standin  # noqa: PLC0415
+
     try:
         session = StandinSession.read(session_path)
         if session.server != server:

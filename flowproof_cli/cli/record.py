@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
@@ -16,11 +17,10 @@ from flowproof_cli.cli.options import (
     yes_option,
 )
 from flowproof_cli.cli.output import print_results
-from flowproof_cli.evidence.records import RunRecord
 from flowproof_cli.mode import Mode
-from flowproof_cli.runner.job import execute, plan_jobs
-from flowproof_cli.runner.rerecord import review
-from flowproof_cli.verdict import FlowResult
+
+if TYPE_CHECKING:
+    from flowproof_cli.verdict import FlowResult
 
 
 @click.command()
@@ -47,6 +47,11 @@ def record(
     suite.yaml above SPEC applies (its env, env_from and hooks). Replacing an existing
     trace whose trajectory changed prints the trajectory diff and asks first (see --yes).
     """
+    # The runner only here, not at import: `flowproof record --help` needs none of it.
+    from flowproof_cli.evidence.records import RunRecord  # noqa: PLC0415
+    from flowproof_cli.runner.job import plan_jobs  # noqa: PLC0415
+    from flowproof_cli.runner.parallel import execute  # noqa: PLC0415
+
     (job,) = plan_jobs(
         [spec_path], mode=Mode.RECORD, environ=os.environ, timeout_s=timeout, trace_path=output
     )
@@ -59,6 +64,8 @@ def record(
 def review_recordings(results: list[FlowResult], *, yes: bool, as_json: bool) -> None:
     """Candidates are approved on the terminal: asked only when stdin is one and the output
     is not `--json`; otherwise they wait beside their traces (runner/rerecord.py)."""
+    from flowproof_cli.runner.rerecord import review  # noqa: PLC0415
+
     interactive = not as_json and sys.stdin.isatty()
     review(
         results,

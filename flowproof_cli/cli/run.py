@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import functools
-import json
 import os
 import sys
 import time
 from pathlib import Path
-from typing import NoReturn
+from typing import TYPE_CHECKING
 
 import click
 
@@ -27,14 +26,10 @@ from flowproof_cli.cli.output import (
     summary_line,
 )
 from flowproof_cli.errors import SpecError
-from flowproof_cli.evidence.controls import check_unique_ids
-from flowproof_cli.evidence.records import RunRecord
 from flowproof_cli.mode import Mode
-from flowproof_cli.runner.discovery import discover_specs
-from flowproof_cli.runner.job import FlowJob, execute, plan_jobs
-from flowproof_cli.runner.junit import write_junit
-from flowproof_cli.runner.parallel import run_jobs
-from flowproof_cli.verdict import FlowResult
+
+if TYPE_CHECKING:
+    from flowproof_cli.verdict import FlowResult
 
 
 @click.command()
@@ -49,7 +44,6 @@ from flowproof_cli.verdict import FlowResult
 @json_option
 @jobs_option
 @fs_report_option
-@click.option("--worker", is_flag=True, hidden=True, help="Internal: run one job read from stdin.")
 def run(
     *,
     target: Path,
@@ -58,11 +52,13 @@ def run(
     as_json: bool,
     jobs: int,
     fs_report: str,
-    worker: bool,
 ) -> None:
     """Replay SPEC, or every *.flow.yaml below DIR, from recorded traces. No model, no key."""
-    if worker:
-        _serve_worker()
+    # The runner only here, not at import: `flowproof run --help` needs none of it.
+    from flowproof_cli.evidence.records import RunRecord  # noqa: PLC0415
+    from flowproof_cli.runner.job import plan_jobs  # noqa: PLC0415
+    from flowproof_cli.runner.parallel import execute  # noqa: PLC0415
+
     if target.is_file():
         (job,) = plan_jobs(
             [target], mode=Mode.REPLAY, environ=os.environ, timeout_s=timeout, trace_path=trace
@@ -74,6 +70,12 @@ def run(
             )
     if trace is not None:
         raise click.UsageError("-t/--trace names one trace: use it with a single spec")
+    # A directory run's own parts: a single spec never loads them.
+    from flowproof_cli.evidence.controls import check_unique_ids  # noqa: PLC0415
+    from flowproof_cli.runner.discovery import discover_specs  # noqa: PLC0415
+    from flowproof_cli.runner.junit import write_junit  # noqa: PLC0415
+    from flowproof_cli.runner.parallel import run_jobs  # noqa: PLC0415
+
     specs = discover_specs(target)
     if not specs:
         raise SpecError(f"no *.flow.yaml below {target}")
@@ -97,10 +99,3 @@ def run(
 
 def _print_timed(result: FlowResult, *, fs_report: str) -> None:
     print_flow(result, with_time=True, fs_report=fs_report)
-
-
-def _serve_worker() -> NoReturn:
-    """The child side of `-j N`: one FlowJob as JSON on stdin, its FlowResult on stdout."""
-    job = FlowJob.from_json(json.loads(sys.stdin.read()))
-    click.echo(json.dumps(execute(job).to_json()))
-    sys.exit(0)

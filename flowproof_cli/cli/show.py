@@ -6,9 +6,6 @@ from pathlib import Path
 
 import click
 
-from flowproof_cli import trace as traces
-from flowproof_cli.evidence.timeline import timeline
-
 
 @click.command()
 @click.argument("trace_path", metavar="TRACE", type=click.Path(dir_okay=False, path_type=Path))
@@ -18,5 +15,8 @@ def show(trace_path: Path) -> None:
     notifications of each server and the egress blocked. Exit 2 when TRACE is not a
     readable trace.
     """
+    from flowproof_cli import trace as traces  # noqa: PLC0415 - not for --help
+    from flowproof_cli.evidence.timeline import timeline  # noqa: PLC0415
+
     for line in timeline(traces.load(trace_path), str(trace_path)):
         click.echo(line)

@@ -18,6 +18,10 @@ from flowproof_cli.trajectory import AssistantTurn
 
 JSON = dict[str, Any]
 
+# The JSON a recorded response is served as (built once: `json.dumps` with an option
+# builds a new encoder on every call).
+_WIRE = json.JSONEncoder(ensure_ascii=False, check_circular=False)
+
 # Fields that only steer the transport; never stored, never matched.
 TRANSPORT_FIELDS = frozenset({"stream", "stream_options"})
 
@@ -183,8 +187,7 @@ class Dialect(ABC):
         """The recorded response as the client expects it: JSON, or (a successful turn asked
         for as a stream) the SSE stream synthesized from it. Errors are always JSON."""
         if not stream or status != 200:
-            body = json.dumps(response, ensure_ascii=False).encode()
-            return Rendered(status, "application/json", body)
+            return Rendered(status, "application/json", _WIRE.encode(response).encode())
         return Rendered(200, "text/event-stream", self.stream_events(request, response).encode())
 
     @abstractmethod

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import signal
 import tempfile
 from collections.abc import Mapping
@@ -20,6 +21,7 @@ from flowproof_cli.process import TAIL_LINES, split_command, tail_lines
 from flowproof_cli.process import file_tail as _tail
 from flowproof_cli.process import signal_group as _signal_group
 from flowproof_cli.runner import orphans
+from flowproof_cli.runner.environment import ORPHAN_MARKER_VARIABLE
 from flowproof_cli.spec.variables import hold_handles, release_handles, resolve_variables
 
 if TYPE_CHECKING:
@@ -56,6 +58,16 @@ def resolve_argv(
     template, held = hold_handles(command)
     words = split_command(resolve_variables(template, environ, where=where))
     return [release_handles(word, held, handles) for word in words]
+
+
+async def _end_own_orphans(env: Mapping[str, str], before: set[int], agent_pid: int) -> None:
+    """End the orphans of this agent's tree, told from another flow's by an entry of the
+    agent's environment: the proxy URL, unique to this flow's listener while it runs. No
+    wait for orphans still being reparented: the run's last sweep ends those."""
+    url = env.get(ORPHAN_MARKER_VARIABLE)
+    marker = f"{ORPHAN_MARKER_VARIABLE}={url}".encode() if url else None
+    end = functools.partial(orphans.end_adopted, settle=False)
+    await asyncio.to_thread(end, before, {agent_pid}, marker)
 
 
 async def _end_group(process: asyncio.subprocess.Process, pgid: int) -> None:
@@ -120,7 +132,7 @@ async def run_agent(
         finally:
             await _end_group(process, pgid)
             if adopts_orphans:
-                await asyncio.to_thread(orphans.end_adopted, children_before, {process.pid})
+                await _end_own_orphans(env, children_before, process.pid)
         stdout_text, stderr_text = _tail(stdout), _tail(stderr)
     return AgentOutcome(
         exit_code=None if timed_out else process.returncode,

@@ -14,11 +14,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from flowproof_addons.guard import RequestGuard
-from flowproof_cli.runner.canned import CannedReplies
 from flowproof_cli.runner.command import AgentOutcome, resolve_argv, run_agent
 from flowproof_cli.runner.environment import agent_environment, proxy_handles, runtime_handles
-from flowproof_cli.runner.proxy import ProxyHost
 from flowproof_cli.runner.termination import cancelled_by_sigterm
 
 DEFAULT_PROMPT = "Say hello."
@@ -59,6 +56,11 @@ async def diagnose(
 ) -> DoctorReport:
     """Run the command once against canned replies; it may use `${VAR}` and the handles an
     `agent.command` may (but no MCP ones). AgentStartError, ConfigError propagate (exit 2)."""
+    # The proxy engine only here: `flowproof doctor --help` shows the defaults above.
+    from flowproof_addons.guard import RequestGuard  # noqa: PLC0415
+    from flowproof_cli.runner.canned import CannedReplies  # noqa: PLC0415
+    from flowproof_cli.runner.proxy import ProxyHost  # noqa: PLC0415
+
     environ = dict(os.environ if environ is None else environ)
     canned = CannedReplies()
     with cancelled_by_sigterm():

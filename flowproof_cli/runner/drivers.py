@@ -13,7 +13,9 @@ arrived, from those facts and from what the proxy saw.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping, Sequence
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,11 +25,10 @@ from flowproof_cli.egress import EgressReport
 from flowproof_cli.egress import verdicts as egress
 from flowproof_cli.errors import PortInUseError
 from flowproof_cli.mode import Mode
-from flowproof_cli.runner.boundaries import Boundaries
+from flowproof_cli.runner.boundaries import ProxyHub
 from flowproof_cli.runner.command import resolve_argv, run_agent
 from flowproof_cli.runner.environment import agent_environment, proxy_handles, runtime_handles
 from flowproof_cli.runner.mcp_servers import McpServers
-from flowproof_cli.runner.proxy import ProxyHost
 from flowproof_cli.runner.url_driver import TriggerOutcome, trigger
 from flowproof_cli.spec import FlowSpec
 
@@ -66,24 +67,23 @@ async def drive_command(
     spec: FlowSpec,
     session: CassetteSession,
     *,
+    hub: ProxyHub,
     environ: Mapping[str, str],
     cwd: Path,
     timeout_s: float,
     mcp: McpServers | None = None,
     user_addons: Sequence[Any] = (),
 ) -> Driven:
-    """Start the agent pointed at a proxy on an ephemeral port; report how it ended."""
+    """Start the agent pointed at its own listener of the run's proxy; report how it ended."""
     agent = spec.agent
-    boundaries = Boundaries(session, mcp, user_addons)
-    async with boundaries.proxy() as proxy:
-        await boundaries.attach(proxy)
+    async with hub.listen(session, mcp, user_addons) as port:
         mcp_handles = mcp.handles() if mcp is not None else None
-        handles = runtime_handles(proxy.port, spec.task_prompt, mcp_handles)
+        handles = runtime_handles(port, spec.task_prompt, mcp_handles)
         argv = resolve_argv(agent.command or "", environ, handles)  # a handle is one word
         spec_env = agent.resolved_env(environ, handles)
         env = agent_environment(
             environ,
-            port=proxy.port,
+            port=port,
             prompt=spec.task_prompt,
             spec_env=spec_env,
             mcp=mcp.environment() if mcp is not None else None,
@@ -113,24 +113,21 @@ async def drive_service(
     spec: FlowSpec,
     session: CassetteSession,
     *,
+    hub: ProxyHub,
     environ: Mapping[str, str],
     timeout_s: float,
     mcp: McpServers | None = None,
     user_addons: Sequence[Any] = (),
 ) -> Driven:
-    """Bind the proxy at the fixed proxy_port, POST the task to the service, await it."""
+    """Listen at the fixed proxy_port, POST the task to the service, await it."""
     agent = spec.agent
     url, port = str(agent.url), int(agent.proxy_port or 0)
     # resolved here, never stored or printed
     headers = agent.resolved_headers(environ, proxy_handles(port))
-    boundaries = Boundaries(session, mcp, user_addons)
-    proxy = boundaries.proxy(port)
-    await _start_at_proxy_port(proxy, port)
-    try:
-        await boundaries.attach(proxy)
+    async with contextlib.AsyncExitStack() as stack:
+        listening = hub.listen(session, mcp, user_addons, port=port)
+        await _listen_at_proxy_port(stack, listening, port)
         answer = await trigger(url, spec.task_prompt, headers=headers, timeout_s=timeout_s)
-    finally:
-        await proxy.stop()
     service = Service(url, port, answer)
     driven = Driven(stdout=answer.body, egress=egress.url_report(), service=service)
     driven.failure = _service_failure(service, session, timeout_s)
@@ -142,11 +139,15 @@ async def drive_service(
     return driven
 
 
-async def _start_at_proxy_port(proxy: ProxyHost, port: int) -> None:
-    """Start the proxy on the spec's fixed port; a taken port names the key to change."""
+async def _listen_at_proxy_port(
+    stack: contextlib.AsyncExitStack, listening: AbstractAsyncContextManager[int], port: int
+) -> None:
+    """Listen on the spec's fixed port until `stack` closes; a taken port names the key."""
     try:
-        await proxy.start()
-    except PortInUseError:
+        await stack.enter_async_context(listening)
+    except PortInUseError as exc:
+        if exc.port != port:  # an MCP server's port: its own message says so
+            raise
         raise PortInUseError(
             port,
             f"proxy_port {port} is already in use on 127.0.0.1 (another flowproof run, or "

@@ -11,6 +11,8 @@ PLACEHOLDER_KEY = "flowproof-placeholder-key"
 
 #: Base-URL variables set to the proxy with `/v1` (what OpenAI-style clients append to).
 OPENAI_URL_VARIABLES = ("OPENAI_BASE_URL", "OPENAI_API_BASE", "OPENAI_BASE", "FLOWPROOF_LLM_PROXY")
+#: Unique to a flow's listener: what tells its agent's orphans from another flow's.
+ORPHAN_MARKER_VARIABLE = "FLOWPROOF_LLM_PROXY"
 #: Set to the proxy without `/v1` (Anthropic SDKs append `/v1/messages` themselves).
 ANTHROPIC_URL_VARIABLES = ("ANTHROPIC_BASE_URL",)
 #: Set to the proxy without `/v1` (google-genai appends `/v1/models/...` or `/v1beta/...`).

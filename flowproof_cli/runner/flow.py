@@ -8,6 +8,7 @@ agent's process group and close the proxy's port (see `runner.termination`).
 
 from __future__ import annotations
 
+import asyncio
 import os
 import time
 from collections.abc import Mapping, Sequence
@@ -27,6 +28,8 @@ from flowproof_cli.evidence.trajectory_diff import intent_of
 from flowproof_cli.match.build import Declared, build_rules
 from flowproof_cli.match.rules import MatchRules, summarize
 from flowproof_cli.mode import Mode
+from flowproof_cli.runner import orphans
+from flowproof_cli.runner.boundaries import ProxyHub
 from flowproof_cli.runner.drivers import Driven, drive_command, drive_service
 from flowproof_cli.runner.judge import judge
 from flowproof_cli.runner.mcp_servers import McpServers, McpVerdict
@@ -110,12 +113,24 @@ async def run_flow(
     environ: Mapping[str, str] | None = None,
     timeout_s: float | None = None,
     suite_match: Sequence[Declared] = (),
+    hub: ProxyHub | None = None,
 ) -> FlowResult:
-    """Run one flow and return its verdict. FlowproofError propagates (exit 2)."""
+    """Run one flow and return its verdict. FlowproofError propagates (exit 2).
+
+    `hub` is the run's proxy, shared by every flow of the run; without one, the flow
+    starts (and stops) a proxy of its own."""
     with cancelled_by_sigterm():
         started = time.monotonic()
         setup = _prepare(spec, mode, trace_path, environ, timeout_s=timeout_s, match=suite_match)
-        driven, mcp = await _drive(setup)
+        if hub is None:  # a run of one: its own proxy, and the run's last orphan sweep
+            adopted_before = orphans.children()
+            try:
+                async with ProxyHub() as own:
+                    driven, mcp = await _drive(setup, own)
+            finally:
+                await asyncio.to_thread(orphans.sweep, adopted_before)
+        else:
+            driven, mcp = await _drive(setup, hub)
         result = _observed(setup, driven, mcp, duration_s=time.monotonic() - started)
         _judge(setup, result, driven, mcp)
         if mode is Mode.RECORD:
@@ -177,7 +192,7 @@ def _prepare(
     )
 
 
-async def _drive(setup: _Setup) -> tuple[Driven, McpVerdict]:
+async def _drive(setup: _Setup, hub: ProxyHub) -> tuple[Driven, McpVerdict]:
     """The flow's MCP servers up, the agent driven through the proxy, the servers down."""
     spec = setup.spec
     mcp = McpServers(
@@ -193,6 +208,7 @@ async def _drive(setup: _Setup) -> tuple[Driven, McpVerdict]:
             driven = await drive_service(
                 spec,
                 setup.session,
+                hub=hub,
                 environ=setup.environ,
                 timeout_s=setup.timeout_s,
                 mcp=mcp,
@@ -202,6 +218,7 @@ async def _drive(setup: _Setup) -> tuple[Driven, McpVerdict]:
             driven = await drive_command(
                 spec,
                 setup.session,
+                hub=hub,
                 environ=setup.environ,
                 cwd=setup.cwd,
                 timeout_s=setup.timeout_s,

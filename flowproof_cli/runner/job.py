@@ -1,7 +1,8 @@
 """One flow as a unit of work: its suite environment and hooks, skip rules, then `run_flow`.
 
-A FlowJob is plain data (JSON both ways) so the same `execute` runs a flow in this process
-(`-j 1`) or in a worker process (`-j N`), and both give the same result.
+A FlowJob is plain data (JSON both ways, for the run record). Every flow of a run goes
+through `execute_async` in the run's one event loop, on the run's one proxy, whether the
+flows run one at a time (`-j 1`) or N at once (`-j N`): both give the same results.
 
 Two semantics, chosen by `in_directory`:
 
@@ -18,7 +19,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from flowproof_cli.errors import FlowproofError, TraceError
 from flowproof_cli.evidence.records import file_sha256, with_evidence
@@ -26,9 +27,13 @@ from flowproof_cli.match.build import Declared
 from flowproof_cli.mode import Mode
 from flowproof_cli.runner.discovery import nearest_suite
 from flowproof_cli.runner.suite import Hooks, Suite, prepare_suite, run_hook
+from flowproof_cli.runner.termination import cancelled_by_sigterm
 from flowproof_cli.spec import FlowSpec, load_spec
 from flowproof_cli.trace import trace_path_for
 from flowproof_cli.verdict import FlowResult
+
+if TYPE_CHECKING:
+    from flowproof_cli.runner.boundaries import ProxyHub
 
 
 @dataclass(frozen=True)
@@ -104,14 +109,39 @@ def plan_jobs(
     return jobs
 
 
-def execute(job: FlowJob) -> FlowResult:
-    """Run one job to its result. Single-spec jobs raise FlowproofError; directory jobs don't."""
-    try:
-        return _execute(job)
-    except FlowproofError as exc:
-        if not job.in_directory:
-            raise
-        return error_row(job, str(exc))
+class LazyHub:
+    """The run's proxy, imported and started only when a flow first needs it: a run whose
+    flows are all skipped never loads mitmproxy."""
+
+    def __init__(self) -> None:
+        self._hub: ProxyHub | None = None
+
+    def get(self) -> ProxyHub:
+        """The hub, its start begun in the background: it overlaps the flow's own setup
+        (trace, match rules, hooks), and the flow's first listener waits for it."""
+        if self._hub is None:
+            from flowproof_cli.runner.boundaries import ProxyHub  # noqa: PLC0415
+
+            self._hub = ProxyHub()
+            starting = asyncio.ensure_future(self._hub.start())
+            # A failed start is raised again by the listener that needs it; not logged here.
+            starting.add_done_callback(lambda task: task.cancelled() or task.exception())
+        return self._hub
+
+    async def stop(self) -> None:
+        if self._hub is not None:
+            await self._hub.stop()
+
+
+async def execute_async(job: FlowJob, hub: LazyHub) -> FlowResult:
+    """Run one job to its result in the run's event loop, on the run's proxy."""
+    with cancelled_by_sigterm():  # hooks included: SIGTERM stops them too
+        try:
+            return await _execute(job, hub)
+        except FlowproofError as exc:
+            if not job.in_directory:
+                raise
+            return error_row(job, str(exc))
 
 
 def error_row(job: FlowJob, message: str, name: str | None = None) -> FlowResult:
@@ -134,37 +164,37 @@ def skip_reason(spec: FlowSpec, job: FlowJob) -> str | None:
     return None
 
 
-def _execute(job: FlowJob) -> FlowResult:
+async def _execute(job: FlowJob, hub: LazyHub) -> FlowResult:
     spec_sha256 = file_sha256(job.spec_path)  # the spec as this job loads it
     spec = load_spec(job.spec_path)
     result = FlowResult(spec.name, job.spec_path, job.mode.value, job.trace_path)
     result.skipped = skip_reason(spec, job)
     if result.skipped is not None:
         return with_evidence(result, spec, spec_sha256)
-    # Imported here: the parent of a `-j N` run never loads the proxy engine (mitmproxy).
+    # Imported here: a run whose flows are all skipped never loads the proxy engine.
     from flowproof_cli.runner.flow import run_flow  # noqa: PLC0415
 
     started = time.monotonic()
     error: FlowproofError | None = None
+    proxy = hub.get()
     try:
-        setup = run_hook(job.hooks, "before_each", job.spec_path, job.environ)
+        setup = await run_hook(job.hooks, "before_each", job.spec_path, job.environ)
         if setup is not None:
             result.error = setup
         else:
-            result = asyncio.run(
-                run_flow(
-                    spec,
-                    mode=job.mode,
-                    trace_path=job.trace_path,
-                    environ=job.environ,
-                    timeout_s=job.timeout_s,
-                    suite_match=job.suite_match,
-                )
+            result = await run_flow(
+                spec,
+                mode=job.mode,
+                trace_path=job.trace_path,
+                environ=job.environ,
+                timeout_s=job.timeout_s,
+                suite_match=job.suite_match,
+                hub=proxy,
             )
     except FlowproofError as exc:
         error = exc
     finally:  # after_each always runs: after a failure, an error, even an interrupt
-        teardown = run_hook(job.hooks, "after_each", job.spec_path, job.environ)
+        teardown = await run_hook(job.hooks, "after_each", job.spec_path, job.environ)
     if error is not None:
         if not job.in_directory:
             raise error if teardown is None else FlowproofError(f"{error}\nalso: {teardown}")

@@ -4,6 +4,11 @@ Killing the agent's process group misses a descendant that called `setsid` (a da
 `setsid cmd &`). flowproof therefore makes itself a child subreaper: such an orphan is
 reparented to flowproof instead of init, and once the agent's group has been ended, every
 child flowproof did not have before the agent started is killed and reaped.
+
+Flows run side by side in one process, so a flow ends only the orphans that carry its own
+marker (a variable of its agent's environment, inherited by every descendant): never the
+agent, hook or orphan of the flow beside it. Whatever is left when the run ends (an orphan
+that cleared its environment) goes in one last sweep.
 """
 
 from __future__ import annotations
@@ -51,13 +56,32 @@ def children(pid: int | None = None) -> set[int]:
     return found
 
 
-def end_adopted(before: Set[int], exclude: Set[int] = frozenset()) -> list[int]:
+def carries(pid: int, marker: bytes) -> bool:
+    """Whether the process's environment holds `marker` (a whole `NAME=value` entry)."""
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as environ:
+            return marker in environ.read().split(b"\0")
+    except OSError:
+        return False
+
+
+def end_adopted(
+    before: Set[int],
+    exclude: Set[int] = frozenset(),
+    marker: bytes | None = None,
+    *,
+    settle: bool = True,
+) -> list[int]:
     """Kill and reap every child that appeared since `before` (orphans adopted from the
-    agent's tree), repeating while killing them orphans more. Returns the pids ended."""
+    agent's tree) and, with `marker`, carries it; repeating while killing them orphans
+    more. `settle` waits first for orphans still being reparented. Returns the pids ended."""
     ended: list[int] = []
-    for _ in range(_PASSES):
-        time.sleep(_SETTLE_S)
+    for number in range(_PASSES):
+        if number or settle:
+            time.sleep(_SETTLE_S)
         adopted = children() - set(before) - set(exclude)
+        if marker is not None:
+            adopted = {pid for pid in adopted if carries(pid, marker)}
         if not adopted:
             break
         for pid in adopted:
@@ -68,3 +92,10 @@ def end_adopted(before: Set[int], exclude: Set[int] = frozenset()) -> list[int]:
                 os.waitpid(pid, 0)
             ended.append(pid)
     return ended
+
+
+def sweep(before: Set[int]) -> list[int]:
+    """At the end of a run: end every child still adopted since `before`, marked or not."""
+    if not sys.platform.startswith("linux"):
+        return []
+    return end_adopted(before)

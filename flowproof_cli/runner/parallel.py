@@ -1,29 +1,23 @@
-"""Running many flows, N at a time, and reporting their results in the order given.
+"""Running many flows in one event loop, N at a time, reporting results in the order given.
 
-mitmproxy allows one master per process, so flows cannot share this process's event loop
-in parallel. With `-j N` (N > 1) each flow runs in its own worker process
-(`python -m flowproof_cli run SPEC --worker`, the job as JSON on stdin, the result as JSON on
-stdout), each with its own proxy and ports, at most N at once. With `-j 1` the flows run here,
-one after the other. Both go through `job.execute`, so their results are the same.
+One process, one event loop, one proxy (`boundaries.ProxyHub`, started when the first flow
+needs it): each flow listens on ports of its own and its agent is a child process driven
+from this loop, so `-j N` costs no re-import and no second proxy. `-j 1` is the same path
+with one flow at a time, so both give the same verdicts.
 
-When flowproof is interrupted or terminated, the workers are sent SIGTERM (each then stops
-its agent, closes its proxy and runs `after_each`) and waited for: none outlives flowproof.
+Ctrl-C cancels the run's main task, SIGTERM every flow (`runner.termination`); either way
+every running flow ends its agent, closes its listeners and runs `after_each` before the
+proxy stops and flowproof exits.
 """
 
 from __future__ import annotations
 
-import contextlib
-import json
-import signal
-import subprocess
-import sys
-import threading
+import asyncio
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
 
-from flowproof_cli.runner.command import tail_lines
-from flowproof_cli.runner.job import FlowJob, error_row, execute
-from flowproof_cli.runner.termination import raising_on_sigterm
+from flowproof_cli.errors import Terminated
+from flowproof_cli.runner import orphans
+from flowproof_cli.runner.job import FlowJob, LazyHub, execute_async
 from flowproof_cli.verdict import FlowResult
 
 OnResult = Callable[[FlowResult], None]
@@ -34,78 +28,64 @@ def run_jobs(
 ) -> list[FlowResult]:
     """Each job's result, in the order of `jobs`; `on_result` sees each one as soon as it and
     all those before it are done (so output streams in a stable order)."""
-    results: list[FlowResult] = []
-    if workers <= 1 or len(jobs) <= 1:
-        for job in jobs:
-            results.append(execute(job))
-            if on_result is not None:
-                on_result(results[-1])
-        return results
-    pool = WorkerPool()
-    executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="flowproof-worker")
-    try:
-        with raising_on_sigterm():
-            futures: list[Future[FlowResult]] = [executor.submit(pool.run, job) for job in jobs]
-            for future in futures:
-                results.append(future.result())
-                if on_result is not None:
-                    on_result(results[-1])
-    except BaseException:
-        pool.stop()
-        raise
-    finally:
-        executor.shutdown(wait=True, cancel_futures=True)
-    return results
+    return asyncio.run(_run_all(jobs, max(1, workers), on_result))
 
 
-def worker_command(job: FlowJob) -> list[str]:
-    return [sys.executable, "-m", "flowproof_cli", "run", str(job.spec_path), "--worker"]
+def execute(job: FlowJob) -> FlowResult:
+    """Run one job to its result (a single-spec command): a run of one.
+    Single-spec jobs raise FlowproofError; directory jobs don't."""
+    (result,) = run_jobs([job])
+    return result
 
 
-class WorkerPool:
-    """The live worker processes, so that stopping flowproof can stop them too."""
+class _InOrder:
+    """Results as they finish, handed on in the jobs' order."""
 
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._live: set[subprocess.Popen[str]] = set()
-        self._stopping = False
+    def __init__(self, count: int, on_result: OnResult | None):
+        self.results: list[FlowResult | None] = [None] * count
+        self._on_result = on_result
+        self._next = 0
 
-    def run(self, job: FlowJob) -> FlowResult:
-        """Run one job in a child process and read its result back."""
-        with self._lock:
-            if self._stopping:
-                return error_row(job, "not run: flowproof was stopped")
-            process = subprocess.Popen(
-                worker_command(job),
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                text=True,
-                errors="replace",
-            )
-            self._live.add(process)
+    def done(self, index: int, result: FlowResult) -> None:
+        self.results[index] = result
+        while self._next < len(self.results):
+            ready = self.results[self._next]
+            if ready is None:
+                return
+            if self._on_result is not None:
+                self._on_result(ready)
+            self._next += 1
+
+
+async def _run_all(
+    jobs: Sequence[FlowJob], workers: int, on_result: OnResult | None
+) -> list[FlowResult]:
+    adopted_before = orphans.children()
+    ordered = _InOrder(len(jobs), on_result)
+    gate = asyncio.Semaphore(workers)
+    hub = LazyHub()
+
+    terminated = False
+
+    async def one(index: int, job: FlowJob) -> None:
+        nonlocal terminated
         try:
-            stdout, stderr = process.communicate(json.dumps(job.to_json()))
-        finally:
-            with self._lock:
-                self._live.discard(process)
-        return _read_result(job, process.returncode, stdout, stderr)
+            async with gate:
+                result = await execute_async(job, hub)
+        except Terminated:  # SIGTERM: every flow is stopping; re-raised once all have
+            terminated = True
+            return
+        ordered.done(index, result)
 
-    def stop(self) -> None:
-        with self._lock:
-            self._stopping = True
-            for process in self._live:
-                with contextlib.suppress(ProcessLookupError):
-                    process.send_signal(signal.SIGTERM)
-
-
-def _read_result(job: FlowJob, code: int, stdout: str, stderr: str) -> FlowResult:
     try:
-        return FlowResult.from_json(json.loads(stdout))
-    except (ValueError, KeyError, TypeError):
-        tail = tail_lines(stderr)
-        return error_row(
-            job,
-            f"the worker process for this flow exited with code {code} without a result"
-            + (f"; its stderr ends with:\n{tail}" if tail else ""),
-        )
+        async with asyncio.TaskGroup() as group:  # one flow's error ends them all
+            for index, job in enumerate(jobs):
+                group.create_task(one(index, job))
+    except BaseExceptionGroup as group_error:
+        raise group_error.exceptions[0] from None  # a single-spec job's FlowproofError
+    finally:
+        await hub.stop()
+        await asyncio.to_thread(orphans.sweep, adopted_before)
+    if terminated:  # raised by the main task, where asyncio.run hands it to the caller
+        raise Terminated
+    return [result for result in ordered.results if result is not None]

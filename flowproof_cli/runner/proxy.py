@@ -16,11 +16,15 @@ import tempfile
 from collections.abc import Sequence
 from typing import Any
 
-from mitmproxy import master, options
-from mitmproxy.addons import core, disable_h2c, next_layer, proxyserver, tlsconfig
-from mitmproxy.proxy import mode_specs
+from flowproof_cli.runner import minimal_mitmproxy
 
-from flowproof_cli.errors import ConfigError, PortInUseError
+minimal_mitmproxy.install()  # before mitmproxy.master: skips the ~30 default addons' imports
+
+from mitmproxy import master, options  # noqa: E402
+from mitmproxy.addons import core, disable_h2c, next_layer, proxyserver, tlsconfig  # noqa: E402
+from mitmproxy.proxy import mode_specs  # noqa: E402
+
+from flowproof_cli.errors import ConfigError, PortInUseError  # noqa: E402
 
 # Never dialled: replay answers everything in the request hook, and record rewrites each
 # forwarded request to the configured upstream. A reverse mode still needs a target.
@@ -29,39 +33,75 @@ _START_TIMEOUT_S = 10.0
 _CLOSE_TIMEOUT_S = 2.0
 
 
-async def _close_client_connections(server: Any) -> None:
+def _on_port(handler: Any, port: int | None) -> bool:
+    if port is None:
+        return True
+    sockname: Any = getattr(handler.client, "sockname", None)
+    return sockname is not None and int(sockname[1]) == port
+
+
+async def _close_client_connections(server: Any, port: int | None = None) -> None:
     """End every live client connection so its task finishes rather than being cancelled.
 
-    A long-lived service keeps its HTTP connections to the proxy open (keep-alive). Left
-    open, their tasks are cancelled when the event loop closes, and Python 3.12.1's asyncio
-    then logs a spurious `Exception in callback ... CancelledError` traceback for each.
-    Cancelling the inner connection handler lets mitmproxy close the client cleanly.
+    With `port`, only the connections accepted on that listener. A long-lived service keeps
+    its HTTP connections to the proxy open (keep-alive). Left open, their tasks are
+    cancelled when the event loop closes, and Python 3.12.1's asyncio then logs a spurious
+    `Exception in callback ... CancelledError` traceback for each. Cancelling the inner
+    connection handler lets mitmproxy close the client cleanly.
     """
     with contextlib.suppress(Exception):
         for handler in list(server.connections.values()):
+            if not _on_port(handler, port):
+                continue
             io = handler.transports.get(handler.client)
             if io is not None and io.handler is not None:
                 io.handler.cancel()
     deadline = asyncio.get_running_loop().time() + _CLOSE_TIMEOUT_S
-    while server.connections and asyncio.get_running_loop().time() < deadline:
+    while asyncio.get_running_loop().time() < deadline and any(
+        _on_port(handler, port) for handler in list(server.connections.values())
+    ):
         await asyncio.sleep(0.005)
 
 
-class ProxyHost:
-    """Start with `await start()`, read `port`, stop with `await stop()`."""
+class _Started:
+    """Sets an event from mitmproxy's `running` hook: the master is up, without polling."""
 
-    def __init__(self, addons: Sequence[Any], *, port: int = 0):
+    def __init__(self) -> None:
+        self.event = asyncio.Event()
+
+    def running(self) -> None:
+        self.event.set()
+
+
+class ProxyHost:
+    """Start with `await start()`, read `port`, stop with `await stop()`.
+
+    One master may carry many loopback listeners (`add_listener`, `remove_listener`): a whole
+    `flowproof run` shares one, each flow on listeners of its own. With `port=None` the
+    master starts with none.
+    """
+
+    def __init__(self, addons: Sequence[Any], *, port: int | None = 0):
         self._addons = list(addons)
         self._requested_port = port
         self._master: master.Master | None = None
         self._task: asyncio.Task[None] | None = None
         self._confdir = tempfile.TemporaryDirectory(prefix="flowproof-mitm-")
         self._listeners = 0
+        self._modes: dict[int, mode_specs.ProxyMode] = {}  # bound port -> its listener
+        self._wanted: list[mode_specs.ProxyMode] = []  # the listeners asked for, in order
         self.port: int = 0
+
+    @property
+    def master(self) -> master.Master:
+        if self._master is None:
+            raise ConfigError("the proxy is not running")
+        return self._master
 
     async def start(self) -> int:
         logging.getLogger("mitmproxy").setLevel(logging.WARNING)
         opts = options.Options()
+        started = _Started()
         self._master = master.Master(opts, event_loop=asyncio.get_running_loop())
         self._master.addons.add(
             core.Core(),
@@ -69,67 +109,70 @@ class ProxyHost:
             proxyserver.Proxyserver(),
             next_layer.NextLayer(),
             tlsconfig.TlsConfig(),
+            started,
             *self._addons,
         )
-        opts.update(
-            mode=[f"reverse:{_PLACEHOLDER_TARGET}@127.0.0.1:{self._requested_port}"],
-            connection_strategy="lazy",
-            confdir=self._confdir.name,
-        )
+        opts.update(mode=[], connection_strategy="lazy", confdir=self._confdir.name)
         self._task = asyncio.create_task(self._master.run())
-        server = self._master.addons.get("proxyserver")
-        deadline = asyncio.get_running_loop().time() + _START_TIMEOUT_S
-        while True:
-            addresses = server.listen_addrs()
-            if addresses:
-                self.port = int(addresses[0][1])
-                return self.port
-            failure = next((s.last_exception for s in server.servers if s.last_exception), None)
-            if failure is not None:
+        running = asyncio.create_task(started.event.wait())
+        done, _ = await asyncio.wait(
+            [running, self._task], timeout=_START_TIMEOUT_S, return_when=asyncio.FIRST_COMPLETED
+        )
+        if running not in done:
+            running.cancel()
+            await self.stop()
+            raise ConfigError("the proxy engine did not start within 10 s")
+        if self._requested_port is not None:
+            try:
+                self.port = await self.add_listener(self._requested_port)
+            except BaseException:
                 await self.stop()
-                if isinstance(failure, OSError) and failure.errno == errno.EADDRINUSE:
-                    raise PortInUseError(self._requested_port)
-                raise ConfigError(
-                    f"the proxy could not listen on 127.0.0.1:{self._requested_port or 'any'}: "
-                    f"{failure}"
-                )
-            if self._task.done():
-                await self.stop()
-                raise ConfigError(
-                    f"the proxy could not listen on 127.0.0.1:{self._requested_port or 'any'}"
-                )
-            if asyncio.get_running_loop().time() > deadline:
-                await self.stop()
-                raise ConfigError("the proxy did not start listening within 10 s")
-            await asyncio.sleep(0.005)
+                raise
+        return self.port
 
     async def add_listener(self, port: int = 0) -> int:
-        """One more loopback listener on this master (an MCP server's); its bound port.
+        """One more loopback listener on this master; its bound port.
 
         The instance is added to the running servers directly: mitmproxy's `mode` option
         refuses two modes on the same address, and `127.0.0.1:0` twice is that address.
         Each listener gets its own (never dialled) target so the mode specs differ.
         """
-        if self._master is None:
-            raise ConfigError("the proxy is not running")
-        server = self._master.addons.get("proxyserver")
+        server = self.master.addons.get("proxyserver")
         self._listeners += 1
         target = f"http://127.0.0.1:{10 + self._listeners}"
         mode = mode_specs.ProxyMode.parse(f"reverse:{target}@127.0.0.1:{port}")
-        await server.servers.update([*(instance.mode for instance in server.servers), mode])
+        # The wanted set changes before any await: flows add and remove listeners at once.
+        self._wanted.append(mode)
+        await server.servers.update(list(self._wanted))
         instance = server.servers[mode]
         if instance.last_exception is not None or not instance.listen_addrs:
             failure = instance.last_exception
+            self._wanted.remove(mode)
+            await server.servers.update(list(self._wanted))
             if isinstance(failure, OSError) and failure.errno == errno.EADDRINUSE:
                 raise PortInUseError(port)
             raise ConfigError(f"the proxy could not listen on 127.0.0.1:{port or 'any'}: {failure}")
-        return int(instance.listen_addrs[0][1])
+        bound = int(instance.listen_addrs[0][1])
+        self._modes[bound] = mode
+        return bound
+
+    async def remove_listener(self, port: int) -> None:
+        """Close one listener (its socket is gone when this returns); the others stay."""
+        mode = self._modes.pop(port, None)
+        if mode is None or self._master is None:
+            return
+        self._wanted.remove(mode)
+        server = self._master.addons.get("proxyserver")
+        await server.servers.update(list(self._wanted))
+        await _close_client_connections(server, port)  # a service's keep-alive ones
 
     async def stop(self) -> None:
         if self._master is not None:
             # Close the listening sockets now: shutdown() alone leaves them accepting until
             # the event loop closes, and no flow may leave a listening port behind.
             server = self._master.addons.get("proxyserver")
+            self._modes.clear()
+            self._wanted.clear()
             with contextlib.suppress(Exception):
                 await server.servers.update([])
             await _close_client_connections(server)

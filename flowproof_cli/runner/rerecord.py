@@ -1,14 +1,15 @@
 """Reviewed re-records: a recording that would replace a trace is a change someone approves.
 
-Two halves, because a `-j N` flow runs in a worker process that has no terminal:
+Two halves, because with `-j N` several flows end at once and a question must not
+interleave with their output:
 
 * In the flow's process, `place_recording` (runner/flow.py, for a passing record only):
   with no trace yet the recording is written as the trace. Over an existing trace whose
   trajectory is unchanged it is written without asking (only values the model mints, like
   ids and usage, can differ, and the file stays exactly what this run recorded). Any other
   recording goes beside the trace as `x.trace.candidate.yaml`; the result carries that path
-  and the trajectory diff (FlowResult is also the worker's JSON answer).
-* In the CLI process, which has the terminal, `review`: each candidate's diff is printed,
+  and the trajectory diff.
+* Once every flow has ended, in the CLI, `review`: each candidate's diff is printed,
   then the candidate is moved over the trace when approved (`--yes`, or `y` at the prompt),
   deleted when refused (`n`), and kept beside the trace, with how to accept it, when nobody
   can be asked (no terminal). An unapproved candidate is a failure of the flow (exit 1).

@@ -12,6 +12,7 @@ decides whether it fails the flow (`before_each`) and still runs `after_each` re
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import re
@@ -38,7 +39,7 @@ _ASSIGNMENT = re.compile(r"(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)=(.*)")
 
 @dataclass(frozen=True)
 class Hooks:
-    """The per-flow commands of one suite; JSON-able so a worker process can run them."""
+    """The per-flow commands of one suite; JSON-able for the run record."""
 
     folder: str = "."
     before_each: str | None = None
@@ -100,20 +101,56 @@ def _env_from(command: str, suite_path: Path, environ: dict[str, str]) -> dict[s
     return added
 
 
-def run_hook(
+async def run_hook(
     hooks: Hooks, name: HookName, spec_path: Path, environ: Mapping[str, str]
 ) -> str | None:
-    """Run one hook for one flow; None when it succeeded (or there is none), else why not."""
+    """Run one hook for one flow; None when it succeeded (or there is none), else why not.
+
+    Awaited in the run's event loop, beside the other flows; cancelled (a signal), it ends
+    the hook's whole process group before the cancellation goes on."""
     command = hooks.before_each if name == "before_each" else hooks.after_each
     if command is None:
         return None
     env = {**environ, "FLOWPROOF_SPEC": str(spec_path.resolve())}
-    code, _, stderr = _shell(command, cwd=Path(hooks.folder), environ=env)
+    code, stderr = await _hook_shell(command, cwd=Path(hooks.folder), environ=env)
     if code is None:
         return f"{name} hook `{command}` did not finish within {HOOK_TIMEOUT_S:g} s and was killed"
     if code != 0:
         return f"{name} hook `{command}` exited with code {code}{_stderr_note(stderr)}"
     return None
+
+
+async def _hook_shell(
+    command: str, *, cwd: Path, environ: Mapping[str, str]
+) -> tuple[int | None, str]:
+    """(exit code or None on timeout, stderr) of `sh -c command`, in its own group."""
+    process = await asyncio.create_subprocess_exec(
+        SHELL,
+        "-c",
+        command,
+        cwd=cwd,
+        env=dict(environ),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
+    try:
+        _, stderr = await asyncio.wait_for(process.communicate(), HOOK_TIMEOUT_S)
+    except TimeoutError:
+        await _end_hook_group(process)
+        return None, ""
+    except BaseException:
+        await _end_hook_group(process)
+        raise
+    return process.returncode, stderr.decode(errors="replace")
+
+
+async def _end_hook_group(process: asyncio.subprocess.Process) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(process.pid, signal.SIGKILL)
+    with contextlib.suppress(ProcessLookupError):
+        await process.wait()
 
 
 def _shell(command: str, *, cwd: Path, environ: Mapping[str, str]) -> tuple[int | None, str, str]:

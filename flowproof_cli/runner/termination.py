@@ -60,7 +60,7 @@ def cancelled_by_sigterm() -> Iterator[None]:
             flows = None
         else:
             _BY_LOOP[loop] = flows
-    if flows is None or task is None:
+    if flows is None or task is None or task in flows.tasks:  # nested: the outer block owns it
         yield
         return
     flows.tasks.add(task)

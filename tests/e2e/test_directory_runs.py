@@ -171,9 +171,21 @@ def test_parallel_flows_really_overlap(tmp_path: Path, recorded_trace: Path) -> 
     assert result.stdout.splitlines()[-1] == "2 passed, 0 failed, 0 skipped"
 
 
-def test_sigterm_stops_parallel_workers_and_runs_after_each(
-    tmp_path: Path, recorded_trace: Path
+def _default_signals() -> None:
+    """The child handles SIGINT and SIGTERM by default, however this test was started (a
+    background job inherits SIGINT ignored)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+@pytest.mark.parametrize(
+    ("signum", "code"), [(signal.SIGTERM, 128 + signal.SIGTERM), (signal.SIGINT, 130)]
+)
+def test_a_signal_stops_parallel_flows_and_runs_after_each(
+    tmp_path: Path, recorded_trace: Path, signum: int, code: int
 ) -> None:
+    """Both flows of a -j 2 run share one process and one proxy: the signal stops both,
+    runs both after_each hooks, exits with the signal's code and prints no traceback."""
     for name in ("one", "two"):
         traced_flow(tmp_path, recorded_trace, name, env={"AGENT_HANG_AFTER": "1"})
     (tmp_path / "suite.yaml").write_text(
@@ -187,14 +199,16 @@ def test_sigterm_stops_parallel_workers_and_runs_after_each(
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=_default_signals,
     )
     deadline = time.monotonic() + 60
     while len(list(tmp_path.glob("*.started"))) < 2 and time.monotonic() < deadline:
         time.sleep(0.1)
     time.sleep(3)  # both agents are now hanging after their first model call
-    process.send_signal(signal.SIGTERM)
+    process.send_signal(signum)
     stdout, stderr = process.communicate(timeout=60)
-    assert process.returncode == 128 + signal.SIGTERM, stdout + stderr
+    assert process.returncode == code, stdout + stderr
+    assert "Traceback" not in stderr, stderr
     assert sorted((tmp_path / "hooks.log").read_text().splitlines()) == [
         "after one.flow.yaml",
         "after two.flow.yaml",

@@ -232,10 +232,10 @@ def test_on_a_terminal_no_keeps_the_trace_and_discards_the_candidate(recorded: P
     assert not candidate_of(recorded).exists()
 
 
-# -- -j N: the worker writes the candidate, the parent reviews it ------------------------------
+# -- -j N: each flow writes its candidate, the review follows once all have ended -----------
 
 
-def test_worker_processes_leave_candidates_for_the_parent_to_review(tmp_path: Path) -> None:
+def test_parallel_flows_leave_candidates_for_the_review(tmp_path: Path) -> None:
     specs = [write_flow(tmp_path, name=name) for name in ("one", "two")]
     for spec in specs:
         assert record(spec).code == 0
@@ -243,14 +243,14 @@ def test_worker_processes_leave_candidates_for_the_parent_to_review(tmp_path: Pa
     change_the_agent(specs[0])  # only the first one's trajectory changes
     with FakeUpstream() as fake:
         jobs = plan_jobs(specs, mode=Mode.RECORD, environ=clean_environ(upstream(fake)))
-        results = run_jobs(jobs, 2)  # each flow in its own worker process
+        results = run_jobs(jobs, 2)  # two flows at once in this process
     first, second = results
     assert first.candidate_path == candidate_of(specs[0]), first
     assert first.candidate_path.exists()
-    assert trace_of(specs[0]).read_bytes() == old[specs[0]]  # the worker replaced nothing
+    assert trace_of(specs[0]).read_bytes() == old[specs[0]]  # the flow replaced nothing
     assert "  tools offered:" in first.trajectory_diff
     assert second.candidate_path is None
-    assert second.trace_written  # unchanged: rewritten in the worker
+    assert second.trace_written  # unchanged: rewritten as the flow ended
     printed: list[str] = []
     review(results, yes=True, ask=None, echo=printed.append)
     assert first.trace_written and first.candidate_path is None

@@ -698,8 +698,8 @@ def test_changes_compare_json_types_and_sort_by_path() -> None:
     assert changes("x", "y") == [FieldChange("(root)", "x", "y")]
 
 
-def test_divergence_survives_a_worker_result_round_trip() -> None:
-    """A parallel run reads each worker's result back from JSON; the divergence stays whole."""
+def test_divergence_survives_a_result_json_round_trip() -> None:
+    """A result read back from its JSON (--json, the run record) keeps the divergence whole."""
     recorded = anthropic_request()
     request = copy.deepcopy(recorded)
     request["metadata"]["user_id"] = USER_ID[:-1] + "2"

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from flowproof_cli.cli import options, record, run
+from flowproof_cli.cli import options
 from flowproof_cli.cli.main import cli
 from flowproof_cli.cli.output import print_results
 from flowproof_cli.egress.report import (
@@ -120,10 +120,9 @@ def contained_result(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
         result.egress_report = report(260).stderr_lines()
         return result
 
-    monkeypatch.setattr(run, "plan_jobs", lambda *a, **k: [object()])
-    monkeypatch.setattr(record, "plan_jobs", lambda *a, **k: [object()])
-    monkeypatch.setattr(run, "execute", execute)
-    monkeypatch.setattr(record, "execute", execute)
+    # `run` and `record` import the runner when they run: patched where it lives.
+    monkeypatch.setattr("flowproof_cli.runner.job.plan_jobs", lambda *a, **k: [object()])
+    monkeypatch.setattr("flowproof_cli.runner.parallel.execute", execute)
     return spec
 
 
@@ -176,10 +175,11 @@ def test_a_directory_run_prints_each_flow_under_the_mode(
         on_result(result)  # as each flow (of any worker) finishes
         return [result]
 
-    monkeypatch.setattr(run, "discover_specs", lambda target: [tmp_path / "x.flow.yaml"])
-    monkeypatch.setattr(run, "plan_jobs", lambda *a, **k: [object()])
-    monkeypatch.setattr(run, "run_jobs", run_jobs)
-    monkeypatch.setattr(run, "write_junit", lambda *a, **k: None)
+    spec = tmp_path / "x.flow.yaml"
+    monkeypatch.setattr("flowproof_cli.runner.discovery.discover_specs", lambda target: [spec])
+    monkeypatch.setattr("flowproof_cli.runner.job.plan_jobs", lambda *a, **k: [object()])
+    monkeypatch.setattr("flowproof_cli.runner.parallel.run_jobs", run_jobs)
+    monkeypatch.setattr("flowproof_cli.runner.junit.write_junit", lambda *a, **k: None)
     off = CliRunner().invoke(cli, ["run", str(tmp_path), "-j", "2", "--fs-report", "off"])
     assert off.exit_code == 0, off.output
     assert off.stderr.splitlines()[:2] == ["egress report: 1 blocked call(s)", BLOCKED]

@@ -145,7 +145,7 @@ def test_results_without_a_candidate_are_left_alone(tmp_path: Path) -> None:
     assert printed == [] and result.passed
 
 
-def test_the_candidate_travels_in_the_worker_json(tmp_path: Path) -> None:
+def test_the_candidate_travels_in_the_result_json(tmp_path: Path) -> None:
     result = waiting(tmp_path)
     again = FlowResult.from_json(json.loads(json.dumps(result.to_json())))
     assert again.candidate_path == result.candidate_path

@@ -301,7 +301,7 @@ def test_reading_a_broken_or_foreign_record_is_an_error(tmp_path: Path) -> None:
         load_run(tmp_path, run_id)
 
 
-# -- the worker/parent JSON ------------------------------------------------------------------
+# -- the job and result JSON -----------------------------------------------------------------
 
 
 def test_flow_result_round_trips_with_its_evidence(tmp_path: Path) -> None:

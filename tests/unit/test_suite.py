@@ -1,9 +1,9 @@
 """suite.yaml: loading (file:line errors), finding it, its environment, hooks, and the
-pieces of a directory run that need no agent: skip rules, JUnit XML, worker JSON."""
+pieces of a directory run that need no agent: skip rules, JUnit XML, the job JSON, result order."""
 
 from __future__ import annotations
 
-import sys
+import asyncio
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -13,8 +13,9 @@ from flowproof_cli.cassette import Mode
 from flowproof_cli.cli.output import summary_line, verdict_line
 from flowproof_cli.errors import ConfigError, SpecError, TraceError
 from flowproof_cli.runner.discovery import discover_specs, nearest_suite
-from flowproof_cli.runner.job import FlowJob, execute, plan_jobs, skip_reason
+from flowproof_cli.runner.job import FlowJob, error_row, plan_jobs, skip_reason
 from flowproof_cli.runner.junit import junit_xml, write_junit
+from flowproof_cli.runner.parallel import execute
 from flowproof_cli.runner.suite import Hooks, prepare_suite, run_hook
 from flowproof_cli.spec import parse_spec
 from flowproof_cli.spec.suite import load_suite, parse_suite
@@ -169,14 +170,23 @@ def test_env_from_rejects_a_line_that_is_not_an_assignment(tmp_path: Path) -> No
 def test_hook_runs_in_the_suite_folder_with_spec_and_env(tmp_path: Path) -> None:
     hooks = Hooks(str(tmp_path), before_each='echo "$FLOWPROOF_SPEC $SUITE_VAR" > seen.txt')
     spec = tmp_path / "a" / "x.flow.yaml"
-    assert run_hook(hooks, "before_each", spec, {"SUITE_VAR": "v", "PATH": "/usr/bin:/bin"}) is None
+    assert (
+        asyncio.run(
+            run_hook(hooks, "before_each", spec, {"SUITE_VAR": "v", "PATH": "/usr/bin:/bin"})
+        )
+        is None
+    )
     assert (tmp_path / "seen.txt").read_text() == f"{spec.resolve()} v\n"
-    assert run_hook(hooks, "after_each", spec, {}) is None  # no after_each: nothing to do
+    assert (
+        asyncio.run(run_hook(hooks, "after_each", spec, {})) is None
+    )  # no after_each: nothing to do
 
 
 def test_failing_hook_is_named(tmp_path: Path) -> None:
     hooks = Hooks(str(tmp_path), after_each="echo db gone >&2; exit 4")
-    message = run_hook(hooks, "after_each", tmp_path / "x.flow.yaml", {"PATH": "/usr/bin:/bin"})
+    message = asyncio.run(
+        run_hook(hooks, "after_each", tmp_path / "x.flow.yaml", {"PATH": "/usr/bin:/bin"})
+    )
     assert message == (
         "after_each hook `echo db gone >&2; exit 4` exited with code 4; its stderr ends with:\n"
         "db gone"
@@ -307,26 +317,19 @@ def test_results_and_jobs_survive_json(tmp_path: Path) -> None:
     assert FlowJob.from_json(job.to_json()) == job
 
 
-def test_a_worker_that_dies_is_an_error_row(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    from flowproof_cli.runner import parallel
+def test_results_are_handed_on_in_the_order_of_the_jobs(tmp_path: Path) -> None:
+    """Flows finish in any order under -j N; output streams in the order they were given."""
+    from flowproof_cli.runner.parallel import _InOrder
 
-    monkeypatch.setattr(
-        parallel,
-        "worker_command",
-        lambda job: [
-            sys.executable,
-            "-c",
-            "import sys; print('boom', file=sys.stderr); sys.exit(9)",
-        ],
-    )
-    result = parallel.WorkerPool().run(_job(tmp_path, {}))
-    assert result.status == "error"
-    assert result.error == (
-        "the worker process for this flow exited with code 9 without a result; its stderr ends "
-        "with:\nboom"
-    )
+    seen: list[str] = []
+    ordered = _InOrder(3, lambda result: seen.append(result.name))
+    rows = [error_row(_job(tmp_path, {}), "x", name=name) for name in ("a", "b", "c")]
+    ordered.done(2, rows[2])
+    ordered.done(1, rows[1])
+    assert seen == []  # the first is not done: nothing may be printed yet
+    ordered.done(0, rows[0])
+    assert seen == ["a", "b", "c"]
+    assert ordered.results == rows
 
 
 def test_directory_discovery_skips_tool_folders_and_keeps_path_order(tmp_path: Path) -> None:

@@ -8,10 +8,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from flowproof_cli.cassette import Turn
 from flowproof_cli.errors import TraceError
 from flowproof_cli.trace import FORMAT_VERSION, Trace, load, loads, save, trace_path_for
+from flowproof_cli.trace.envelope import from_document
 from flowproof_cli.trace.storage import HEADER, dumps, write_atomic
 
 SYSTEM_PROMPT = (
@@ -272,3 +274,85 @@ def test_write_atomic_interrupted_keeps_the_previous_file(
 )
 def test_trace_path_for(spec: str, trace: str) -> None:
     assert trace_path_for(Path(spec)) == Path(trace)
+
+
+# -- reading turn by turn: the same document as one whole parse, whatever the layout ---------
+
+_WHOLE_PARSE_CASES = {
+    "as written": dumps(make_trace()),
+    "an indented turns sequence": (
+        "flowproof_trace: 1\nflow: f\nturns:\n  - request: {model: m}\n"
+        "    response: {status: 200, body: {ok: true}}\n"
+    ),
+    "flow style": '{"flowproof_trace": 1, "flow": "f", "turns": [{"request": {}, '
+    '"response": {"status": 200, "body": "x"}}]}\n',
+    "an alias into an earlier turn": (
+        "flowproof_trace: 1\nflow: f\nturns:\n- request: &req {model: m}\n"
+        "  response: {status: 200, body: a}\n- request: *req\n  response: {status: 200, body: b}\n"
+    ),
+    "a merge key, non-string keys and tagged values": (
+        "flowproof_trace: 1\nflow: f\nturns:\n- request:\n    base: &b {x: 1}\n"
+        "    merged: {<<: *b, y: 2}\n    yes: on\n    3: three\n    bin: !!binary aGk=\n"
+        "  response: {status: 200, body: null}\n"
+    ),
+    "comments, blank lines and keys after the turns": (
+        "# top\nflowproof_trace: 1\nturns:\n# before the first\n- request: {a: 1}\n\n"
+        "  # inside\n  response: {status: 200, body: x}\n-\n  request: {a: 2}\n"
+        "  response: {status: 500, body: y}\nflow: late\nmocks: {t: 1}\n"
+    ),
+    "a quoted string running on in column 0": (
+        'flowproof_trace: 1\nflow: f\nturns:\n- request: {text: "one\ntwo"}\n'
+        "  response: {status: 200, body: x}\n"
+    ),
+    "CRLF line ends": dumps(make_trace()).replace("\n", "\r\n"),
+    "an empty turns key": "flowproof_trace: 1\nflow: f\nturns:\nmocks: {}\n",
+}
+
+
+@pytest.mark.parametrize("text", list(_WHOLE_PARSE_CASES.values()), ids=list(_WHOLE_PARSE_CASES))
+def test_reading_turn_by_turn_gives_the_whole_document(text: str) -> None:
+    expected = from_document(yaml.load(text, Loader=yaml.SafeLoader), "t")
+    assert loads(text, "t") == expected
+
+
+def test_a_file_reads_like_its_text(tmp_path: Path) -> None:
+    path = tmp_path / "c.trace.yaml"
+    text = _WHOLE_PARSE_CASES["comments, blank lines and keys after the turns"]
+    path.write_text(text, encoding="utf-8")
+    assert load(path) == loads(text)
+    assert load(path).flow == "late"
+
+
+def test_equal_strings_of_different_turns_share_one_object(tmp_path: Path) -> None:
+    """A growing conversation repeats every earlier message in each turn: held once."""
+    prompt = "a long system prompt " * 20
+    turns = [
+        Turn("openai-chat", {"messages": [{"role": "system", "content": prompt}], "n": n}, 200, {})
+        for n in range(3)
+    ]
+    path = tmp_path / "s.trace.yaml"
+    save(path, Trace(flow="s", turns=turns))
+    loaded = load(path).turns
+    assert loaded == turns
+    first, *rest = (turn.request["messages"][0]["content"] for turn in loaded)
+    assert all(other is first for other in rest)
+
+
+def test_invalid_yaml_inside_a_turn_names_the_line_of_the_file() -> None:
+    text = dumps(make_trace()).replace("temperature: 0", "temperature: [0", 1)
+    line = text.splitlines().index("    temperature: [0") + 1
+    with pytest.raises(TraceError) as info:
+        loads(text, "bad.trace.yaml")
+    message = str(info.value)
+    assert message.startswith("bad.trace.yaml: not valid YAML: ")
+    assert f"line {line + 1}" in message or f"line {line}" in message
+
+
+def test_a_file_that_is_not_utf8_is_named(tmp_path: Path) -> None:
+    path = tmp_path / "latin.trace.yaml"
+    path.write_bytes(b"flowproof_trace: 1\nflow: caf\xe9\n")
+    with pytest.raises(TraceError) as info:
+        load(path)
+    assert str(info.value) == (
+        f"{path}: not UTF-8 text (invalid continuation byte); save it as UTF-8"
+    )

@@ -1,0 +1,120 @@
+"""The bytes every contender serves: requests of a given size, one recorded response.
+
+Requests and the recorded response are generated, not captured, so every contender
+answers the very same turn. The trace is built with flowproof's own dialect code (the
+canonical request is what `flowproof record` would store), the bare stub and aimock
+get the same response as a body / a fixture.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from flowproof_cli.dialects import route
+
+MODEL = "gpt-4o-mini"
+PATH = "/v1/chat/completions"
+REPLY = (
+    "The forecast for Nairobi is sunny with a light breeze, 24 degrees in the afternoon "
+    "and 14 at night; no rain is expected before the weekend."
+)
+_FILLER = "The quick brown fox jumps over the lazy dog while the weather holds. "
+
+
+def marker(index: int) -> str:
+    """A unique tag per distinct request (aimock matches on it; the index hashes it)."""
+    return f"[bench-turn-{index:06d}]"
+
+
+def request_body(size: int, index: int = 0) -> dict[str, Any]:
+    """A chat request of about `size` bytes of JSON: a system prompt, then the user turn."""
+    filler = (_FILLER * (size // len(_FILLER) + 1))[: max(size - 200, 16)]
+    return {
+        "model": MODEL,
+        "messages": [
+            {"role": "system", "content": filler},
+            {"role": "user", "content": f"{marker(index)} What's the weather in Nairobi?"},
+        ],
+    }
+
+
+def completion(content: str | None = REPLY, calls: list[dict[str, Any]] | None = None) -> dict:
+    """A chat.completion body as an upstream would answer it."""
+    message: dict[str, Any] = {"role": "assistant", "content": content, "refusal": None}
+    if calls:
+        message["tool_calls"] = calls
+    return {
+        "id": "chatcmpl-bench0001",
+        "object": "chat.completion",
+        "created": 1_700_000_000,
+        "model": MODEL,
+        "choices": [
+            {
+                "index": 0,
+                "message": message,
+                "logprobs": None,
+                "finish_reason": "tool_calls" if calls else "stop",
+            }
+        ],
+        "usage": {"prompt_tokens": 120, "completion_tokens": 32, "total_tokens": 152},
+    }
+
+
+def canonical(body: dict[str, Any]) -> dict[str, Any]:
+    """The request as flowproof stores it (its own dialect's canonical form)."""
+    dialect = route(PATH)
+    assert dialect is not None
+    return dialect.canonical_request(dialect.apply_mocks(dialect.normalize(PATH, body), {}, {}))
+
+
+def sse(body: dict[str, Any], response: dict[str, Any]) -> str:
+    """The stream flowproof synthesizes for this turn (the stub sends the same bytes)."""
+    dialect = route(PATH)
+    assert dialect is not None
+    return dialect.stream_events(body, response)
+
+
+def _entry(body: dict[str, Any], response: dict[str, Any]) -> dict[str, Any]:
+    return {"request": canonical(body), "response": {"status": 200, "body": response}}
+
+
+def write_trace(path: Path, entries: list[dict[str, Any]]) -> Path:
+    """A trace document; a turn repeated N times is one YAML anchor and N-1 aliases."""
+    document = {"flowproof_trace": 1, "flow": "benchmark", "turns": entries}
+    dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+    path.write_text(yaml.dump(document, Dumper=dumper, sort_keys=False, width=1 << 30))
+    return path
+
+
+def repeated_trace(path: Path, sizes: list[int], copies: int) -> Path:
+    """One turn per size, each `copies` times (a recorded turn replays once)."""
+    entries = [_entry(request_body(size), completion()) for size in sizes]
+    return write_trace(path, entries * copies)
+
+
+def distinct_trace(path: Path, size: int, turns: int) -> Path:
+    """`turns` different requests of `size` (index `i` carries marker `i`)."""
+    response = completion()
+    return write_trace(path, [_entry(request_body(size, i), response) for i in range(turns)])
+
+
+def stub_responses(path: Path, responses: list[dict[str, Any]], size: int = 2000) -> Path:
+    """The bare stub's canned answers: JSON and SSE per response, served in turn."""
+    request = request_body(size)
+    document = {
+        "json": [json.dumps(r) for r in responses],
+        "sse": [sse(request, r) for r in responses],
+    }
+    path.write_text(json.dumps(document))
+    return path
+
+
+def aimock_fixture(path: Path) -> Path:
+    """The recorded reply as an aimock fixture, matched on the request's marker."""
+    fixture = {"match": {"userMessage": marker(0)}, "response": {"content": REPLY}}
+    path.write_text(json.dumps({"fixtures": [fixture]}))
+    return path

@@ -1,0 +1,142 @@
+"""One proxy for a whole run: flows open and close listeners on it side by side, each flow's
+matcher addons see only its own traffic, and a closed listener leaves no port bound."""
+
+from __future__ import annotations
+
+import asyncio
+import http.client
+import json
+import socket
+from typing import Any
+
+import pytest
+
+from flowproof_cli.cassette import CassetteSession, Mode, Turn
+from flowproof_cli.errors import PortInUseError
+from flowproof_cli.runner.boundaries import PortScoped, ProxyHub
+
+REQUEST = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
+
+
+def _turn(text: str) -> Turn:
+    message = {"role": "assistant", "content": text}
+    body = {"id": text, "choices": [{"index": 0, "message": message, "finish_reason": "stop"}]}
+    return Turn("openai-chat", REQUEST, 200, body)
+
+
+def _ask(port: int) -> tuple[int, str]:
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    try:
+        connection.request(
+            "POST",
+            "/v1/chat/completions",
+            json.dumps(REQUEST),
+            {"content-type": "application/json"},
+        )
+        response = connection.getresponse()
+        body = json.loads(response.read())
+        if response.status != 200:
+            return response.status, body["error"]["message"]
+        return response.status, body["choices"][0]["message"]["content"]
+    finally:
+        connection.close()
+
+
+def _is_listening(port: int) -> bool:
+    with socket.socket() as probe:
+        return probe.connect_ex(("127.0.0.1", port)) == 0
+
+
+class SeesRequests:
+    """A matcher script's addon with a flow hook: which requests reached it."""
+
+    def __init__(self) -> None:
+        self.ports: list[int] = []
+
+    def request(self, flow: Any) -> None:
+        self.ports.append(flow.client_conn.sockname[1])
+
+
+def test_flows_open_and_close_listeners_side_by_side() -> None:
+    """Twenty flows at once on one master: each answered from its own session, every one of
+    their ports closed when its flow ends, while the others keep serving."""
+
+    async def scenario() -> tuple[list[tuple[int, str]], list[int]]:
+        ports: list[int] = []
+
+        async def flow(number: int) -> tuple[int, str]:
+            session = CassetteSession(Mode.REPLAY, recorded=[_turn(f"flow {number}")])
+            async with hub.listen(session) as port:
+                ports.append(port)
+                await asyncio.sleep(0.01 * (number % 3))  # interleave opens and closes
+                return await asyncio.to_thread(_ask, port)
+
+        async with ProxyHub() as hub:
+            answers = await asyncio.gather(*(flow(number) for number in range(20)))
+            still_bound = [port for port in ports if _is_listening(port)]
+        return answers, still_bound
+
+    answers, still_bound = asyncio.run(scenario())
+    assert answers == [(200, f"flow {number}") for number in range(20)]
+    assert still_bound == []
+
+
+def test_a_closed_listener_refuses_and_its_session_is_gone() -> None:
+    async def scenario() -> tuple[bool, bool]:
+        async with ProxyHub() as hub:
+            session = CassetteSession(Mode.REPLAY, recorded=[_turn("x")])
+            async with hub.listen(session) as port:
+                assert hub.model.sessions[port] is session
+            return _is_listening(port), port in hub.model.sessions
+
+    assert asyncio.run(scenario()) == (False, False)
+
+
+def test_a_taken_fixed_port_is_a_named_error() -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+
+        async def scenario() -> None:
+            async with ProxyHub() as hub:
+                session = CassetteSession(Mode.REPLAY, recorded=[])
+                async with hub.listen(session, port=port):
+                    pass
+
+        with pytest.raises(PortInUseError) as caught:
+            asyncio.run(scenario())
+    assert caught.value.port == port
+    assert f"127.0.0.1:{port} is already in use" in str(caught.value)
+
+
+def test_matcher_addons_see_only_their_own_flows_requests() -> None:
+    first, second = SeesRequests(), SeesRequests()
+
+    async def scenario() -> tuple[int, int]:
+        async with ProxyHub() as hub:
+            one = CassetteSession(Mode.REPLAY, recorded=[_turn("a")])
+            two = CassetteSession(Mode.REPLAY, recorded=[_turn("b"), _turn("b")])
+            async with (
+                hub.listen(one, user_addons=[first]) as a,
+                hub.listen(two, user_addons=[second]) as b,
+            ):
+                await asyncio.to_thread(_ask, a)
+                await asyncio.to_thread(_ask, b)
+                await asyncio.to_thread(_ask, b)
+                return a, b
+
+    a, b = asyncio.run(scenario())
+    assert first.ports == [a]
+    assert second.ports == [b, b]
+
+
+def test_port_scoped_passes_lifecycle_hooks_and_hides_missing_ones() -> None:
+    class Script:
+        def configure(self, updated: set[str]) -> str:
+            return "configured"
+
+    scoped = PortScoped(Script(), {1}, "script@1")
+    assert scoped.configure(set()) == "configured"
+    assert not hasattr(scoped, "request")  # mitmproxy must not call a hook it does not have
+    assert not hasattr(scoped, "addons")
