@@ -14,8 +14,12 @@ OFFLINE := env -u OPENAI_API_KEY -u ANTHROPIC_API_KEY -u FLOWPROOF_AGENT_KEY \
 	-u FLOWPROOF_AGENT_UPSTREAM -u OPENAI_BASE_URL -u ANTHROPIC_BASE_URL \
 	-u GOOGLE_GEMINI_BASE_URL -u GEMINI_API_KEY -u GOOGLE_API_KEY PATH="$(CURDIR)/$(VENV)/bin:$$PATH"
 
+# The Node and Claude Code examples use tests/node_modules (bootstrap fills it when npm is
+# installed); without it those two flows report SKIP.
+EXAMPLES_NODE_MODULES := $(if $(wildcard tests/node_modules/.bin/claude),$(CURDIR)/tests/node_modules)
+
 demo: bootstrap
-	@$(OFFLINE) $(FLOWPROOF) run examples/
+	@$(OFFLINE) EXAMPLES_NODE_MODULES="$(EXAMPLES_NODE_MODULES)" $(FLOWPROOF) run examples/
 
 # The test suite, then the project's own flows (specs/README.md) replayed from their traces.
 test: bootstrap lint typecheck

@@ -25,6 +25,7 @@ from urllib.parse import urlsplit
 
 from mitmproxy import ctx, exceptions, http
 
+from flowproof_addons.conversation import ConversationViews
 from flowproof_addons.guard import RequestGuard
 from flowproof_cli import trace as traces
 from flowproof_cli.errors import FlowproofError
@@ -215,5 +216,6 @@ class McpHttpBoundary:
         session.on_upstream_unreachable(reason)
 
 
-# Stock mitmdump/mitmweb: the guard first, so only MCP paths are answered.
-addons = [RequestGuard(), McpHttpBoundary()]
+# Stock mitmdump/mitmweb: the guard first, so only MCP paths are answered; the
+# conversation view shows each JSON-RPC message by method and tool.
+addons = [RequestGuard(), McpHttpBoundary(), ConversationViews("conversationviews@mcp")]

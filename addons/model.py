@@ -26,6 +26,7 @@ from urllib.parse import urlsplit
 from mitmproxy import addonmanager, ctx, exceptions, http
 from mitmproxy.net.http.status_codes import RESPONSES
 
+from flowproof_addons.conversation import MOCKED_TOOLS, ConversationViews
 from flowproof_addons.guard import RequestGuard
 from flowproof_cli import trace as traces
 from flowproof_cli.cassette import CassetteSession, Forward, Upstream
@@ -155,6 +156,8 @@ class ModelBoundary:
         session = self._session_for(flow) if dialect is not None else None
         if session is None:
             return
+        if session.mocks:  # the conversation view marks their results
+            flow.metadata[MOCKED_TOOLS] = sorted(session.mocks)
         outcome = session.on_request(flow.request.path, flow.request.get_content() or b"", dialect)
         if isinstance(outcome, Rendered):
             _respond(flow, outcome)
@@ -200,5 +203,6 @@ class ModelBoundary:
             session.on_upstream_error(pending, reason)
 
 
-# Stock mitmdump/mitmweb: the guard first, so non-model routes are refused.
-addons = [RequestGuard(), ModelBoundary()]
+# Stock mitmdump/mitmweb: the guard first, so non-model routes are refused; the
+# conversation view shows each model call as one.
+addons = [RequestGuard(), ModelBoundary(), ConversationViews("conversationviews@model")]

@@ -27,6 +27,7 @@ import socket
 import statistics
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -47,6 +48,8 @@ QUICK = os.environ.get("FLOWPROOF_BENCH_QUICK", "") not in ("", "0")
 CONNECTS = 1000
 ROUNDS = 2 if QUICK else 5
 FLOW_ROUNDS = 2 if QUICK else 10
+# Outside the working tree: nothing a run leaves half-written may end up in a commit.
+SCRATCH = Path(tempfile.mkdtemp(prefix="flowproof-bench-egress-"))
 SUMMARY: dict[str, dict[str, dict[str, float]]] = {}  # benchmark -> mode -> figure -> median
 
 AGENT = """
@@ -103,7 +106,7 @@ def loopback_connects() -> None:
         "uncontained": {"median_us": [], "mean_us": [], "wall_ms": []},
         "contained": {"median_us": [], "mean_us": [], "wall_ms": []},
     }
-    out = REPO / ".bench-egress.out"
+    out = SCRATCH / "connects.out"
     for mode in _abba(list(results), ROUNDS):
         with open(out, "w") as handle:
             started = time.perf_counter()
@@ -128,7 +131,7 @@ def loopback_connects() -> None:
 
 
 def replayed_flow() -> None:
-    folder = REPO / ".bench-egress"
+    folder = SCRATCH / "flows"
     folder.mkdir(exist_ok=True)
     plain = write_flow(folder, name="plain")
     with FakeUpstream() as fake:
@@ -172,12 +175,12 @@ def main() -> None:
     reason = unavailable_reason()
     if reason is not None:
         raise SystemExit(f"cannot measure: {reason}")
-    loopback_connects()
-    if "--connects-only" not in sys.argv:
-        try:
+    try:
+        loopback_connects()
+        if "--connects-only" not in sys.argv:
             replayed_flow()
-        finally:
-            shutil.rmtree(REPO / ".bench-egress", ignore_errors=True)
+    finally:
+        shutil.rmtree(SCRATCH, ignore_errors=True)
     if "--summary" in sys.argv:
         Path(sys.argv[sys.argv.index("--summary") + 1]).write_text(json.dumps(SUMMARY))
 

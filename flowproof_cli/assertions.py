@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
@@ -65,14 +65,15 @@ def evaluate(
     for number, step in enumerate(spec.steps, start=1):
         if isinstance(step, ToolCallStep):
             assertion = resolver.tool_assertion(step)
-            found = next(
-                (i for i in range(position, len(calls)) if _matches(calls[i], assertion)), None
-            )
-            if found is None:
+            hits = [i for i, call in enumerate(calls) if _matches(call, assertion)]
+            found = next((i for i in hits if i >= position), None)
+            if assertion.times is not None and len(hits) != assertion.times:
+                failures.append(_failure(step, _explain_count(assertion, calls, hits)))
+            elif found is None:
                 message = _explain_missing(assertion, calls, position, previous)
                 failures.append(_failure(step, message))
             else:
-                consumed.add(found)
+                consumed.update(hits if assertion.times is not None else [found])
                 position = found + 1
                 previous = (number, step)
         elif isinstance(step, NoToolCallStep):
@@ -108,6 +109,8 @@ class _Resolver:
 
     def tool_assertion(self, step: ToolCallStep | NoToolCallStep) -> ToolCallAssertion:
         assertion = step.assertion
+        if assertion.args is not None:
+            return replace(assertion, args=self.values(step, assertion.args))
         clauses = []
         for clause in assertion.clauses:
             value = clause.value
@@ -131,9 +134,17 @@ class _Resolver:
                     value=value,
                 )
             )
-        return ToolCallAssertion(
-            tool=assertion.tool, clauses=tuple(clauses), source=assertion.source
-        )
+        return replace(assertion, clauses=tuple(clauses))
+
+    def values(self, step: StepBase, value: Any) -> Any:
+        """A structured `args` value with `${VAR}` resolved in its text leaves."""
+        if isinstance(value, dict):
+            return {key: self.values(step, item) for key, item in value.items()}
+        if isinstance(value, list):
+            return [self.values(step, item) for item in value]
+        if isinstance(value, str) and "${" in value:
+            return self.text(step, value)
+        return value
 
 
 def _failure(step: StepBase, message: str) -> AssertionFailure:
@@ -147,7 +158,45 @@ def _matches(call: ToolCall, assertion: ToolCallAssertion) -> bool:
     if call.name != assertion.tool:
         return False
     arguments = call.arguments
+    if assertion.args is not None:
+        return not args_differences(arguments, assertion.args, exact=assertion.exact)
     return all(clause_matches(clause, arguments) for clause in assertion.clauses)
+
+
+def args_differences(
+    actual: Any, expected: Mapping[str, Any], *, exact: bool, prefix: str = ""
+) -> list[str]:
+    """How a call's arguments differ from the structured `args` (empty: they match).
+
+    Every leaf given must equal the argument at its path, with the semantics of
+    `where PATH equals VALUE`; a list is a leaf (compared whole). With `exact`, every
+    mapping must also have no keys beyond the expected ones.
+    """
+    if not isinstance(actual, dict):
+        shown = _shorten(_compact(actual))
+        return [f"{prefix.rstrip('.') or 'the arguments'} = {shown}, not a mapping"]
+    differences: list[str] = []
+    for key, want in expected.items():
+        path = f"{prefix}{key}"
+        if key not in actual:
+            differences.append(f"{path} is absent (expected {_shorten(_compact(want))})")
+        elif isinstance(want, dict):
+            differences.extend(args_differences(actual[key], want, exact=exact, prefix=f"{path}."))
+        elif not _leaf_equals(actual[key], want):
+            got, wanted = _shorten(_compact(actual[key])), _shorten(_compact(want))
+            differences.append(f"{path} = {got} (expected {wanted})")
+    if exact:
+        extra = [key for key in actual if key not in expected]
+        differences.extend(
+            f"{prefix}{key} = {_shorten(_compact(actual[key]))} is not expected (args_exact)"
+            for key in extra
+        )
+    return differences
+
+
+def _leaf_equals(actual: Any, expected: Any) -> bool:
+    """`where PATH equals VALUE` with VALUE the leaf (its JSON text unless it is text)."""
+    return _equals(actual, expected if isinstance(expected, str) else _compact(expected))
 
 
 def clause_matches(clause: Clause, arguments: Any) -> bool:
@@ -260,6 +309,8 @@ def _explain_missing(
             f"assertion ({where}). Fix the order of the steps, or the agent's"
         )
     candidates = [i for i in named if i >= position] or named
+    if assertion.args is not None:
+        return _explain_closest(assertion, calls, named, candidates)
     shown = [
         f"call {named.index(i) + 1} {_describe_mismatch(calls[i], assertion)}"
         for i in candidates[:_MAX_CALLS_SHOWN]
@@ -276,6 +327,8 @@ def _describe_mismatch(call: ToolCall, assertion: ToolCallAssertion) -> str:
     arguments = call.arguments
     if not call.arguments_are_json:
         return f"has arguments that are not JSON: {_shorten(call.raw_arguments)}"
+    if assertion.args is not None:
+        return ", ".join(args_differences(arguments, assertion.args, exact=assertion.exact))
     parts = []
     for clause in assertion.clauses:
         if clause_matches(clause, arguments):
@@ -286,6 +339,39 @@ def _describe_mismatch(call: ToolCall, assertion: ToolCallAssertion) -> str:
         else:
             parts.append(f"{clause.path_text} = {_shorten(_compact(actual))}")
     return ", ".join(parts)
+
+
+def _explain_closest(
+    assertion: ToolCallAssertion, calls: list[ToolCall], named: list[int], candidates: list[int]
+) -> str:
+    """The structured form: the call whose arguments differ least, and how."""
+
+    def distance(index: int) -> int:
+        call = calls[index]
+        if not call.arguments_are_json:
+            return 1 << 30
+        return len(args_differences(call.arguments, assertion.args or {}, exact=assertion.exact))
+
+    closest = min(candidates, key=distance)
+    call = calls[closest]
+    return (
+        f"{assertion.tool} was called {len(named)} time(s) but no call matched; the closest is "
+        f"call {named.index(closest) + 1} (turn {call.turn}): "
+        f"{_describe_mismatch(call, assertion)}; its arguments: {_shorten(call.raw_arguments)}"
+    )
+
+
+def _explain_count(assertion: ToolCallAssertion, calls: list[ToolCall], hits: list[int]) -> str:
+    """`times: N` and another number of matching calls."""
+    want = f"{assertion.times} matching call(s)"
+    if not hits:
+        return f"expected {want}, saw none: " + _explain_missing(assertion, calls, 0, None)
+    where = ", ".join(f"{i + 1} (turn {calls[i].turn})" for i in hits[:_MAX_CALLS_SHOWN])
+    more = f" and {len(hits) - _MAX_CALLS_SHOWN} more" if len(hits) > _MAX_CALLS_SHOWN else ""
+    return (
+        f"expected {want}, saw {len(hits)}: at position(s) {where}{more} of {len(calls)} "
+        "tool call(s)"
+    )
 
 
 def _explain_forbidden(assertion: ToolCallAssertion, calls: list[ToolCall], hits: list[int]) -> str:

@@ -7,7 +7,6 @@ It sits at the bottom of the import graph, so egress (which starts agents) and t
 
 from __future__ import annotations
 
-import contextlib
 import os
 import signal
 from typing import IO
@@ -33,10 +32,14 @@ def file_tail(stream: IO[bytes], characters: int = OUTPUT_TAIL) -> str:
     return stream.read().decode("utf-8", "replace")[-characters:]
 
 
-def signal_group(pgid: int, sig: signal.Signals) -> None:
-    """Signal a whole process group; a group already gone (or not ours) is no error."""
-    with contextlib.suppress(ProcessLookupError, PermissionError):
+def signal_group(pgid: int, sig: signal.Signals) -> bool:
+    """Signal a whole process group; whether any member got it. A group already gone (or
+    not ours) is no error."""
+    try:
         os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
+        return False
+    return True
 
 
 def split_command(command: str) -> list[str]:

@@ -49,6 +49,8 @@ ensure_egress_tools() {
     # libseccomp2: egress/rules.py compiles the seccomp filter with it (through pyseccomp);
     # without it every run reports `not contained (libseccomp not found)`
     has_libseccomp || missing+=(libseccomp2)
+    # chromium: the headless-browser test of `flowproof inspect` (tests/e2e/test_inspect.py)
+    command -v chromium >/dev/null 2>&1 || missing+=(chromium)
     [[ ${#missing[@]} -eq 0 ]] && return 0
     if [[ "$(id -u)" == "0" ]] && command -v apt-get >/dev/null 2>&1; then
         echo "bootstrap: installing ${missing[*]} for the egress tests"

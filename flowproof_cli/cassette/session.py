@@ -16,11 +16,26 @@ from flowproof_cli.cassette.divergence import Divergence, explain, nearest_turn
 from flowproof_cli.cassette.index import TurnIndex
 from flowproof_cli.cassette.turn import Turn, canonical_json
 from flowproof_cli.dialects import Dialect, Rendered, dialect_named, route
+from flowproof_cli.dialects.base import MockText, ResultSequence, ResultsExhausted
 from flowproof_cli.match.rules import MatcherAddonError, MatchRules
 from flowproof_cli.mode import Mode
 from flowproof_cli.trajectory import Trajectory
 
 DIVERGENCE_STATUS = 409
+#: A tool result beyond its tool's `results:` list: the request is refused, the flow fails.
+MOCKS_EXHAUSTED_STATUS = 422
+
+
+def mock_text(value: Any) -> MockText:
+    """What the model is told: a text mock as that text, any other value as canonical JSON;
+    a `results:` sequence as one such text per call."""
+    if isinstance(value, ResultSequence):
+        return tuple(_one_text(item) for item in value)
+    return _one_text(value)
+
+
+def _one_text(value: Any) -> str:
+    return value if isinstance(value, str) else canonical_json(value)
 
 
 @dataclass(frozen=True)
@@ -88,11 +103,7 @@ class CassetteSession:
     sent: dict[int, dict[str, Any]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        # A text mock reaches the model as that text; any other value as canonical JSON.
-        self._mock_text = {
-            name: value if isinstance(value, str) else canonical_json(value)
-            for name, value in self.mocks.items()
-        }
+        self._mock_text = {name: mock_text(value) for name, value in self.mocks.items()}
         # Replay matches against the recorded requests with today's rules applied, so a rule
         # added after recording works on an existing trace.
         self._matched = self._matchable_turns() if self.mode is Mode.REPLAY else []
@@ -134,9 +145,14 @@ class CassetteSession:
             message = f"flowproof: the request to {clean_path} is not a JSON object"
             self.errors.append(message)
             return _error(dialect, 400, message, "invalid_request_error")
-        live = dialect.apply_mocks(
-            dialect.normalize(path, body), self._mock_text, self._known_calls
-        )
+        try:
+            live = dialect.apply_mocks(
+                dialect.normalize(path, body), self._mock_text, self._known_calls
+            )
+        except ResultsExhausted as exc:  # the flow fails; the agent gets an error, not a hang
+            message = f"flowproof: {exc}"
+            self.errors.append(message)
+            return _error(dialect, MOCKS_EXHAUSTED_STATUS, message, "flowproof_mock_exhausted")
         sent = dialect.canonical_request(live)
         try:
             canonical = self.rules.matched(dialect.name, sent)

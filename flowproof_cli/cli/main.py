@@ -49,6 +49,15 @@ COMMANDS = {
         "their arguments, tool results (mocked ones marked), the reply, then the MCP calls and "
         "notifications of each server and the egress blocked.",
     ),
+    "init": Entry(
+        "init",
+        "Run CMD once against canned replies and write a starter spec declaring its tools.",
+    ),
+    "inspect": Entry(
+        "inspect",
+        "Open TRACE (or the trace of SPEC) in mitmweb on 127.0.0.1, each model turn and MCP "
+        "call one flow, read as a conversation.",
+    ),
     "mcp-stdio": Entry(
         "mcp_stdio",
         "Stand in for the MCP server SERVER over stdio (started by flowproof's injection).",

@@ -55,3 +55,38 @@ fs_report_option = click.option(
         "egress is printed in every mode."
     ),
 )
+
+
+def _set_quiet(ctx: click.Context, param: click.Parameter, value: bool) -> None:
+    if value:
+        from flowproof_cli.cli.output import SETTINGS  # noqa: PLC0415
+
+        SETTINGS.quiet = True
+
+
+quiet_option = click.option(
+    "-q",
+    "--quiet",
+    is_flag=True,
+    expose_value=False,
+    callback=_set_quiet,
+    help="Print only the verdict lines (failures included) and the summary: no notes, "
+    "warnings or reports.",
+)
+
+
+def _set_verbose(ctx: click.Context, param: click.Parameter, value: bool) -> None:
+    if value:
+        from flowproof_cli.cli.output import SETTINGS  # noqa: PLC0415
+
+        SETTINGS.verbose = True
+
+
+verbose_option = click.option(
+    "-v",
+    "--verbose",
+    is_flag=True,
+    expose_value=False,
+    callback=_set_verbose,
+    help="In a directory run, also print each passing flow's egress containment tier and notes.",
+)

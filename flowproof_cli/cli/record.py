@@ -12,6 +12,7 @@ import click
 from flowproof_cli.cli.options import (
     fs_report_option,
     json_option,
+    quiet_option,
     timeout_option,
     trace_file_option,
     yes_option,
@@ -31,6 +32,7 @@ if TYPE_CHECKING:
 @timeout_option
 @json_option
 @fs_report_option
+@quiet_option
 @yes_option
 def record(
     *,

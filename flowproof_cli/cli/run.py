@@ -6,8 +6,9 @@ import functools
 import os
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -15,21 +16,28 @@ from flowproof_cli.cli.options import (
     fs_report_option,
     jobs_option,
     json_option,
+    quiet_option,
     timeout_option,
     trace_file_option,
+    verbose_option,
 )
 from flowproof_cli.cli.output import (
     overall_exit_code,
     print_flow,
     print_json,
     print_results,
-    summary_line,
+    print_summary,
+    start_progress,
 )
 from flowproof_cli.errors import SpecError
 from flowproof_cli.mode import Mode
 
 if TYPE_CHECKING:
+    from flowproof_cli.runner.discovery import Shard
+    from flowproof_cli.runner.inspect import LiveView
     from flowproof_cli.verdict import FlowResult
+
+_LIVE = "flowproof.inspect"  # ctx.meta: the --inspect view of this run
 
 
 @click.command()
@@ -41,9 +49,26 @@ if TYPE_CHECKING:
     help="Trace to replay (single spec only; default: x.trace.yaml beside x.flow.yaml).",
 )
 @timeout_option
+@click.option(
+    "--inspect",
+    is_flag=True,
+    expose_value=False,
+    callback=lambda _ctx, _param, value: _live_view(value),
+    help="Serve the run's flows live in mitmweb on 127.0.0.1 (the URL is printed), and keep "
+    "serving after the verdicts until Ctrl-C.",
+)
 @json_option
 @jobs_option
 @fs_report_option
+@quiet_option
+@verbose_option
+@click.option(
+    "--shard",
+    metavar="K/N",
+    default=None,
+    callback=lambda _ctx, _param, value: _parse_shard(value),
+    help="Run only shard K of N of DIR's flows (sorted by path, every Nth from the Kth).",
+)
 def run(
     *,
     target: Path,
@@ -52,6 +77,7 @@ def run(
     as_json: bool,
     jobs: int,
     fs_report: str,
+    shard: Shard | None,
 ) -> None:
     """Replay SPEC, or every *.flow.yaml below DIR, from recorded traces. No model, no key."""
     # The runner only here, not at import: `flowproof run --help` needs none of it.
@@ -59,12 +85,14 @@ def run(
     from flowproof_cli.runner.job import plan_jobs  # noqa: PLC0415
     from flowproof_cli.runner.parallel import execute  # noqa: PLC0415
 
+    if shard is not None and target.is_file():
+        raise click.UsageError("--shard splits the flows of a directory: give DIR, not a spec")
     if target.is_file():
         (job,) = plan_jobs(
             [target], mode=Mode.REPLAY, environ=os.environ, timeout_s=timeout, trace_path=trace
         )
         with RunRecord(target.parent, [job]) as record:
-            record.results = [execute(job)]
+            record.results = [_inspected(execute, job)]
             sys.exit(
                 print_results(record.results, as_json=as_json, summary=False, fs_report=fs_report)
             )
@@ -80,21 +108,59 @@ def run(
     if not specs:
         raise SpecError(f"no *.flow.yaml below {target}")
     check_unique_ids(specs)  # before any flow runs
+    if shard is not None:
+        selected = shard.select(specs, target)
+        click.echo(f"shard {shard}: {len(selected)} of {len(specs)} flow(s)", err=True)
+        specs = selected
     planned = plan_jobs(
         specs, mode=Mode.REPLAY, environ=os.environ, timeout_s=timeout, in_directory=True
     )
+    if not as_json:
+        start_progress(len(planned))
     started = time.monotonic()
     on_result = None if as_json else functools.partial(_print_timed, fs_report=fs_report)
     with RunRecord(target, planned) as record:
-        results = record.results = run_jobs(planned, jobs, on_result=on_result)
+        results = record.results = _inspected(run_jobs, planned, jobs, on_result=on_result)
         try:
             write_junit(results, target, elapsed_s=time.monotonic() - started)
         except OSError as exc:  # a read-only checkout still gets its verdicts
             click.echo(f"warning: could not write the JUnit XML: {exc}", err=True)
         if as_json:
             sys.exit(print_json(results))
-        click.echo(summary_line(results))
+        print_summary(results)
         sys.exit(overall_exit_code(results))
+
+
+def _parse_shard(value: str | None) -> Shard | None:
+    from flowproof_cli.runner.discovery import parse_shard  # noqa: PLC0415
+
+    try:
+        return None if value is None else parse_shard(value)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="'--shard'") from None
+
+
+def _live_view(enabled: bool) -> None:
+    """`--inspect`: mitmweb started (its URL printed) and kept for `_inspected`; stopped when
+    the command ends, after a run that reached its verdicts only once Ctrl-C says so."""
+    if not enabled:
+        return
+    from flowproof_cli.runner.inspect import LiveView  # noqa: PLC0415
+
+    ctx = click.get_current_context()
+    live = ctx.meta[_LIVE] = LiveView.start(True)
+    ctx.call_on_close(lambda: live.finish(_say))
+    click.echo(f"inspect: serving this run's flows at {live.url}", err=True)
+
+
+def _inspected[R](runner: Callable[..., R], *args: Any, **kwargs: Any) -> R:
+    """`runner(...)` (`execute`, `run_jobs`), its proxy tapped by `--inspect`'s view if on."""
+    live: LiveView | None = click.get_current_context().meta.get(_LIVE)
+    return runner(*args, **kwargs) if live is None else live.run(runner, *args, **kwargs)
+
+
+def _say(message: str) -> None:
+    click.echo(message, err=True)
 
 
 def _print_timed(result: FlowResult, *, fs_report: str) -> None:

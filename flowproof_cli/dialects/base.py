@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -73,6 +73,75 @@ class RequestOutline:
     parameters: dict[str, Any] = field(default_factory=dict)  # everything else
 
 
+class ResultSequence(list[Any]):
+    """A tool's `results: [...]`: the k-th call of the tool gets the k-th value.
+
+    A list, so it serializes (JSON, the stand-in's session file) like the values it holds;
+    it equals only another sequence, so `result: [a, b]` and `results: [a, b]` differ.
+    """
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, ResultSequence) and list.__eq__(self, other)
+
+    def __ne__(self, other: object) -> bool:
+        return not self == other
+
+    __hash__ = None
+
+
+class ResultsExhausted(ValueError):
+    """A call of a tool beyond the values its `results:` lists: the flow fails, naming both."""
+
+    def __init__(self, tool: str, calls: int, listed: int):
+        self.tool, self.calls, self.listed = tool, calls, listed
+        super().__init__(
+            f"tool `{tool}` was called {calls} times but its `results` lists {listed}. Fix: "
+            f"add a result for call {calls} to `results`, or make the agent call `{tool}` "
+            f"at most {listed} time(s)"
+        )
+
+
+#: A mock as the model is told it: one text for every call, or one per call (`results:`).
+MockText = str | tuple[str, ...]
+
+
+class _ResultCounter:
+    """Numbers the results of each mocked tool in one request and picks their texts."""
+
+    def __init__(
+        self,
+        mocks: Mapping[str, MockText],
+        in_request: Mapping[str, str],
+        known_calls: Mapping[str, str],
+    ) -> None:
+        self.mocks = mocks
+        self.in_request = in_request
+        self.names = {**known_calls, **in_request}
+        # Calls answered in this request although made in an earlier response only.
+        self.earlier: dict[str, list[str]] = {}
+        for call_id, name in known_calls.items():
+            if call_id not in in_request:
+                self.earlier.setdefault(name, []).append(call_id)
+        self.seen: dict[str, int] = {}
+
+    def lookup(self, call_id: str | None, name: Any = None) -> str | None:
+        if not name and call_id is not None:
+            name = self.names.get(call_id)
+        mock = self.mocks.get(name) if isinstance(name, str) else None
+        if mock is None or isinstance(mock, str):
+            return mock
+        assert isinstance(name, str)
+        earlier = self.earlier.get(name, [])
+        if call_id is not None and call_id in earlier:
+            index = earlier.index(call_id)
+        else:
+            index = self.seen.get(name, 0)
+            self.seen[name] = index + 1
+        if index >= len(mock):
+            raise ResultsExhausted(name, index + 1, len(mock))
+        return mock[index]
+
+
 #: Finds the mock text for one tool result: (call id, tool name the result names itself, if
 #: any) -> the mock's JSON text, or None when the result's tool is not mocked.
 MockLookup = Callable[[str | None, Any], str | None]
@@ -112,30 +181,31 @@ class Dialect(ABC):
     def wants_stream(self, body: JSON) -> bool:
         return bool(body.get("stream"))
 
-    def apply_mocks(self, body: JSON, mocks: dict[str, str], known_calls: dict[str, str]) -> JSON:
+    def apply_mocks(
+        self, body: JSON, mocks: Mapping[str, MockText], known_calls: dict[str, str]
+    ) -> JSON:
         """Replace the content of every tool result whose call named a mocked tool.
 
-        ``mocks`` maps tool name -> the mock's canonical JSON text. ``known_calls`` maps
-        call ids seen in earlier responses of this run -> tool name, for dialects whose
-        requests may answer a call made in an earlier response (Responses API chains via
-        ``previous_response_id``). A result whose call id is unknown is left alone.
-        Returns a new body; the input is not modified.
+        ``mocks`` maps tool name -> the mock's text: one text answers every call, a tuple
+        (``results:``) answers call by call. The k-th result of a tool in the request's
+        conversation, in order, gets text k, so every request of a run is rewritten the same
+        way and record and replay agree; a result answering a call made in an earlier
+        response only (Responses API chains via ``previous_response_id``) counts after the
+        calls of that tool in earlier responses (``known_calls``: call id -> tool name, in
+        the order the run saw them). A result whose call id is unknown is left alone.
+        Raises ``ResultsExhausted`` for a result beyond its tool's list. Returns a new body;
+        the input is not modified.
         """
         entries = body.get(self.conversation_key)
         if not mocks or not isinstance(entries, list):
             return body
-        names = dict(known_calls)
+        in_request: dict[str, str] = {}
         for entry in entries:
             if isinstance(entry, dict):
-                names.update(self._calls_in(entry))
-
-        def lookup(call_id: str | None, name: Any = None) -> str | None:
-            if not name and call_id is not None:
-                name = names.get(call_id)
-            return mocks.get(name)
-
+                in_request.update(self._calls_in(entry))
+        counter = _ResultCounter(mocks, in_request, known_calls)
         rewritten = [
-            self._mock_results(entry, lookup) if isinstance(entry, dict) else entry
+            self._mock_results(entry, counter.lookup) if isinstance(entry, dict) else entry
             for entry in entries
         ]
         return {**body, self.conversation_key: rewritten}

@@ -96,6 +96,7 @@ class HttpMcpSession(ABC):
     def __init__(self, server: str, mocks: Mapping[str, Any] | None = None):
         self.server = server
         self.mocks = dict(mocks or {})
+        self.mock_calls: dict[str, int] = {}  # tool -> mocked calls answered (`results:`)
         self.requests = 0
         self.errors: list[str] = []  # what fails the flow whatever the agent did with it
 

@@ -15,7 +15,7 @@ from flowproof_cli.mcp.canonical import Kind, kind_of, with_id
 from flowproof_cli.mcp.http import ForwardRequest, HttpMcpSession, Outcome, Reply, json_reply
 from flowproof_cli.mcp.lane import Lane
 from flowproof_cli.mcp.mocks import (
-    MockSchemaError,
+    MOCK_REFUSALS,
     mock_answer,
     mocked_tool,
     output_schemas,
@@ -64,8 +64,8 @@ class HttpRecordSession(HttpMcpSession):
         """A mocked tool call, answered here (the tools/list scan only for a mock)."""
         lists = (c.result for c in self.recorder.lane.calls if c.method == "tools/list")
         try:
-            answer = mock_answer(message, self.mocks, output_schemas(lists))
-        except MockSchemaError as exc:  # the flow fails; the agent gets an error
+            answer = mock_answer(message, self.mocks, output_schemas(lists), self.mock_calls)
+        except MOCK_REFUSALS as exc:  # the flow fails; the agent gets an error
             text, answer = refusal(self.server, exc)
             self.errors.append(text)
         assert answer is not None

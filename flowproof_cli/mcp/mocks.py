@@ -1,9 +1,10 @@
 """Mocked MCP tools: a `tools/call` answered by flowproof, never forwarded to the server.
 
-A spec's `result:` becomes a `CallToolResult`. A mapping that already looks like one (a
-`content` list or a `structuredContent`) is sent as written, with one text block added when
-it has no `content`. Anything else becomes one text block (a string as is, other JSON as
-canonical JSON), plus `structuredContent` when it is a mapping.
+A spec's `result:` becomes a `CallToolResult` (with `results:`, the k-th value answers the
+k-th call of the tool; a call beyond the list is refused and fails the flow). A mapping that
+already looks like one (a `content` list or a `structuredContent`) is sent as written, with
+one text block added when it has no `content`. Anything else becomes one text block (a
+string as is, other JSON as canonical JSON), plus `structuredContent` when it is a mapping.
 
 When the real server's `tools/list` declares an `outputSchema` for the tool, the MCP spec
 requires `structuredContent` conforming to it, and SDK clients enforce that (the Python SDK
@@ -22,6 +23,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from flowproof_cli.canonical import canonical_json
+from flowproof_cli.dialects.base import ResultSequence, ResultsExhausted
 from flowproof_cli.mcp.canonical import is_modern
 from flowproof_cli.mcp.lane import Lane
 
@@ -40,6 +42,11 @@ class MockSchemaError(ValueError):
             f"({path}: {reason}). Fix: {fix}, or mock the result as {{structuredContent: ...}} "
             "that the schema accepts"
         )
+
+
+#: What a mocked call may be refused with (the flow fails; the agent gets a JSON-RPC error).
+MOCK_REFUSALS = (MockSchemaError, ResultsExhausted)
+MockRefusal = MockSchemaError | ResultsExhausted
 
 
 def _single_property(schema: Any) -> str | None:
@@ -216,18 +223,34 @@ def mocked_tool(message: dict[str, Any], mocks: Mapping[str, Any]) -> str | None
 
 
 def mock_answer(
-    message: dict[str, Any], mocks: Mapping[str, Any], schemas: Mapping[str, Any] | None = None
+    message: dict[str, Any],
+    mocks: Mapping[str, Any],
+    schemas: Mapping[str, Any] | None = None,
+    counts: dict[str, int] | None = None,
 ) -> dict[str, Any] | None:
-    """`{"result": CallToolResult}` for a mocked call, else None; may raise MockSchemaError."""
+    """`{"result": CallToolResult}` for a mocked call, else None.
+
+    A `results:` sequence answers the k-th `tools/call` of its tool with its k-th value;
+    `counts` (tool name -> calls answered so far) is the caller's, one per server session.
+    Raises MockSchemaError, or ResultsExhausted for a call beyond the list.
+    """
     name = mocked_tool(message, mocks)
     if name is None:
         return None
+    value = mocks[name]
+    if isinstance(value, ResultSequence):
+        seen = counts if counts is not None else {}
+        index = seen.get(name, 0)
+        seen[name] = index + 1
+        if index >= len(value):
+            raise ResultsExhausted(name, index + 1, len(value))
+        value = value[index]
     schema = (schemas or {}).get(name)
-    result = tool_result(mocks[name], modern=is_modern(message), schema=schema, tool=name)
+    result = tool_result(value, modern=is_modern(message), schema=schema, tool=name)
     return {"result": result}
 
 
-def refusal(server: str, error: MockSchemaError) -> tuple[str, dict[str, Any]]:
+def refusal(server: str, error: MockRefusal) -> tuple[str, dict[str, Any]]:
     """(the flow's failure text, the JSON-RPC error answer) for a mock its schema rejects."""
     text = f"the MCP server '{server}': {error}"
     return text, {"error": {"code": MOCK_REFUSED_CODE, "message": f"flowproof: {text}"}}
@@ -236,11 +259,13 @@ def refusal(server: str, error: MockSchemaError) -> tuple[str, dict[str, Any]]:
 def schema_problems(server: str, mocks: Mapping[str, Any], schemas: Mapping[str, Any]) -> list[str]:
     """Every mock of `server` that its tool's outputSchema rejects, as a failure text."""
     problems: list[str] = []
-    for tool, value in mocks.items():
+    for tool, mock in mocks.items():
         if schemas.get(tool) is None:
             continue
-        try:
-            tool_result(value, modern=False, schema=schemas[tool], tool=tool)
-        except MockSchemaError as exc:
-            problems.append(refusal(server, exc)[0])
+        for value in mock if isinstance(mock, ResultSequence) else [mock]:
+            try:
+                tool_result(value, modern=False, schema=schemas[tool], tool=tool)
+            except MockSchemaError as exc:
+                problems.append(refusal(server, exc)[0])
+                break
     return problems

@@ -34,7 +34,7 @@ from flowproof_cli.mcp.canonical import (
 )
 from flowproof_cli.mcp.lane import Call, Lane, call_label
 from flowproof_cli.mcp.matching import compare_answer, compare_call
-from flowproof_cli.mcp.mocks import MockSchemaError, lane_schemas, mock_answer, refusal
+from flowproof_cli.mcp.mocks import MOCK_REFUSALS, lane_schemas, mock_answer, refusal
 
 DIVERGENCE_CODE = -32099  # JSON-RPC server-error range: flowproof refused a diverged call
 #: The channel of an answer that has no lane position (a ping): it goes back at once.
@@ -75,6 +75,7 @@ class Replayer:
             if event.during is not None:
                 self._last_event[event.during - 1] = index
         self._schemas = lane_schemas(lane)
+        self._mock_calls: dict[str, int] = {}  # tool -> mocked calls answered (`results:`)
 
     # -- facts ---------------------------------------------------------------------------
 
@@ -125,8 +126,8 @@ class Replayer:
         if difference is not None:
             return self._diverge(message, position, difference)
         try:
-            mock = mock_answer(message, self.mocks, self._schemas)
-        except MockSchemaError as exc:  # the runner checks this before the agent starts
+            mock = mock_answer(message, self.mocks, self._schemas, self._mock_calls)
+        except MOCK_REFUSALS as exc:  # a bad schema is checked before the agent starts
             return self._refuse(message, position, refusal(self.server, exc)[0])
         self.arrived.append(_Arrived(message["id"], progress_token(message), mock))
         return self._advance()

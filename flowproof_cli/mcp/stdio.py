@@ -29,10 +29,11 @@ from pathlib import Path
 from typing import IO, Any
 
 from flowproof_cli.canonical import parse_or
+from flowproof_cli.dialects.base import ResultSequence
 from flowproof_cli.mcp.canonical import Kind, batch_refusal, error_message, kind_of, with_id
 from flowproof_cli.mcp.capture import CLIENT, SERVER, START, CaptureFile
 from flowproof_cli.mcp.lane import lane_from_document
-from flowproof_cli.mcp.mocks import MockSchemaError, mock_answer, output_schemas, refusal
+from flowproof_cli.mcp.mocks import MOCK_REFUSALS, mock_answer, output_schemas, refusal
 from flowproof_cli.mcp.replayer import Replayer
 from flowproof_cli.mode import Mode
 
@@ -57,14 +58,23 @@ class StandinSession:
         self.mode = Mode(self.mode)  # read back from JSON as its string
 
     def write(self, path: Path) -> None:
+        data = asdict(self)
+        # JSON has no sequence type of its own: `results:` travel under their own key.
+        data["mocks"] = {k: v for k, v in self.mocks.items() if not isinstance(v, ResultSequence)}
+        data["mock_results"] = {
+            k: list(v) for k, v in self.mocks.items() if isinstance(v, ResultSequence)
+        }
         descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(descriptor, "w", encoding="utf-8") as stream:
-            json.dump(asdict(self), stream)
+            json.dump(data, stream)
 
     @classmethod
     def read(cls, path: Path) -> StandinSession:
         data = json.loads(path.read_text(encoding="utf-8"))
-        return cls(**data)
+        sequences = data.pop("mock_results", None) or {}
+        session = cls(**data)
+        session.mocks.update({k: ResultSequence(v) for k, v in sequences.items()})
+        return session
 
 
 def _line(message: Any) -> bytes:
@@ -132,6 +142,7 @@ def _record(
     assert server.stdin is not None and server.stdout is not None
     server_stdout = server.stdout
     schemas: dict[str, Any] = {}  # the real server's outputSchemas, for mocked results
+    counts: dict[str, int] = {}  # tool -> mocked calls answered, for `results:` sequences
 
     def pump_server() -> None:
         for raw in server_stdout:
@@ -152,7 +163,13 @@ def _record(
     try:
         for raw in source:
             _record_client(
-                raw, session, capture, output, forward=server.stdin.write, schemas=schemas
+                raw,
+                session,
+                capture,
+                output,
+                forward=server.stdin.write,
+                schemas=schemas,
+                counts=counts,
             )
             with contextlib.suppress(BrokenPipeError, ValueError, OSError):
                 server.stdin.flush()
@@ -172,6 +189,7 @@ def _record_client(
     *,
     forward: Callable[[bytes], Any],
     schemas: dict[str, Any],
+    counts: dict[str, int],
 ) -> None:
     message = parse_or(raw)
     elements = message if isinstance(message, list) else [message]
@@ -179,9 +197,11 @@ def _record_client(
     for element in elements:
         try:
             answer = (
-                mock_answer(element, session.mocks, schemas) if isinstance(element, dict) else None
+                mock_answer(element, session.mocks, schemas, counts)
+                if isinstance(element, dict)
+                else None
             )
-        except MockSchemaError as exc:  # the flow fails; the agent gets an error, not a crash
+        except MOCK_REFUSALS as exc:  # the flow fails; the agent gets an error, not a crash
             text, answer = refusal(session.server, exc)
             capture.append(ERROR, text=text)
         if answer is None:

@@ -15,16 +15,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import inspect
+import socket
 from collections.abc import AsyncIterator, Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from flowproof_addons.guard import RequestGuard
-from flowproof_addons.mcp_http import McpHttpBoundary
-from flowproof_addons.model import ModelBoundary
 from flowproof_cli.cassette import CassetteSession
 from flowproof_cli.errors import PortInUseError
+from flowproof_cli.runner.listeners import bind_loopback, port_of
 from flowproof_cli.runner.mcp_servers import McpServers
-from flowproof_cli.runner.proxy import ProxyHost
+
+if TYPE_CHECKING:
+    from flowproof_cli.mcp.http import HttpMcpSession
+    from flowproof_cli.runner.proxy import ProxyHost
 
 # Hooks that concern the whole master, not one flow's traffic: passed through unscoped.
 _LIFECYCLE_HOOKS = frozenset({"load", "configure", "running", "done"})
@@ -84,27 +86,46 @@ class PortScoped:
 
 
 class ProxyHub:
-    """One embedded mitmproxy for a whole run, started on first use, stopped at the end."""
+    """One embedded mitmproxy for a whole run, loaded and started on first use.
 
-    def __init__(self) -> None:
-        self.model = ModelBoundary()
-        self.mcp_http = McpHttpBoundary()
-        self.host = ProxyHost([RequestGuard(), self.mcp_http, self.model], port=None)
-        self._started = False
+    A flow's listening sockets are bound before the engine is even imported, so its agent
+    starts while mitmproxy loads; the engine then accepts on them (`runner/listeners.py`).
+    """
+
+    def __init__(self, addons: Sequence[Any] = ()) -> None:
+        self._extra = list(addons)  # after the boundaries (`run --inspect`'s tap)
+        # Shared with the boundaries once they exist: each request finds its session here
+        # by the port it arrived on.
+        self.model_sessions: dict[int, CassetteSession] = {}
+        self.mcp_sessions: dict[int, HttpMcpSession] = {}
+        self.host: ProxyHost | None = None
         self._lock = asyncio.Lock()
         self._scoped = 0
 
-    async def start(self) -> None:
+    async def start(self) -> ProxyHost:
         async with self._lock:
-            if not self._started:
-                await self.host.start()
-                self._started = True
+            if self.host is None:
+                self.host = await self._start_engine()
+            return self.host
+
+    async def _start_engine(self) -> ProxyHost:
+        from flowproof_addons.guard import RequestGuard  # noqa: PLC0415 (the engine: lazy)
+        from flowproof_addons.mcp_http import McpHttpBoundary  # noqa: PLC0415
+        from flowproof_addons.model import ModelBoundary  # noqa: PLC0415
+        from flowproof_cli.runner.proxy import ProxyHost  # noqa: PLC0415
+
+        model, mcp_http = ModelBoundary(), McpHttpBoundary()
+        model.sessions = self.model_sessions
+        mcp_http.sessions = self.mcp_sessions
+        host = ProxyHost([RequestGuard(), mcp_http, model, *self._extra], port=None)
+        await host.start()
+        return host
 
     async def stop(self) -> None:
         async with self._lock:
-            if self._started:
-                self._started = False
-                await self.host.stop()
+            host, self.host = self.host, None
+            if host is not None:
+                await host.stop()
 
     async def __aenter__(self) -> ProxyHub:
         await self.start()
@@ -123,46 +144,103 @@ class ProxyHub:
         port: int = 0,
     ) -> AsyncIterator[int]:
         """One flow's listeners: the model's (its port is yielded) and one per `url:` MCP
-        server, each answered by its own session; all closed again on exit."""
-        await self.start()
-        bound = await self.host.add_listener(port)
-        ports = {bound}
-        self.model.sessions[bound] = session
-        scoped: list[PortScoped] = []
+        server, each answered by its own session; all closed again on exit. They are bound
+        at once and served as soon as the engine is up; a failed start is raised on exit."""
+        sockets = [bind_loopback(port)]
+        bound = port_of(sockets[0])
         try:
             if mcp is not None:
-                await self._open_mcp(mcp, ports)
-            self._add_scoped(user_addons, ports, bound, scoped)
+                sockets.extend(self._bind_mcp(mcp))
+        except BaseException:
+            for sock in sockets:
+                sock.close()
+            raise
+        ports = {port_of(sock) for sock in sockets}
+        self.model_sessions[bound] = session
+        scoped: list[PortScoped] = []
+        serving = asyncio.ensure_future(self._serve(sockets, user_addons, ports, scoped))
+        try:
             yield bound
         finally:
+            await self._close(serving, sockets, ports, scoped)
+
+    def _bind_mcp(self, mcp: McpServers) -> list[socket.socket]:
+        bound: list[socket.socket] = []
+        try:
+            for name, port in mcp.http_ports():
+                try:
+                    sock = bind_loopback(port)
+                except PortInUseError:
+                    raise PortInUseError(
+                        port,
+                        f"port {port} of the MCP server '{name}' is already in use on "
+                        "127.0.0.1. Fix: stop whatever listens there, or choose another `port` "
+                        "for it",
+                    ) from None
+                bound.append(sock)
+                self.mcp_sessions[port_of(sock)] = mcp.bind(name, port_of(sock))
+        except BaseException:
+            for sock in bound:
+                sock.close()
+            raise
+        return bound
+
+    async def _serve(
+        self,
+        sockets: list[socket.socket],
+        user_addons: Sequence[Any],
+        ports: set[int],
+        scoped: list[PortScoped],
+    ) -> None:
+        """The engine up, the flow's matcher addons joined, then its sockets accepted on."""
+        host = await self.start()
+        self._add_scoped(host, user_addons, ports, min(ports), scoped)
+        for sock in sockets:
+            await host.serve(sock)
+
+    async def _close(
+        self,
+        serving: asyncio.Future[None],
+        sockets: list[socket.socket],
+        ports: set[int],
+        scoped: list[PortScoped],
+    ) -> None:
+        failure: BaseException | None = None
+        if not serving.done():
+            serving.cancel()
+        try:
+            await serving
+        except asyncio.CancelledError:
+            pass
+        except Exception as exc:  # the engine did not start: the flow could not run
+            failure = exc
+        host = self.host
+        if host is not None:
             for addon in scoped:
                 with contextlib.suppress(Exception):
-                    self.host.master.addons.remove(addon)  # its `done` hook runs
-            for listener in ports:
-                self.model.sessions.pop(listener, None)
-                self.mcp_http.sessions.pop(listener, None)
-                await self.host.remove_listener(listener)
-
-    async def _open_mcp(self, mcp: McpServers, ports: set[int]) -> None:
-        for name, port in mcp.http_ports():
-            try:
-                bound = await self.host.add_listener(port)
-            except PortInUseError:
-                raise PortInUseError(
-                    port,
-                    f"port {port} of the MCP server '{name}' is already in use on 127.0.0.1. "
-                    "Fix: stop whatever listens there, or choose another `port` for it",
-                ) from None
-            ports.add(bound)
-            self.mcp_http.sessions[bound] = mcp.bind(name, bound)
+                    host.master.addons.remove(addon)  # its `done` hook runs
+        for listener in ports:
+            self.model_sessions.pop(listener, None)
+            self.mcp_sessions.pop(listener, None)
+            if host is not None:
+                await host.remove_listener(listener)
+        for sock in sockets:
+            sock.close()  # never served, or already closed with its server
+        if failure is not None:
+            raise failure
 
     def _add_scoped(
-        self, addons: Sequence[Any], ports: set[int], port: int, added: list[PortScoped]
+        self,
+        host: ProxyHost,
+        addons: Sequence[Any],
+        ports: set[int],
+        port: int,
+        added: list[PortScoped],
     ) -> None:
         """Join the flow's matcher addons to the running master, as a script reload does."""
-        from mitmproxy import hooks  # noqa: PLC0415 (loaded with the master already)
+        from mitmproxy import hooks  # noqa: PLC0415 (loaded with the engine already)
 
-        manager = self.host.master.addons
+        manager = host.master.addons
         for addon in addons:
             self._scoped += 1
             name = f"{type(addon).__name__.lower()}@{port}#{self._scoped}"

@@ -77,7 +77,8 @@ async def _end_group(process: asyncio.subprocess.Process, pgid: int) -> None:
     arriving during the grace period still leaves no member of the group alive.
     """
     try:
-        _signal_group(pgid, signal.SIGTERM)
+        if _signal_group(pgid, signal.SIGTERM):  # members left: their orphans are in flight
+            orphans.note_dying()
         if process.returncode is None:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(process.wait(), timeout=KILL_GRACE_S)

@@ -1,7 +1,9 @@
-"""Finding flows below a directory, and the suite each flow belongs to."""
+"""Finding flows below a directory, the suite each flow belongs to, and a run's shard."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from flowproof_cli.spec.suite import SUITE_FILE
@@ -34,3 +36,50 @@ def nearest_suite(spec_path: Path) -> Path | None:
         if (folder / ".git").exists() or folder.parent == folder:
             return None
         folder = folder.parent
+
+
+SHARD_FORMAT = (
+    "expected K/N, two whole numbers with 1 <= K <= N (e.g. `--shard 2/4` runs the second "
+    "of four shards)"
+)
+
+
+@dataclass(frozen=True)
+class Shard:
+    """Shard K of N: the flows whose position in the sorted list of paths is K-1 modulo N.
+
+    Index modulo N over sorted paths, not a hash: every machine that sees the same files
+    makes the same split, each flow lands in exactly one shard, and shard sizes differ by
+    at most one (a hash of each path would keep a flow in its shard when others are added,
+    but can leave one shard empty and another doubled on a small suite).
+    """
+
+    index: int  # K, 1-based
+    total: int  # N
+
+    def __str__(self) -> str:
+        return f"{self.index}/{self.total}"
+
+    def select(self, paths: Sequence[Path], root: Path) -> list[Path]:
+        """This shard's paths, in their given order; sorted by their POSIX form relative to
+        root, so the split does not depend on where the checkout lies."""
+        ordered = sorted(paths, key=lambda path: _relative_key(path, root))
+        mine = {
+            path for position, path in enumerate(ordered) if position % self.total == self.index - 1
+        }
+        return [path for path in paths if path in mine]
+
+
+def parse_shard(text: str) -> Shard:
+    """`K/N` as a Shard; ValueError naming the expected form otherwise."""
+    index, slash, total = text.strip().partition("/")
+    if slash and index.isdecimal() and total.isdecimal() and 1 <= int(index) <= int(total):
+        return Shard(int(index), int(total))
+    raise ValueError(f"{text!r}: {SHARD_FORMAT}")
+
+
+def _relative_key(path: Path, root: Path) -> str:
+    try:
+        return path.resolve().relative_to(root.resolve()).as_posix()
+    except ValueError:
+        return path.resolve().as_posix()

@@ -13,10 +13,14 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from flowproof_cli.runner.command import AgentOutcome, resolve_argv, run_agent
 from flowproof_cli.runner.environment import agent_environment, proxy_handles, runtime_handles
 from flowproof_cli.runner.termination import cancelled_by_sigterm
+
+if TYPE_CHECKING:
+    from flowproof_cli.runner.canned import CannedReplies
 
 DEFAULT_PROMPT = "Say hello."
 DEFAULT_TIMEOUT_S = 60.0
@@ -53,6 +57,7 @@ async def diagnose(
     timeout_s: float = DEFAULT_TIMEOUT_S,
     environ: Mapping[str, str] | None = None,
     cwd: Path | None = None,
+    canned: CannedReplies | None = None,
 ) -> DoctorReport:
     """Run the command once against canned replies; it may use `${VAR}` and the handles an
     `agent.command` may (but no MCP ones). AgentStartError, ConfigError propagate (exit 2)."""
@@ -62,7 +67,7 @@ async def diagnose(
     from flowproof_cli.runner.proxy import ProxyHost  # noqa: PLC0415
 
     environ = dict(os.environ if environ is None else environ)
-    canned = CannedReplies()
+    canned = canned or CannedReplies()  # `flowproof init` passes one that keeps the tools
     with cancelled_by_sigterm():
         async with ProxyHost([RequestGuard(), canned]) as proxy:
             port = proxy.port

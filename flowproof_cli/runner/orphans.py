@@ -94,8 +94,22 @@ def end_adopted(
     return ended
 
 
+_settle_until = 0.0  # until when orphans of a group just signalled may still be reparented
+
+
+def note_dying() -> None:
+    """A process group was just signalled with members left: the sweep waits for their
+    orphans to be reparented. (A group that had already exited whole has none in flight:
+    the kernel reparents a dead parent's children as it exits.)"""
+    global _settle_until  # noqa: PLW0603 (one process's clock, read by the sweep)
+    _settle_until = time.monotonic() + _SETTLE_S
+
+
 def sweep(before: Set[int]) -> list[int]:
     """At the end of a run: end every child still adopted since `before`, marked or not."""
     if not sys.platform.startswith("linux"):
         return []
-    return end_adopted(before)
+    wait = _settle_until - time.monotonic()
+    if wait > 0:
+        time.sleep(wait)
+    return end_adopted(before, settle=False)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from flowproof_cli.errors import Terminated
 from flowproof_cli.runner import orphans
@@ -24,17 +25,20 @@ OnResult = Callable[[FlowResult], None]
 
 
 def run_jobs(
-    jobs: Sequence[FlowJob], workers: int = 1, on_result: OnResult | None = None
+    jobs: Sequence[FlowJob],
+    workers: int = 1,
+    on_result: OnResult | None = None,
+    addons: Sequence[Any] = (),
 ) -> list[FlowResult]:
     """Each job's result, in the order of `jobs`; `on_result` sees each one as soon as it and
     all those before it are done (so output streams in a stable order)."""
-    return asyncio.run(_run_all(jobs, max(1, workers), on_result))
+    return asyncio.run(_run_all(jobs, max(1, workers), on_result, addons))
 
 
-def execute(job: FlowJob) -> FlowResult:
+def execute(job: FlowJob, addons: Sequence[Any] = ()) -> FlowResult:
     """Run one job to its result (a single-spec command): a run of one.
     Single-spec jobs raise FlowproofError; directory jobs don't."""
-    (result,) = run_jobs([job])
+    (result,) = run_jobs([job], addons=addons)
     return result
 
 
@@ -58,12 +62,12 @@ class _InOrder:
 
 
 async def _run_all(
-    jobs: Sequence[FlowJob], workers: int, on_result: OnResult | None
+    jobs: Sequence[FlowJob], workers: int, on_result: OnResult | None, addons: Sequence[Any]
 ) -> list[FlowResult]:
     adopted_before = orphans.children()
     ordered = _InOrder(len(jobs), on_result)
     gate = asyncio.Semaphore(workers)
-    hub = LazyHub()
+    hub = LazyHub(addons)
 
     terminated = False
 

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import errno
+import inspect
 import logging
+import socket
 import tempfile
 from collections.abc import Sequence
 from typing import Any
@@ -20,11 +21,12 @@ from flowproof_cli.runner import minimal_mitmproxy
 
 minimal_mitmproxy.install()  # before mitmproxy.master: skips the ~30 default addons' imports
 
-from mitmproxy import master, options  # noqa: E402
+from mitmproxy import addonmanager, exceptions, hooks, master, options  # noqa: E402
 from mitmproxy.addons import core, disable_h2c, next_layer, proxyserver, tlsconfig  # noqa: E402
-from mitmproxy.proxy import mode_specs  # noqa: E402
+from mitmproxy.proxy import mode_servers, mode_specs  # noqa: E402
 
-from flowproof_cli.errors import ConfigError, PortInUseError  # noqa: E402
+from flowproof_cli.errors import ConfigError  # noqa: E402
+from flowproof_cli.runner.listeners import bind_loopback, port_of  # noqa: E402
 
 # Never dialled: replay answers everything in the request hook, and record rewrites each
 # forwarded request to the configured upstream. A reverse mode still needs a target.
@@ -73,6 +75,44 @@ class _Started:
         self.event.set()
 
 
+class _CachedDispatch(addonmanager.AddonManager):
+    """mitmproxy's addon manager, finding each event's handlers once, not per event.
+
+    The stock manager walks every addon for every event (and most define few hooks); on the
+    replay path that walk is a measurable share of each turn. The list is rebuilt whenever
+    an addon joins or leaves (a flow's matcher addons do, mid-run).
+    """
+
+    def __init__(self, master_: Any) -> None:
+        super().__init__(master_)
+        self._handlers: dict[str, list[Any]] = {}
+
+    def register(self, addon: Any) -> Any:
+        self._handlers.clear()
+        return super().register(addon)
+
+    def remove(self, addon: Any) -> None:
+        self._handlers.clear()
+        super().remove(addon)
+
+    async def trigger_event(self, event: hooks.Hook) -> None:
+        handlers = self._handlers.get(event.name)
+        if handlers is None:
+            handlers = [func for top in self.chain for _, func in self._iter_hooks(top, event)]
+            self._handlers[event.name] = handlers
+        if not handlers:
+            return
+        args = event.args()
+        for func in handlers:
+            try:
+                with addonmanager.safecall():
+                    result = func(*args)
+                    if result is not None and inspect.isawaitable(result):
+                        await result
+            except exceptions.AddonHalt:
+                return
+
+
 class ProxyHost:
     """Start with `await start()`, read `port`, stop with `await stop()`.
 
@@ -87,9 +127,7 @@ class ProxyHost:
         self._master: master.Master | None = None
         self._task: asyncio.Task[None] | None = None
         self._confdir = tempfile.TemporaryDirectory(prefix="flowproof-mitm-")
-        self._listeners = 0
-        self._modes: dict[int, mode_specs.ProxyMode] = {}  # bound port -> its listener
-        self._wanted: list[mode_specs.ProxyMode] = []  # the listeners asked for, in order
+        self._servers: dict[int, asyncio.Server] = {}  # bound port -> its listener
         self.port: int = 0
 
     @property
@@ -103,6 +141,7 @@ class ProxyHost:
         opts = options.Options()
         started = _Started()
         self._master = master.Master(opts, event_loop=asyncio.get_running_loop())
+        self._master.addons = _CachedDispatch(self._master)
         self._master.addons.add(
             core.Core(),
             disable_h2c.DisableH2C(),
@@ -131,51 +170,54 @@ class ProxyHost:
         return self.port
 
     async def add_listener(self, port: int = 0) -> int:
-        """One more loopback listener on this master; its bound port.
+        """One more loopback listener on this master; its bound port."""
+        sock = bind_loopback(port)
+        await self.serve(sock)
+        return port_of(sock)
 
-        The instance is added to the running servers directly: mitmproxy's `mode` option
-        refuses two modes on the same address, and `127.0.0.1:0` twice is that address.
-        Each listener gets its own (never dialled) target so the mode specs differ.
-        """
-        server = self.master.addons.get("proxyserver")
-        self._listeners += 1
-        target = f"http://127.0.0.1:{10 + self._listeners}"
-        mode = mode_specs.ProxyMode.parse(f"reverse:{target}@127.0.0.1:{port}")
-        # The wanted set changes before any await: flows add and remove listeners at once.
-        self._wanted.append(mode)
-        await server.servers.update(list(self._wanted))
-        instance = server.servers[mode]
-        if instance.last_exception is not None or not instance.listen_addrs:
-            failure = instance.last_exception
-            self._wanted.remove(mode)
-            await server.servers.update(list(self._wanted))
-            if isinstance(failure, OSError) and failure.errno == errno.EADDRINUSE:
-                raise PortInUseError(port)
-            raise ConfigError(f"the proxy could not listen on 127.0.0.1:{port or 'any'}: {failure}")
-        bound = int(instance.listen_addrs[0][1])
-        self._modes[bound] = mode
-        return bound
+    async def serve(self, sock: socket.socket) -> None:
+        """Accept on a listening socket bound beforehand (`listeners.bind_loopback`), which
+        this host then owns: a listener of mitmproxy's reverse mode, never dialling its
+        placeholder target, outside mitmproxy's `mode` option (that refuses two modes on
+        one address, and `127.0.0.1:0` twice is one)."""
+        proxyserver_addon = self.master.addons.get("proxyserver")
+        port = port_of(sock)
+        mode = mode_specs.ProxyMode.parse(f"reverse:{_PLACEHOLDER_TARGET}@{port}")
+        instance: Any = mode_servers.ServerInstance.make(mode, proxyserver_addon)
+        try:
+            server = await asyncio.start_server(
+                instance.handle_stream, sock=sock, start_serving=False
+            )
+        except OSError as exc:
+            sock.close()
+            raise ConfigError(f"the proxy could not accept on port {port}: {exc}") from None
+        # Known before it serves: a flow cancelled right here still closes it through the
+        # loop (a socket closed behind the loop's back leaves a stale selector entry).
+        self._servers[port] = server
+        await server.start_serving()
+
+    def listen_addrs(self) -> list[tuple[str, int]]:
+        """(host, port) of every listening socket, as the kernel bound them."""
+        return [
+            sock.getsockname()[:2] for server in self._servers.values() for sock in server.sockets
+        ]
 
     async def remove_listener(self, port: int) -> None:
         """Close one listener (its socket is gone when this returns); the others stay."""
-        mode = self._modes.pop(port, None)
-        if mode is None or self._master is None:
+        server = self._servers.pop(port, None)
+        if server is None or self._master is None:
             return
-        self._wanted.remove(mode)
-        server = self._master.addons.get("proxyserver")
-        await server.servers.update(list(self._wanted))
-        await _close_client_connections(server, port)  # a service's keep-alive ones
+        server.close()
+        await _close_client_connections(self._master.addons.get("proxyserver"), port)
 
     async def stop(self) -> None:
         if self._master is not None:
             # Close the listening sockets now: shutdown() alone leaves them accepting until
             # the event loop closes, and no flow may leave a listening port behind.
-            server = self._master.addons.get("proxyserver")
-            self._modes.clear()
-            self._wanted.clear()
-            with contextlib.suppress(Exception):
-                await server.servers.update([])
-            await _close_client_connections(server)
+            for listening in self._servers.values():
+                listening.close()
+            self._servers.clear()
+            await _close_client_connections(self._master.addons.get("proxyserver"))
             self._master.shutdown()
         if self._task is not None:
             with contextlib.suppress(Exception, asyncio.CancelledError):

@@ -23,6 +23,17 @@ def listed(description: str) -> Any:
     return Field(default_factory=list, description=description)
 
 
+def optional_list(description: str) -> Any:
+    """An optional non-empty list: None when not given; the schema shows only the list."""
+
+    def only_the_list(schema: dict[str, Any]) -> None:
+        schema.pop("anyOf", None)
+        schema.pop("default", None)
+        schema.update({"type": "array", "minItems": 1})
+
+    return Field(default=None, description=description, json_schema_extra=only_the_list)
+
+
 def optional_port(description: str) -> Any:
     """An optional TCP port number."""
     return Field(default=None, ge=1, le=65535, description=description)

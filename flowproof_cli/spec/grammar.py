@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import Any
 
 from flowproof_cli.errors import SpecError
 
@@ -71,11 +72,15 @@ class Clause:
 
 @dataclass(frozen=True)
 class ToolCallAssertion:
-    """A parsed `assert_tool_call` / `assert_no_tool_call` text."""
+    """A parsed `assert_tool_call` / `assert_no_tool_call`: the prose text, or the
+    structured mapping (`args` partial, or exact with `exact`), with an optional call count."""
 
     tool: str
     clauses: tuple[Clause, ...]
     source: str
+    args: dict[str, Any] | None = None  # the structured form's expected arguments
+    exact: bool = False  # `args_exact`: these arguments and no others
+    times: int | None = None  # exactly this many calls match (assert_tool_call only)
 
     def __str__(self) -> str:
         return self.source

@@ -289,6 +289,7 @@ def _line_of(root: yaml.Node, loc: _Loc) -> int:
     """Line of the deepest node `loc` reaches; a key's own line when it ends on a key."""
     node: yaml.Node = root
     line = _line(root)
+    previous: str | int | None = None
     for part in loc:
         if isinstance(node, yaml.MappingNode):
             for key_node, value_node in node.value:
@@ -296,6 +297,8 @@ def _line_of(root: yaml.Node, loc: _Loc) -> int:
                     node, line = value_node, _line(key_node)
                     break
             else:
+                if part == previous:  # a step's union tag repeats its key
+                    continue
                 return line
         elif isinstance(node, yaml.SequenceNode) and isinstance(part, int):
             if not 0 <= part < len(node.value):
@@ -304,6 +307,7 @@ def _line_of(root: yaml.Node, loc: _Loc) -> int:
             line = _line(node)
         else:
             return line
+        previous = part
     return line
 
 

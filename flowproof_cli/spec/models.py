@@ -14,6 +14,7 @@ Adding a step kind: subclass ``StepBase`` with one field named like the YAML key
 
 from __future__ import annotations
 
+import difflib
 import json
 import re
 from collections.abc import Mapping, Sequence
@@ -36,11 +37,13 @@ from pydantic import (
     model_validator,
 )
 
+from flowproof_cli.dialects.base import ResultSequence
 from flowproof_cli.errors import SpecError
 from flowproof_cli.spec.fields import (
     first_repeat,
     listed,
     optional,
+    optional_list,
     optional_port,
     optional_text,
 )
@@ -202,42 +205,88 @@ class AgentSpec(_Model):
         return resolve_variables(host, environ, where="agent.allow_egress").strip()
 
 
+def _check_json(value: Any, what: str = "the result") -> Any:
+    try:
+        json.dumps(value, allow_nan=False)
+    except (TypeError, ValueError):
+        raise spec_problem(
+            f"{what} is not JSON (a YAML tag or a set?). Fix: use strings, numbers, "
+            "booleans, null, lists and mappings only"
+        ) from None
+    return value
+
+
 class ToolSpec(_Model):
-    """A tool the agent may call: declared only, or mocked when `result` is given."""
+    """A tool the agent may call: declared only, or mocked when `result` (every call) or
+    `results` (call by call) is given."""
+
+    model_config = ConfigDict(json_schema_extra={"not": {"required": ["result", "results"]}})
 
     name: str = Field(min_length=1, description="The tool name as the model calls it.")
     result: Any = Field(
         default=None,
         description=(
-            "What the mocked tool returns (any JSON value, `null` included). Omit the key to "
-            "declare the tool without mocking it."
+            "What the mocked tool returns on every call (any JSON value, `null` included). "
+            "Omit the key to declare the tool without mocking it."
         ),
+    )
+    results: list[Any] | None = optional_list(
+        "What the mocked tool returns call by call: the k-th call gets the k-th value; a "
+        "call beyond the list fails the flow. Not with `result`."
     )
 
     @field_validator("result", mode="after")
     @classmethod
     def _json_result(cls, value: Any) -> Any:
-        try:
-            json.dumps(value, allow_nan=False)
-        except (TypeError, ValueError):
+        return _check_json(value)
+
+    @field_validator("results", mode="before")
+    @classmethod
+    def _results_shape(cls, value: Any) -> Any:
+        if not isinstance(value, list):
             raise spec_problem(
-                "the result is not JSON (a YAML tag or a set?). Fix: use strings, numbers, "
-                "booleans, null, lists and mappings only"
-            ) from None
+                f"`results` must be a list of the values the tool returns call by call, got "
+                f"{type(value).__name__}. Fix: write `results: [first, second]`, or `result:` "
+                "for one value every call gets"
+            )
+        if not value:
+            raise spec_problem(
+                "`results` is empty, so no call of the tool could be answered. Fix: list at "
+                "least one value, or remove `results` to declare the tool without mocking it"
+            )
+        for index, item in enumerate(value):
+            _check_json(item, f"result {index + 1} of `results`")
         return value
+
+    @model_validator(mode="after")
+    def _one_mock_form(self) -> Self:
+        if "result" in self.model_fields_set and "results" in self.model_fields_set:
+            raise spec_problem(
+                f"tool `{self.name}` has both `result` and `results`. Fix: keep `result` for "
+                "one value every call gets, or `results` for one value per call",
+                ("results",),
+            )
+        return self
 
     @model_serializer(mode="wrap")
     def _omit_unmocked_result(self, handler: SerializerFunctionWrapHandler) -> Any:
-        """Dump a declared-only tool without `result`, so a dump loads back the same."""
+        """Dump only the mock key the spec wrote, so a dump loads back the same."""
         data = handler(self)
-        if not self.is_mocked and isinstance(data, dict):
-            data.pop("result", None)
+        if isinstance(data, dict):
+            for key in ("result", "results"):
+                if key not in self.model_fields_set:
+                    data.pop(key, None)
         return data
 
     @property
     def is_mocked(self) -> bool:
-        """True when the spec gave a `result` key, even `result: null`."""
-        return "result" in self.model_fields_set
+        """True when the spec gave a `result` key (even `result: null`) or `results`."""
+        return "result" in self.model_fields_set or self.results is not None
+
+    @property
+    def mock(self) -> Any:
+        """The mock as the boundaries take it: the value, or a ResultSequence."""
+        return ResultSequence(self.results) if self.results is not None else self.result
 
 
 _MCP_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
@@ -292,7 +341,8 @@ class McpServerSpec(_Model):
         "With `url`: a fixed loopback port for flowproof's listener (default: any)."
     )
     tools: list[McpToolSpec] = listed(
-        "Tools of this server; a `result` mocks the tool (never forwarded)."
+        "Tools of this server; a `result` (or `results`, one per call) mocks the tool "
+        "(never forwarded)."
     )
 
     @model_validator(mode="after")
@@ -327,7 +377,7 @@ class McpServerSpec(_Model):
 
     @property
     def mocks(self) -> dict[str, Any]:
-        return {tool.name: tool.result for tool in self.tools if tool.is_mocked}
+        return {tool.name: tool.mock for tool in self.tools if tool.is_mocked}
 
     def resolved_command(self, environ: Mapping[str, str]) -> str:
         return resolve_variables(self.command or "", environ, where=f"mcp.{self.name}.command")
@@ -369,25 +419,194 @@ class PromptStep(StepBase):
 
 ToolAssertionText = Annotated[str, AfterValidator(_check_tool_assertion)]
 
+_MATCH_KEYS = ("name", "call", "args", "args_exact", "times")
 
-class _ToolAssertionStep(StepBase):
-    """A step whose value is a tool assertion in the prose grammar."""
+
+class ToolCallMatch(_Model):
+    """A tool assertion: the prose text (`call`), or the structured form (`name` with
+    `args` or `args_exact`); `times` counts the matching calls. A step written as a plain
+    string is the prose form."""
+
+    name: str | None = Field(
+        default=None,
+        min_length=1,
+        description="The tool name (structured form; not with `call`).",
+        json_schema_extra={"pattern": r"^\S+$"},
+    )
+    call: ToolAssertionText | None = Field(
+        default=None,
+        description=(
+            "The prose form, `NAME [where PATH MATCHER [VALUE] [and ...]]` (not with `name`)."
+        ),
+        json_schema_extra={"pattern": _TOOL_ASSERTION_PATTERN},
+    )
+    args: dict[str, Any] | None = Field(
+        default=None,
+        description=(
+            "Partial match: every leaf given equals the call's argument at that path (as "
+            "`where PATH equals VALUE`); other arguments are ignored. Lists compare whole."
+        ),
+    )
+    args_exact: dict[str, Any] | None = Field(
+        default=None,
+        description="Exact match: these arguments and no others (leaves as for `args`).",
+    )
+    times: int | None = Field(
+        default=None,
+        ge=1,
+        description="Exactly this many calls match (`assert_tool_call` only).",
+    )
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "oneOf": [{"required": ["name"]}, {"required": ["call"]}],
+            "not": {"required": ["args", "args_exact"]},
+        }
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _shape(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            return {"call": value}
+        if not isinstance(value, dict):
+            raise spec_problem(
+                f"a tool assertion is the prose text or a mapping, got {type(value).__name__}. "
+                "Fix: write e.g. `get_weather where city equals Nairobi` or "
+                "`{name: get_weather, args: {city: Nairobi}}`"
+            )
+        for key in value:
+            if key not in _MATCH_KEYS:
+                close = difflib.get_close_matches(str(key), _MATCH_KEYS, n=1, cutoff=0.6)
+                hint = f" Did you mean `{close[0]}`?" if close else ""
+                raise spec_problem(
+                    f"unknown key `{key}` in the tool assertion.{hint} Fix: use one of the "
+                    f"allowed keys: {', '.join(_MATCH_KEYS)}",
+                    (str(key),),
+                )
+        for key in ("args", "args_exact"):
+            if key in value and not isinstance(value[key], dict):
+                raise spec_problem(
+                    f"`{key}` must be a mapping of argument names to values, got "
+                    f"{type(value[key]).__name__}. Fix: write e.g. `{key}: {{city: Nairobi}}`"
+                    + ("" if key == "args" else " (every argument of the call)"),
+                    (key,),
+                )
+        if "times" in value:
+            times = value["times"]
+            if isinstance(times, bool) or not isinstance(times, int) or times < 1:
+                raise spec_problem(
+                    f"`times` must be a whole number of calls >= 1, got {times!r}. Fix: write "
+                    "e.g. `times: 2`; to assert that no call matches, use "
+                    "`assert_no_tool_call` instead",
+                    ("times",),
+                )
+        return value
+
+    @model_validator(mode="after")
+    def _one_form(self) -> Self:
+        if (self.name is None) == (self.call is None):
+            both = self.name is not None
+            raise spec_problem(
+                "a tool assertion mapping needs exactly one of `name` (the structured form) "
+                f"and `call` (the prose form){'; it has both' if both else ''}. Fix: write "
+                "`{name: TOOL, args: {...}}` or `{call: TOOL where ..., times: N}`",
+                ("call",) if both else (),
+            )
+        if self.name is not None and re.search(r"\s", self.name):
+            raise spec_problem(
+                f"the tool name `{self.name}` has a space. Fix: tool names have no spaces; "
+                "for prose conditions write `call: ...` instead of `name: ...`",
+                ("name",),
+            )
+        if self.args is not None and self.args_exact is not None:
+            raise spec_problem(
+                "a tool assertion has both `args` (partial) and `args_exact` (exact). Fix: "
+                "keep one of them",
+                ("args_exact",),
+            )
+        if self.call is not None and (self.args is not None or self.args_exact is not None):
+            key = "args" if self.args is not None else "args_exact"
+            raise spec_problem(
+                f"`{key}` goes with `name`, not with the prose `call`. Fix: write the "
+                f"conditions in the prose (`where ...`), or use `name:` with `{key}:`",
+                (key,),
+            )
+        for key in ("args", "args_exact"):
+            expected = getattr(self, key)
+            if expected is not None:
+                _check_json(expected, f"`{key}`")
+        return self
+
+    @model_serializer(mode="wrap")
+    def _dump_as_written(self, handler: SerializerFunctionWrapHandler) -> Any:
+        """The prose form alone dumps back as its text; a mapping keeps the keys given."""
+        if self.model_fields_set == {"call"}:
+            return self.call
+        data = handler(self)
+        return {k: v for k, v in data.items() if k in self.model_fields_set}
+
+    def __str__(self) -> str:
+        """The assertion as failure messages quote it."""
+        if self.call is not None:
+            text = self.call.strip()
+        else:
+            text = str(self.name)
+            if self.args is not None:
+                text += f" with args {_compact_json(self.args)}"
+            if self.args_exact is not None:
+                text += f" with exactly args {_compact_json(self.args_exact)}"
+        return text if self.times is None else f"{text} (times: {self.times})"
 
     @property
     def assertion(self) -> ToolCallAssertion:
-        return parse_tool_assertion(self.text)
+        if self.call is not None:
+            parsed = parse_tool_assertion(self.call)
+            return ToolCallAssertion(
+                tool=parsed.tool, clauses=parsed.clauses, source=str(self), times=self.times
+            )
+        exact = self.args_exact is not None
+        return ToolCallAssertion(
+            tool=str(self.name),
+            clauses=(),
+            source=str(self),
+            args=self.args_exact if exact else self.args,
+            exact=exact,
+            times=self.times,
+        )
+
+
+def _compact_json(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, sort_keys=True)
+
+
+def _either_form(schema: dict[str, Any]) -> None:
+    """The step's JSON Schema: the prose text, or the mapping."""
+    ref = schema.pop("$ref", None)
+    prose = {"type": "string", "pattern": _TOOL_ASSERTION_PATTERN}
+    schema["anyOf"] = [prose, {"$ref": ref}] if ref else [prose]
+
+
+class _ToolAssertionStep(StepBase):
+    """A step whose value is a tool assertion (prose text or structured mapping)."""
+
+    @property
+    def assertion(self) -> ToolCallAssertion:
+        match: ToolCallMatch = getattr(self, self.kind)
+        return match.assertion
 
 
 class ToolCallStep(_ToolAssertionStep):
     """The agent called a tool (in order with the other `assert_tool_call` steps)."""
 
     kind: ClassVar[str] = "assert_tool_call"
-    assert_tool_call: ToolAssertionText = Field(
+    assert_tool_call: ToolCallMatch = Field(
         description=(
-            "`NAME [where PATH MATCHER [VALUE] [and ...]]`; matchers: equals (is), contains, "
-            "matches, exists, is absent (is missing)."
+            "`NAME [where PATH MATCHER [VALUE] [and ...]]` (matchers: equals (is), contains, "
+            "matches, exists, is absent (is missing)), or a mapping: `{name, args | "
+            "args_exact, times}` or `{call: PROSE, times}`."
         ),
-        json_schema_extra={"pattern": _TOOL_ASSERTION_PATTERN},
+        json_schema_extra=_either_form,
     )
 
 
@@ -395,10 +614,23 @@ class NoToolCallStep(_ToolAssertionStep):
     """No call in the whole trajectory matches this tool and its conditions."""
 
     kind: ClassVar[str] = "assert_no_tool_call"
-    assert_no_tool_call: ToolAssertionText = Field(
-        description="`NAME [where PATH MATCHER [VALUE] [and ...]]`, as for assert_tool_call.",
-        json_schema_extra={"pattern": _TOOL_ASSERTION_PATTERN},
+    assert_no_tool_call: ToolCallMatch = Field(
+        description=(
+            "As for assert_tool_call: the prose text, or `{name, args | args_exact}` (no `times`)."
+        ),
+        json_schema_extra=_either_form,
     )
+
+    @field_validator("assert_no_tool_call", mode="after")
+    @classmethod
+    def _no_times(cls, value: ToolCallMatch) -> ToolCallMatch:
+        if value.times is not None:
+            raise spec_problem(
+                "`times` does not apply to `assert_no_tool_call`, which already means no call "
+                "matches. Fix: remove `times`, or use `assert_tool_call` with `times: N`",
+                ("times",),
+            )
+        return value
 
 
 class ReplyStep(StepBase):
@@ -592,12 +824,13 @@ class FlowSpec(_Model):
     app: Literal["agent"] = Field(description="The kind of app under test; only `agent` now.")
     agent: AgentSpec = Field(description="How to start the agent under test.")
     tools: list[ToolSpec] = listed(
-        "Tools the agent may call. With `result` the tool is mocked; without it, declared "
-        "only. When non-empty, assertions may only name tools listed here."
+        "Tools the agent may call. With `result` (or `results`, one per call) the tool is "
+        "mocked; without either, declared only. When non-empty, assertions may only name "
+        "tools listed here."
     )
     mcp: list[McpServerSpec] = listed(
         "MCP servers the agent calls: each is recorded once and replayed with the real "
-        "server never started; a tool given `result` is never forwarded."
+        "server never started; a tool given `result` or `results` is never forwarded."
     )
     strict: bool = Field(
         default=False,
@@ -623,7 +856,8 @@ class FlowSpec(_Model):
     steps: list[Step] = Field(
         description=(
             "One-key mappings, in order: `prompt`, `assert_tool_call`, `assert_no_tool_call`, "
-            "`assert`; or the bare step `assert_no_egress`. At least one `prompt`."
+            "`assert`, `assert_no_secret_leak`; or the bare step `assert_no_egress`. At least "
+            "one `prompt`."
         ),
         json_schema_extra={"minItems": 1},
     )
@@ -746,8 +980,9 @@ class FlowSpec(_Model):
 
     @property
     def mocks(self) -> dict[str, Any]:
-        """Tool name -> result, for mocked tools only (a `null` result is a mock)."""
-        return {tool.name: tool.result for tool in self.tools if tool.is_mocked}
+        """Tool name -> result, for mocked tools only (a `null` result is a mock); a
+        `results:` list as a ResultSequence."""
+        return {tool.name: tool.mock for tool in self.tools if tool.is_mocked}
 
     @property
     def declared_tools(self) -> list[str]:

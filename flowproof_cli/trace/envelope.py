@@ -5,6 +5,7 @@ Layout (YAML; docs/trace-format.md is the reference):
     flowproof_trace: 1          # format version
     flow: <spec name>
     mocks: {tool: result}       # the spec's tools: mocks, snapshotted
+    mock_results: {tool: [...]} # the `results:` sequences, snapshotted; omitted when none
     match: [{ignore: path}, ...] # the match rules in force, snapshotted; omitted when none
     turns:                      # model turns in recorded order
       - protocol: <tag>         # omitted for openai-chat, the default
@@ -25,6 +26,7 @@ from typing import Any
 
 from flowproof_cli.canonical import sorted_keys
 from flowproof_cli.cassette.turn import Turn
+from flowproof_cli.dialects.base import ResultSequence
 from flowproof_cli.errors import TraceError
 from flowproof_cli.mcp.lane import Lane, lane_from_document, lane_to_document
 from flowproof_cli.routes import DEFAULT_PROTOCOL
@@ -56,12 +58,16 @@ def to_document(trace: Trace) -> dict[str, Any]:
         entry["request"] = sorted_keys(turn.request)
         entry["response"] = {"status": turn.status, "body": sorted_keys(turn.response)}
         turns.append(entry)
+    singles = {k: v for k, v in trace.mocks.items() if not isinstance(v, ResultSequence)}
+    sequences = {k: v for k, v in trace.mocks.items() if isinstance(v, ResultSequence)}
     document: dict[str, Any] = {
         "flowproof_trace": trace.version,
         "flow": trace.flow,
-        "mocks": sorted_keys(trace.mocks),
-        "turns": turns,
+        "mocks": sorted_keys(singles),
     }
+    if sequences:  # absent without `results:`, so older traces stay byte-identical
+        document["mock_results"] = sorted_keys({k: list(v) for k, v in sequences.items()})
+    document["turns"] = turns
     if trace.match:  # absent without rules, so older traces stay byte-identical
         document["match"] = [sorted_keys(rule) for rule in trace.match]
     if trace.egress_blocked:
@@ -98,12 +104,26 @@ def from_document(document: Any, source: str) -> Trace:
     return Trace(
         flow=str(document.get("flow", "")),
         turns=turns,
-        mocks=dict(document.get("mocks") or {}),
+        mocks=_mocks(document, source),
         version=version,
         egress_blocked=_egress_blocked(document.get("egress"), source),
         mcp=_mcp_lanes(document.get("mcp"), source),
         match=_match_rules(document.get("match"), source),
     )
+
+
+def _mocks(document: dict[str, Any], source: str) -> dict[str, Any]:
+    """The mocks snapshot: single results, and `mock_results` sequences as ResultSequence."""
+    mocks = dict(document.get("mocks") or {})
+    sequences = document.get("mock_results")
+    if sequences is None:
+        return mocks
+    if not isinstance(sequences, dict) or not all(
+        isinstance(values, list) for values in sequences.values()
+    ):
+        raise TraceError(f"{source}: the mock_results section is malformed (expected tool: [...])")
+    mocks.update({str(name): ResultSequence(values) for name, values in sequences.items()})
+    return mocks
 
 
 def _match_rules(section: Any, source: str) -> list[dict[str, Any]]:

@@ -31,7 +31,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("flowproof_cli.evidence",),
     ("flowproof_addons",),
     ("flowproof_cli.runner",),
-    ("flowproof_cli.cli",),
+    ("flowproof_cli.cli", "flowproof_cli.pytest_plugin"),
     ("flowproof_cli.__main__",),
 )
 PACKAGES = {"flowproof_cli": REPO / "flowproof_cli", "flowproof_addons": REPO / "addons"}

@@ -43,10 +43,14 @@ def test_addons_are_mapped_to_flowproof_addons() -> None:
 
 
 def test_model_addon_module_defines_an_addons_list() -> None:
-    from flowproof_addons import guard, model
+    from flowproof_addons import conversation, guard, model
 
     assert isinstance(model.addons, list)
-    assert [type(addon) for addon in model.addons] == [guard.RequestGuard, model.ModelBoundary]
+    assert [type(addon) for addon in model.addons] == [
+        guard.RequestGuard,
+        model.ModelBoundary,
+        conversation.ConversationViews,
+    ]
     assert isinstance(guard.addons, list)
     assert [type(addon) for addon in guard.addons] == [guard.RequestGuard]
 

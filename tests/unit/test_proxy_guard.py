@@ -259,9 +259,7 @@ def _listening_addresses(port: int) -> list[str]:
 
 def test_listener_is_bound_to_loopback_only(running: Running) -> None:
     assert running.port > 0
-    assert running.proxy._master is not None
-    server = running.proxy._master.addons.get("proxyserver")
-    addresses = server.listen_addrs()
+    addresses = running.proxy.listen_addrs()
     assert addresses
     assert {(host, port) for host, port, *_ in addresses} == {(LOOPBACK, running.port)}
     if not Path("/proc/net/tcp").exists():

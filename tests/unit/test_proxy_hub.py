@@ -86,8 +86,8 @@ def test_a_closed_listener_refuses_and_its_session_is_gone() -> None:
         async with ProxyHub() as hub:
             session = CassetteSession(Mode.REPLAY, recorded=[_turn("x")])
             async with hub.listen(session) as port:
-                assert hub.model.sessions[port] is session
-            return _is_listening(port), port in hub.model.sessions
+                assert hub.model_sessions[port] is session
+            return _is_listening(port), port in hub.model_sessions
 
     assert asyncio.run(scenario()) == (False, False)
 
@@ -140,3 +140,25 @@ def test_port_scoped_passes_lifecycle_hooks_and_hides_missing_ones() -> None:
     assert scoped.configure(set()) == "configured"
     assert not hasattr(scoped, "request")  # mitmproxy must not call a hook it does not have
     assert not hasattr(scoped, "addons")
+
+
+def test_an_addon_joining_or_leaving_mid_run_changes_who_is_called() -> None:
+    """The engine caches each event's handlers: a flow's matcher addon that joins after
+    requests were dispatched is still called, and one whose flow ended is called no more."""
+    early, late = SeesRequests(), SeesRequests()
+
+    async def scenario() -> tuple[int, int]:
+        async with ProxyHub() as hub:
+            async with hub.listen(
+                CassetteSession(Mode.REPLAY, recorded=[_turn("a")]), user_addons=[early]
+            ) as a:
+                await asyncio.to_thread(_ask, a)
+            async with hub.listen(
+                CassetteSession(Mode.REPLAY, recorded=[_turn("b")]), user_addons=[late]
+            ) as b:
+                await asyncio.to_thread(_ask, b)
+            return a, b
+
+    a, b = asyncio.run(scenario())
+    assert early.ports == [a]
+    assert late.ports == [b]

@@ -437,7 +437,9 @@ def test_schema_contains_every_step_kind() -> None:
     assert control["required"] == ["id"]
     assert control["properties"]["id"]["pattern"] == "^[a-z0-9._-]+$"
     assert schema["additionalProperties"] is False
-    assert "pattern" in schema["$defs"]["ToolCallStep"]["properties"]["assert_tool_call"]
+    prose, structured = schema["$defs"]["ToolCallStep"]["properties"]["assert_tool_call"]["anyOf"]
+    assert "pattern" in prose
+    assert structured == {"$ref": "#/$defs/ToolCallMatch"}
     assert "default" not in schema["$defs"]["ToolSpec"]["properties"]["result"]
 
 

@@ -1,0 +1,74 @@
+"""`flowproof init --agent CMD`: write a starter spec from one run against canned replies.
+
+Exit 0 with the spec written, 1 when no model request arrived (doctor's wiring hint, no file
+written), 2 when the file exists already or the command cannot start.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from flowproof_cli.errors import ExitCode, FlowproofError
+
+
+class SpecExistsError(FlowproofError):
+    """`init` never replaces a spec: it may hold the user's own work."""
+
+
+@click.command()
+@click.option(
+    "--agent",
+    "command",
+    required=True,
+    metavar="CMD",
+    help="The agent command, split like agent.command; it runs in the spec's directory.",
+)
+@click.option(
+    "--out",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="The spec to write (default: <script>.flow.yaml, named after CMD's script).",
+)
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=0, min_open=True),
+    default=60.0,
+    show_default=True,
+    help="Seconds before the agent is killed.",
+)
+def init(command: str, out: Path | None, timeout: float) -> None:
+    """Run CMD once against canned replies and write a starter spec declaring its tools.
+
+    No model and no key: the spec names the agent, the tools it offered the model and a
+    prompt placeholder, ready for `flowproof record`. An existing file is never replaced.
+    """
+    import asyncio  # noqa: PLC0415 - not for --help
+
+    from flowproof_cli.cli.doctor import render_report  # noqa: PLC0415
+    from flowproof_cli.runner.init import default_spec_name, probe, starter_spec  # noqa: PLC0415
+
+    path = out or Path(default_spec_name(command))
+    if path.exists():
+        raise SpecExistsError(
+            f"{path} already exists; init never replaces a spec. Fix: pass another file "
+            f"with --out, or delete {path} first"
+        )
+    found = asyncio.run(probe(command, cwd=path.parent.resolve(), timeout_s=timeout))
+    if not found.report.model_requests:
+        for line in render_report(found.report):
+            click.echo(line)
+        click.echo("no spec written: fix the wiring above, then run init again", err=True)
+        sys.exit(ExitCode.FAILED)
+    try:
+        with path.open("x", encoding="utf-8") as handle:
+            handle.write(starter_spec(command, found, path.name))
+    except OSError as exc:
+        raise FlowproofError(
+            f"cannot write {path}: {exc.strerror}. Fix: choose a writable --out"
+        ) from None
+    tools = ", ".join(found.tools) or "none"
+    click.echo(f"wrote {path}: {found.report.model_requests} model request(s), tools: {tools}")
+    click.echo(f"next: edit its prompt and assertions, then `flowproof record {path}`")

@@ -1,0 +1,38 @@
+"""Loopback listening sockets, bound before the proxy engine is loaded.
+
+A flow's port must be known before its agent starts (the agent is told it), but the agent
+need not wait for mitmproxy: the socket is bound and listening here, the agent is spawned,
+and the proxy (imported and started meanwhile) begins accepting on the same socket. A
+connection the agent opens in between waits in the kernel's accept queue.
+"""
+
+from __future__ import annotations
+
+import errno
+import socket
+
+from flowproof_cli.errors import ConfigError, PortInUseError
+
+LOOPBACK = "127.0.0.1"
+BACKLOG = 512  # agents that open many connections at once must not be refused
+
+
+def bind_loopback(port: int = 0) -> socket.socket:
+    """A listening, non-blocking TCP socket on 127.0.0.1:port (0: any free port)."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # a port in TIME_WAIT
+        sock.bind((LOOPBACK, port))
+        sock.listen(BACKLOG)
+    except (OSError, OverflowError) as exc:
+        sock.close()
+        if isinstance(exc, OSError) and exc.errno == errno.EADDRINUSE:
+            raise PortInUseError(port) from None
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise ConfigError(f"cannot listen on {LOOPBACK}:{port or 'any'}: {why}") from None
+    sock.setblocking(False)
+    return sock
+
+
+def port_of(sock: socket.socket) -> int:
+    return int(sock.getsockname()[1])

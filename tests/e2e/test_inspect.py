@@ -1,0 +1,353 @@
+"""`flowproof inspect` and `flowproof run --inspect` through the real CLI and a real mitmweb,
+and mitmweb's page rendered by a real headless Chromium.
+
+Everything listens on 127.0.0.1. Chromium phones home, so it runs inside `unshare -n` with only
+loopback up, and the `flowproof inspect` it looks at runs inside the same namespace (a new
+namespace has a loopback of its own).
+"""
+
+from __future__ import annotations
+
+import http.cookiejar
+import json
+import selectors
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+from urllib.parse import urlsplit
+
+import pytest
+
+from tests.conftest import REPO, clean_environ, run_cli
+
+_WAIT_S = 90.0
+
+
+@dataclass
+class Served:
+    process: subprocess.Popen[str]
+    url: str
+    lines: list[str]
+
+    @property
+    def port(self) -> int:
+        return int(urlsplit(self.url).port or 0)
+
+
+def _read_until(stream: IO[str], needle: str, seen: list[str]) -> str:
+    """Lines of `stream` until one holding `needle` (that line); fails at EOF."""
+    selector = selectors.DefaultSelector()
+    selector.register(stream, selectors.EVENT_READ)
+    deadline = time.monotonic() + _WAIT_S
+    while time.monotonic() < deadline:
+        if not selector.select(timeout=1):
+            continue
+        line = stream.readline()
+        if not line:
+            break
+        seen.append(line)
+        if needle in line:
+            return line
+    raise AssertionError(f"no {needle!r} in the output: {''.join(seen)}")
+
+
+@contextmanager
+def serving(*args: str | Path, stream: str = "stdout") -> Iterator[Served]:
+    """`flowproof ARGS` started, its URL read from `stream`; killed if the test did not stop it."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "flowproof_cli", *map(str, args)],
+        env=clean_environ(),
+        cwd=REPO,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        seen: list[str] = []
+        line = _read_until(getattr(process, stream), "?token=", seen)
+        url = next(word for word in line.split() if word.startswith("http://"))
+        yield Served(process, url, seen)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+
+
+def _session(url: str) -> urllib.request.OpenerDirector:
+    """An HTTP client holding mitmweb's auth cookie (set by visiting the tokened URL)."""
+    opener = urllib.request.build_opener(
+        urllib.request.HTTPCookieProcessor(http.cookiejar.CookieJar())
+    )
+    opener.open(url, timeout=10).read()
+    return opener
+
+
+def _flows(served: Served, count: int) -> list[dict[str, Any]]:
+    """The view's flows once `count` have arrived (they are fed in as the child starts)."""
+    opener = _session(served.url)
+    deadline = time.monotonic() + _WAIT_S
+    while True:
+        base = f"http://127.0.0.1:{served.port}"
+        flows: list[dict[str, Any]] = json.loads(opener.open(f"{base}/flows", timeout=10).read())
+        if len(flows) >= count or time.monotonic() > deadline:
+            return flows
+        time.sleep(0.1)
+
+
+def _listening(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=2):
+            return True
+    except OSError:
+        return False
+
+
+def _stopped(served: Served, sig: signal.Signals) -> tuple[int, str]:
+    served.process.send_signal(sig)
+    _, stderr = served.process.communicate(timeout=30)
+    return served.process.returncode, stderr
+
+
+# -- flowproof inspect ---------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_inspect_serves_the_trace_as_commented_flows_until_stopped(sig: signal.Signals) -> None:
+    with serving("inspect", "specs/mcp.trace.yaml") as served:
+        assert served.url.startswith("http://127.0.0.1:")
+        flows = _flows(served, 7)
+        assert [flow["comment"] for flow in flows] == [
+            "turn 1, openai-chat, tools called: write_note",
+            "turn 2, openai-chat, tools called: read_note",
+            "turn 3, openai-chat, no tool called",
+            "MCP notes call 1, server/discover",
+            "MCP notes call 2, tools/list",
+            "MCP notes call 3, tools/call write_note",
+            "MCP notes call 4, tools/call read_note",
+        ]
+        base = f"http://127.0.0.1:{served.port}"
+        shown = json.loads(
+            _session(served.url)
+            .open(f"{base}/flows/{flows[5]['id']}/request/content/auto.json", timeout=10)
+            .read()
+        )
+        assert shown["view_name"] == "flowproof conversation"
+        assert shown["text"].endswith('tools/call write_note {"name": "a.txt", "text": "hello"}')
+        code, stderr = _stopped(served, sig)
+    assert code == 0, stderr
+    assert "Traceback" not in stderr
+    assert not _listening(served.port)  # mitmweb went with it
+
+
+@pytest.mark.slow
+def test_inspect_refuses_a_visit_without_the_token() -> None:
+    with serving("inspect", "specs/chat.trace.yaml") as served:
+        bare = f"http://127.0.0.1:{served.port}/flows"
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(bare, timeout=10)
+        assert refused.value.code == 403
+        wrong = f"http://127.0.0.1:{served.port}/?token=not-the-token"
+        with pytest.raises(urllib.error.HTTPError) as wrong_token:
+            urllib.request.urlopen(wrong, timeout=10)
+        assert wrong_token.value.code == 403
+        assert sum("?token=" in line for line in served.lines) == 1  # printed once
+        assert _stopped(served, signal.SIGTERM)[0] == 0
+
+
+@pytest.mark.slow
+def test_a_killed_inspect_takes_mitmweb_with_it() -> None:
+    """SIGKILL leaves flowproof no cleanup: mitmweb stops on the end of its stdin."""
+    with serving("inspect", "specs/chat.trace.yaml") as served:
+        _flows(served, 2)
+        served.process.kill()
+        served.process.wait()
+        deadline = time.monotonic() + _WAIT_S
+        while _listening(served.port) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not _listening(served.port)
+
+
+def test_inspect_of_a_missing_trace_is_exit_2_with_the_fix(tmp_path: Path) -> None:
+    result = run_cli("inspect", tmp_path / "nope.trace.yaml")
+    assert result.code == 2
+    assert (
+        f"error: {tmp_path / 'nope.trace.yaml'}: no such trace. Fix: give a recorded "
+        in result.stderr
+    )
+    assert "Traceback" not in result.stderr
+
+
+def test_inspect_of_a_spec_without_its_trace_says_how_to_record_it(tmp_path: Path) -> None:
+    spec = tmp_path / "x.flow.yaml"
+    spec.write_text("name: x\n")
+    result = run_cli("inspect", spec)
+    assert result.code == 2
+    trace = tmp_path / "x.trace.yaml"
+    assert f"error: no trace at {trace}; record it first: flowproof record {spec}" in result.stderr
+
+
+def test_inspect_of_a_broken_trace_is_exit_2_naming_the_file(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.trace.yaml"
+    bad.write_text("flowproof_trace: 1\nturns: [\n")
+    result = run_cli("inspect", bad)
+    assert result.code == 2
+    assert f"error: {bad}: not valid YAML" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+# -- flowproof run --inspect ---------------------------------------------------------------------
+
+
+def _spec(tmp_path: Path, city: str) -> Path:
+    """specs/chat.flow.yaml with its recorded trace, asking about `city` (Kyoto: as recorded)."""
+    text = (REPO / "specs/chat.flow.yaml").read_text()
+    agent = REPO / "examples/agent-demo/weather_agent.py"
+    text = text.replace(
+        "python ../examples/agent-demo/weather_agent.py", f"{sys.executable} {agent}"
+    )
+    spec = tmp_path / "chat.flow.yaml"
+    spec.write_text(text.replace("in Kyoto right now", f"in {city} right now"))
+    shutil.copy(REPO / "specs/chat.trace.yaml", tmp_path / "chat.trace.yaml")
+    return spec
+
+
+@pytest.mark.slow
+def test_run_inspect_serves_a_passing_run_live_and_after_it(tmp_path: Path) -> None:
+    with serving("run", _spec(tmp_path, "Kyoto"), "--inspect", stream="stderr") as served:
+        _read_until(served.process.stderr, "still serving", served.lines)  # type: ignore[arg-type]
+        flows = _flows(served, 2)
+        assert [flow["comment"] for flow in flows] == [
+            "turn 1, openai-chat, tools called: get_weather, get_time; "
+            "flowproof: answered from the trace",
+            "turn 2, openai-chat, no tool called; flowproof: answered from the trace",
+        ]
+        assert [flow["marked"] for flow in flows] == ["", ""]
+        code, stderr = _stopped(served, signal.SIGINT)
+    assert code == 0, stderr
+    assert "Traceback" not in stderr
+    assert not _listening(served.port)
+
+
+@pytest.mark.slow
+def test_run_inspect_marks_the_divergent_turn_and_keeps_the_verdict(tmp_path: Path) -> None:
+    with serving("run", _spec(tmp_path, "Paris"), "--inspect", stream="stderr") as served:
+        _read_until(served.process.stderr, "still serving", served.lines)  # type: ignore[arg-type]
+        (flow,) = _flows(served, 1)
+        assert flow["marked"] == ":warning:"
+        assert flow["comment"] == (
+            "turn 1, openai-chat, no tool called; flowproof: turn 1: message 1 (user) content changed"
+        )
+        assert flow["response"]["status_code"] == 409
+        code, stderr = _stopped(served, signal.SIGTERM)
+    assert code == 1, stderr  # the run's verdict, not the stop
+    assert "Traceback" not in stderr
+
+
+# -- a real browser ------------------------------------------------------------------------------
+
+#: Run inside the namespace: start `flowproof inspect`, find a model flow's id, let Chromium
+#: render the page showing that flow's request, stop inspect; report as JSON on stdout.
+_DRIVER = r"""
+import http.cookiejar, json, os, signal, subprocess, sys, urllib.request
+from urllib.parse import urlsplit
+
+trace, profile = sys.argv[1], sys.argv[2]
+inspect = subprocess.Popen([sys.executable, "-m", "flowproof_cli", "inspect", trace],
+                           stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           text=True)
+url = None
+for line in inspect.stdout:
+    if "?token=" in line:
+        url = next(word for word in line.split() if word.startswith("http://"))
+        break
+opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(http.cookiejar.CookieJar()))
+opener.open(url, timeout=10).read()
+base = f"http://127.0.0.1:{urlsplit(url).port}"
+flows = []
+for _ in range(300):
+    flows = json.loads(opener.open(base + "/flows", timeout=10).read())
+    if len(flows) >= 2:
+        break
+    __import__("time").sleep(0.1)
+browser = subprocess.run(
+    ["chromium", "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+     f"--user-data-dir={profile}", "--virtual-time-budget=10000",
+     "--dump-dom", f"{url}#/flows/{flows[1]['id']}/request"],
+    capture_output=True, text=True, timeout=120, env={**os.environ, "HOME": profile})
+inspect.send_signal(signal.SIGTERM)
+_, inspect_err = inspect.communicate(timeout=30)
+print(json.dumps({"dom": browser.stdout, "browser": browser.returncode,
+                  "browser_err": browser.stderr[-2000:], "inspect": inspect.returncode,
+                  "inspect_err": inspect_err}))
+"""
+
+
+def _browser_unavailable() -> str | None:
+    """Why the browser test cannot run here, or None."""
+    if shutil.which("chromium") is None:
+        return "Debian's chromium is not installed (scripts/bootstrap.sh installs it as root)"
+    if shutil.which("unshare") is None or shutil.which("ip") is None:
+        return "unshare/ip missing: Chromium must run without a network"
+    probe = subprocess.run(
+        ["unshare", "-n", "sh", "-c", "ip link set lo up"], capture_output=True, check=False
+    )
+    if probe.returncode != 0:
+        return f"cannot create a network namespace here: {probe.stderr.decode().strip()}"
+    return None
+
+
+@pytest.mark.slow
+def test_chromium_shows_the_flow_list_and_the_conversation_view(tmp_path: Path) -> None:
+    reason = _browser_unavailable()
+    if reason is not None:
+        pytest.skip(reason)
+    profile = tmp_path / "chromium"
+    profile.mkdir()
+    done = subprocess.run(
+        [
+            "unshare",
+            "-n",
+            "sh",
+            "-c",
+            'ip link set lo up && exec "$@"',
+            "sh",
+            sys.executable,
+            "-c",
+            _DRIVER,
+            "specs/chat.trace.yaml",
+            str(profile),
+        ],
+        env=clean_environ(),
+        cwd=REPO,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout.splitlines()[-1])
+    assert report["browser"] == 0, report["browser_err"]
+    dom = report["dom"]
+    # the flow list: both turns, with their comments
+    assert "turn 1, openai-chat, tools called: get_weather, get_time" in dom
+    assert "turn 2, openai-chat, no tool called" in dom
+    assert "/v1/chat/completions" in dom
+    # the selected model flow's request, in the conversation view
+    assert "flowproof conversation" in dom
+    assert "system: You are a weather assistant." in dom
+    assert "get_time result (mocked): " in dom
+    assert report["inspect"] == 0, report["inspect_err"]
+    assert "Traceback" not in report["inspect_err"]
