@@ -30,8 +30,8 @@ test-quick: bootstrap
 	$(PY) -m pytest -n 2 -q -m "not slow"
 
 lint: bootstrap
-	$(VENV)/bin/ruff check addons flowproof_cli tests examples benchmarks specs
-	$(VENV)/bin/ruff format --check addons flowproof_cli tests examples benchmarks specs
+	$(VENV)/bin/ruff check addons flowproof flowproof_cli tests examples benchmarks specs
+	$(VENV)/bin/ruff format --check addons flowproof flowproof_cli tests examples benchmarks specs
 
 typecheck: bootstrap
 	$(VENV)/bin/mypy

@@ -290,7 +290,10 @@ def model_response(
 ) -> Lines:
     response, how = response_json(dialect, data, content_type)
     head = f"{dialect.name} response{f', status {status}' if status else ''}{how}"
-    if (status is not None and status >= 400) or not isinstance(response, dict):
+    failed = status is not None and status >= 400
+    if not failed and not isinstance(response, dict):
+        raise NotReadable(f"a {dialect.name} answer is a JSON object")
+    if failed or not isinstance(response, dict):
         error = response.get("error", response) if isinstance(response, dict) else response
         message = error.get("message", error) if isinstance(error, dict) else error
         return [head, "", *_block("error", _value(message))]
@@ -385,8 +388,10 @@ def conversation(data: bytes, metadata: Any) -> Lines:
         if is_request:
             mocked = {str(name) for name in flow_metadata.get(MOCKED_TOOLS) or ()}
             return model_request(dialect, path, data, mocked)
-        sent = _content(request)
-        body = _json(sent) if sent else {}
+        try:
+            body = _json(_content(request))
+        except NotReadable:  # the answer reads without the request (Gemini's model aside)
+            body = {}
         status = getattr(message, "status_code", None)
         return model_response(dialect, body, data, status, content_type)
     if is_mcp_path(path):
@@ -401,17 +406,20 @@ class ConversationView:
     syntax_highlight: Literal["none"] = "none"
 
     def __init__(self) -> None:
-        self._last: tuple[bytes, Lines | None] | None = None  # priority, then prettify
+        # mitmproxy asks every view's priority, then the chosen one prettifies the same body:
+        # the body is read once. Kept by identity (the objects are held, so never reused).
+        self._last: tuple[tuple[Any, ...], Lines | None] | None = None
 
     def _lines(self, data: bytes, metadata: Any) -> Lines | None:
+        key = (data, getattr(metadata, "flow", None), getattr(metadata, "http_message", None))
         last = self._last
-        if last is not None and last[0] is data:
+        if last is not None and all(a is b for a, b in zip(last[0], key, strict=True)):
             return last[1]
         try:
             lines: Lines | None = conversation(data, metadata)
         except Exception:  # garbage of any shape: this view steps aside
             lines = None
-        self._last = (data, lines)
+        self._last = (key, lines)
         return lines
 
     def prettify(self, data: bytes, metadata: Any) -> str:

@@ -219,17 +219,24 @@ class Server:
         self.stop()
 
 
-def run_json(argv: Sequence[str], env: dict[str, str] | None = None) -> dict[str, Any]:
-    """Run a client script to completion; its last stdout line is a JSON object."""
-    done = subprocess.run(
+def _run(
+    argv: Sequence[str], env: dict[str, str] | None, cwd: Path
+) -> subprocess.CompletedProcess[str]:
+    """One process run to completion, no stdin, its output captured."""
+    return subprocess.run(
         list(argv),
         capture_output=True,
         text=True,
         env=process_env(env),
-        cwd=REPO,
+        cwd=cwd,
         check=False,
         stdin=subprocess.DEVNULL,
     )
+
+
+def run_json(argv: Sequence[str], env: dict[str, str] | None = None) -> dict[str, Any]:
+    """Run a client script to completion; its last stdout line is a JSON object."""
+    done = _run(argv, env, REPO)
     if done.returncode != 0:
         raise RuntimeError(f"{argv[1]} failed ({done.returncode}):\n{done.stderr[-3000:]}")
     result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
@@ -239,15 +246,7 @@ def run_json(argv: Sequence[str], env: dict[str, str] | None = None) -> dict[str
 def timed(argv: Sequence[str], env: dict[str, str] | None = None, cwd: Path = REPO) -> float:
     """Wall seconds of one process run to completion (it must exit 0)."""
     started = time.perf_counter()
-    done = subprocess.run(
-        list(argv),
-        capture_output=True,
-        text=True,
-        env=process_env(env),
-        cwd=cwd,
-        check=False,
-        stdin=subprocess.DEVNULL,
-    )
+    done = _run(argv, env, cwd)
     elapsed = time.perf_counter() - started
     if done.returncode != 0:
         output = (done.stdout + done.stderr)[-3000:]

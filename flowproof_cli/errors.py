@@ -73,6 +73,10 @@ class PortInUseError(ConfigError):
         )
 
 
+class SpecExistsError(FlowproofError):
+    """`flowproof init` never replaces a spec: it may hold the user's own work."""
+
+
 class AgentStartError(FlowproofError):
     """The agent command could not be started (not found, not executable)."""
 

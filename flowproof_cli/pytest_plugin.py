@@ -217,7 +217,7 @@ class FlowItem(pytest.Item):
         self._line = 0  # 0-based, for reportinfo; the failing step once known
 
     def runtest(self) -> None:
-        from flowproof_cli.errors import FlowproofError  # noqa: PLC0415
+        from flowproof_cli.errors import ExitCode, FlowproofError, Terminated  # noqa: PLC0415
 
         state = self.config.stash[_STATE]
         job = state.job_for(self)
@@ -225,6 +225,8 @@ class FlowItem(pytest.Item):
             result = state.run(job)
         except FlowproofError as exc:
             raise FlowError(str(exc)) from None
+        except Terminated:  # SIGTERM: the flow cleaned up; no further flow starts
+            pytest.exit("terminated by SIGTERM", returncode=int(ExitCode.TERMINATED))
         if job.mode.value == "record":
             from flowproof._api import settle  # noqa: PLC0415
 
@@ -250,12 +252,20 @@ class FlowItem(pytest.Item):
     ) -> str | Any:
         if isinstance(excinfo.value, FlowError):
             line = excinfo.value.line
-            where = f"{self.path}:{line}" if line else str(self.path)
-            return f"{where}: {excinfo.value}"
+            path = _shown(self.path, self.config.invocation_params.dir)
+            return f"{path}:{line}: {excinfo.value}" if line else f"{path}: {excinfo.value}"
         return super().repr_failure(excinfo, style=style)
 
     def reportinfo(self) -> tuple[Path, int, str]:
         return self.path, self._line, f"flow {self.name}"
+
+
+def _shown(path: Path, invocation_dir: Path) -> Path:
+    """The path as pytest shows locations: relative to where pytest was started, if below."""
+    try:
+        return path.relative_to(invocation_dir)
+    except ValueError:
+        return path
 
 
 def _failure_line(result: FlowResult) -> int:

@@ -33,6 +33,11 @@ Every command's `--help`. The guide, with examples and exit codes, is [../cli.md
 
 
 def _help(command: click.Command, path: list[str], parent: click.Context | None) -> str:
+    # click caches a command's help option the first time any context renders it (8.2:
+    # `_help_option`); one made elsewhere in this process (a test invoking the command alone,
+    # without the group's `-h`) would otherwise leak into the page.
+    if getattr(command, "_help_option", None) is not None:
+        command._help_option = None  # type: ignore[attr-defined]
     ctx = click.Context(
         command,
         info_name=path[-1],

@@ -22,6 +22,7 @@ _SCRUBBED = (
     "ANTHROPIC_BASE_URL",
     "FLOWPROOF_AGENT_KEY",
     "FLOWPROOF_AGENT_UPSTREAM",
+    "FORCE_COLOR",  # a CI runner's colour would put escape codes into the asserted output
 )
 
 

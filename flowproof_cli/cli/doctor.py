@@ -11,6 +11,7 @@ import sys
 
 import click
 
+from flowproof_cli.cli.options import agent_option, agent_timeout_option
 from flowproof_cli.errors import ExitCode
 from flowproof_cli.runner.doctor import DEFAULT_PROMPT, DEFAULT_TIMEOUT_S, DoctorReport
 from flowproof_cli.runner.environment import (
@@ -83,26 +84,14 @@ def render_report(report: DoctorReport) -> list[str]:
 
 
 @click.command()
-@click.option(
-    "--agent",
-    "command",
-    required=True,
-    metavar="CMD",
-    help="The agent command, split like agent.command; it may use ${VAR} and the handles.",
-)
+@agent_option("The agent command, split like agent.command; it may use ${VAR} and the handles.")
 @click.option(
     "--prompt",
     default=DEFAULT_PROMPT,
     show_default=True,
     help="The task given to the agent (FLOWPROOF_PROMPT, and ${flowproof.prompt} in CMD).",
 )
-@click.option(
-    "--timeout",
-    type=click.FloatRange(min=0, min_open=True),
-    default=DEFAULT_TIMEOUT_S,
-    show_default=True,
-    help="Seconds before the agent is killed.",
-)
+@agent_timeout_option(DEFAULT_TIMEOUT_S)
 def doctor(command: str, prompt: str, timeout: float) -> None:
     """Run CMD once and report whether its model requests reach flowproof (no spec, no key)."""
     import asyncio  # noqa: PLC0415 - not for --help

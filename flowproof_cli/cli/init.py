@@ -11,34 +11,19 @@ from pathlib import Path
 
 import click
 
-from flowproof_cli.errors import ExitCode, FlowproofError
-
-
-class SpecExistsError(FlowproofError):
-    """`init` never replaces a spec: it may hold the user's own work."""
+from flowproof_cli.cli.options import agent_option, agent_timeout_option
+from flowproof_cli.errors import ExitCode, FlowproofError, SpecExistsError
 
 
 @click.command()
-@click.option(
-    "--agent",
-    "command",
-    required=True,
-    metavar="CMD",
-    help="The agent command, split like agent.command; it runs in the spec's directory.",
-)
+@agent_option("The agent command, split like agent.command; it runs in the spec's directory.")
 @click.option(
     "--out",
     type=click.Path(dir_okay=False, path_type=Path),
     default=None,
     help="The spec to write (default: <script>.flow.yaml, named after CMD's script).",
 )
-@click.option(
-    "--timeout",
-    type=click.FloatRange(min=0, min_open=True),
-    default=60.0,
-    show_default=True,
-    help="Seconds before the agent is killed.",
-)
+@agent_timeout_option(60.0)
 def init(command: str, out: Path | None, timeout: float) -> None:
     """Run CMD once against canned replies and write a starter spec declaring its tools.
 
@@ -55,6 +40,11 @@ def init(command: str, out: Path | None, timeout: float) -> None:
         raise SpecExistsError(
             f"{path} already exists; init never replaces a spec. Fix: pass another file "
             f"with --out, or delete {path} first"
+        )
+    if not path.parent.is_dir():  # the agent runs there: say so, not "python was not found"
+        raise FlowproofError(
+            f"{path.parent} is not a directory (the agent runs in the spec's directory). "
+            "Fix: create it first, or choose another --out"
         )
     found = asyncio.run(probe(command, cwd=path.parent.resolve(), timeout_s=timeout))
     if not found.report.model_requests:

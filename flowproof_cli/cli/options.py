@@ -57,36 +57,45 @@ fs_report_option = click.option(
 )
 
 
-def _set_quiet(ctx: click.Context, param: click.Parameter, value: bool) -> None:
-    if value:
-        from flowproof_cli.cli.output import SETTINGS  # noqa: PLC0415
+def _output_flag(flag: str, short: str, setting: str, help_text: str) -> Callable[[Any], Any]:
+    """A flag that sets one field of cli/output.py's SETTINGS (imported only when given)."""
 
-        SETTINGS.quiet = True
+    def set_it(ctx: click.Context, param: click.Parameter, value: bool) -> None:
+        if value:
+            from flowproof_cli.cli.output import SETTINGS  # noqa: PLC0415
+
+            setattr(SETTINGS, setting, True)
+
+    return click.option(
+        short, flag, is_flag=True, expose_value=False, callback=set_it, help=help_text
+    )
 
 
-quiet_option = click.option(
-    "-q",
+quiet_option = _output_flag(
     "--quiet",
-    is_flag=True,
-    expose_value=False,
-    callback=_set_quiet,
-    help="Print only the verdict lines (failures included) and the summary: no notes, "
+    "-q",
+    "quiet",
+    "Print only the verdict lines (failures included) and the summary: no notes, "
     "warnings or reports.",
 )
-
-
-def _set_verbose(ctx: click.Context, param: click.Parameter, value: bool) -> None:
-    if value:
-        from flowproof_cli.cli.output import SETTINGS  # noqa: PLC0415
-
-        SETTINGS.verbose = True
-
-
-verbose_option = click.option(
-    "-v",
+verbose_option = _output_flag(
     "--verbose",
-    is_flag=True,
-    expose_value=False,
-    callback=_set_verbose,
-    help="In a directory run, also print each passing flow's egress containment tier and notes.",
+    "-v",
+    "verbose",
+    "In a directory run, also print each passing flow's egress containment tier and notes.",
 )
+
+
+def agent_option(help_text: str) -> Callable[[Any], Any]:
+    """`--agent CMD` of the commands that run an agent without a spec (doctor, init)."""
+    return click.option("--agent", "command", required=True, metavar="CMD", help=help_text)
+
+
+def agent_timeout_option(default: float) -> Callable[[Any], Any]:
+    return click.option(
+        "--timeout",
+        type=click.FloatRange(min=0, min_open=True),
+        default=default,
+        show_default=True,
+        help="Seconds before the agent is killed.",
+    )

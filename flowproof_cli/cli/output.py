@@ -30,7 +30,7 @@ class Settings:
     """How results are printed in this process, set by the command's options."""
 
     quiet: bool = False
-    verbose: bool = False  # a directory run's passing flows also show their containment tier
+    verbose: bool = False  # a directory run also prints a passing flow's tier and notes
     progress_total: int = 0  # flows in the running directory run; 0: no progress line
     progress_done: int = 0
     progress_shown: bool = False

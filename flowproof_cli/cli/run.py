@@ -34,10 +34,9 @@ from flowproof_cli.mode import Mode
 
 if TYPE_CHECKING:
     from flowproof_cli.runner.discovery import Shard
-    from flowproof_cli.runner.inspect import LiveView
     from flowproof_cli.verdict import FlowResult
 
-_LIVE = "flowproof.inspect"  # ctx.meta: the --inspect view of this run
+_INSPECT = "flowproof.inspect"  # ctx.meta: --inspect was given
 
 
 @click.command()
@@ -53,7 +52,7 @@ _LIVE = "flowproof.inspect"  # ctx.meta: the --inspect view of this run
     "--inspect",
     is_flag=True,
     expose_value=False,
-    callback=lambda _ctx, _param, value: _live_view(value),
+    callback=lambda ctx, _param, value: _want_inspect(ctx, value),
     help="Serve the run's flows live in mitmweb on 127.0.0.1 (the URL is printed), and keep "
     "serving after the verdicts until Ctrl-C.",
 )
@@ -140,23 +139,24 @@ def _parse_shard(value: str | None) -> Shard | None:
         raise click.BadParameter(str(exc), param_hint="'--shard'") from None
 
 
-def _live_view(enabled: bool) -> None:
-    """`--inspect`: mitmweb started (its URL printed) and kept for `_inspected`; stopped when
-    the command ends, after a run that reached its verdicts only once Ctrl-C says so."""
-    if not enabled:
-        return
-    from flowproof_cli.runner.inspect import LiveView  # noqa: PLC0415
-
-    ctx = click.get_current_context()
-    live = ctx.meta[_LIVE] = LiveView.start(True)
-    ctx.call_on_close(lambda: live.finish(_say))
-    click.echo(f"inspect: serving this run's flows at {live.url}", err=True)
+def _want_inspect(ctx: click.Context, wanted: bool) -> None:
+    """`--inspect` is kept aside (no parameter of `run`): `_inspected` reads it."""
+    ctx.meta[_INSPECT] = wanted
 
 
 def _inspected[R](runner: Callable[..., R], *args: Any, **kwargs: Any) -> R:
-    """`runner(...)` (`execute`, `run_jobs`), its proxy tapped by `--inspect`'s view if on."""
-    live: LiveView | None = click.get_current_context().meta.get(_LIVE)
-    return runner(*args, **kwargs) if live is None else live.run(runner, *args, **kwargs)
+    """`runner(...)` (`execute`, `run_jobs`); with `--inspect`, mitmweb is started first (its
+    URL printed) and taps the run's proxy. It stops when the command ends: after a run that
+    reached its verdicts, only once Ctrl-C says so (flowproof_cli/runner/inspect.py)."""
+    ctx = click.get_current_context()
+    if not ctx.meta.get(_INSPECT):
+        return runner(*args, **kwargs)
+    from flowproof_cli.runner.inspect import LiveView  # noqa: PLC0415
+
+    live = LiveView.start(True)
+    ctx.call_on_close(lambda: live.finish(_say))
+    click.echo(f"inspect: serving this run's flows at {live.url}", err=True)
+    return live.run(runner, *args, **kwargs)
 
 
 def _say(message: str) -> None:

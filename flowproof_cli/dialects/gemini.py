@@ -27,7 +27,7 @@ from collections.abc import Iterator
 from typing import Any
 from urllib.parse import parse_qsl, urlencode
 
-from flowproof_cli.canonical import canonical_json
+from flowproof_cli.canonical import canonical_json, parse_or
 from flowproof_cli.dialects.base import (
     JSON,
     Dialect,
@@ -116,7 +116,7 @@ def _mocked_part(part: Any, lookup: MockLookup) -> Any:
     text = lookup(None if call_id is None else str(call_id), result.get("name"))
     if text is None:
         return part
-    value = json.loads(text)
+    value = parse_or(text, text)  # a text mock that is not JSON is the output as text
     response = value if isinstance(value, dict) else {"output": value}
     return {**part, _key_of(part, "functionResponse"): {**result, "response": response}}
 

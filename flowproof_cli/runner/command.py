@@ -60,6 +60,14 @@ def resolve_argv(
     return [release_handles(word, held, handles) for word in words]
 
 
+def _cannot_start(program: str, exc: OSError) -> AgentStartError:
+    if isinstance(exc, FileNotFoundError):
+        return AgentStartError(f"cannot start the agent: {program!r} was not found")
+    if isinstance(exc, PermissionError):
+        return AgentStartError(f"cannot start the agent: {program!r} is not executable")
+    return AgentStartError(f"cannot start the agent {program!r}: {exc.strerror}")
+
+
 async def _end_own_orphans(env: Mapping[str, str], before: set[int], agent_pid: int) -> None:
     """End the orphans of this agent's tree, told from another flow's by an entry of the
     agent's environment: the proxy URL, unique to this flow's listener while it runs. No
@@ -115,12 +123,8 @@ async def run_agent(
                 start_new_session=True,
                 pass_fds=launch.pass_fds if launch is not None else (),
             )
-        except FileNotFoundError as exc:
-            raise AgentStartError(f"cannot start the agent: {argv[0]!r} was not found") from exc
-        except PermissionError as exc:
-            raise AgentStartError(f"cannot start the agent: {argv[0]!r} is not executable") from exc
         except OSError as exc:
-            raise AgentStartError(f"cannot start the agent {argv[0]!r}: {exc.strerror}") from exc
+            raise _cannot_start(argv[0], exc) from exc
 
         pgid = process.pid
         timed_out = False

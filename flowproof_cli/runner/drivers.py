@@ -63,20 +63,31 @@ def _calls_made(session: CassetteSession) -> str:
     return f"{made} of {len(session.recorded)} recorded"
 
 
+@dataclass(frozen=True)
+class Wiring:
+    """What a driver opens its flow's listeners with: the run's proxy, the flow's MCP
+    servers and its matcher addons."""
+
+    hub: ProxyHub
+    mcp: McpServers | None = None
+    user_addons: Sequence[Any] = ()
+
+    def listen(self, session: CassetteSession, port: int = 0) -> AbstractAsyncContextManager[int]:
+        return self.hub.listen(session, self.mcp, self.user_addons, port=port)
+
+
 async def drive_command(
     spec: FlowSpec,
     session: CassetteSession,
+    wiring: Wiring,
     *,
-    hub: ProxyHub,
     environ: Mapping[str, str],
     cwd: Path,
     timeout_s: float,
-    mcp: McpServers | None = None,
-    user_addons: Sequence[Any] = (),
 ) -> Driven:
     """Start the agent pointed at its own listener of the run's proxy; report how it ended."""
-    agent = spec.agent
-    async with hub.listen(session, mcp, user_addons) as port:
+    agent, mcp = spec.agent, wiring.mcp
+    async with wiring.listen(session) as port:
         mcp_handles = mcp.handles() if mcp is not None else None
         handles = runtime_handles(port, spec.task_prompt, mcp_handles)
         argv = resolve_argv(agent.command or "", environ, handles)  # a handle is one word
@@ -112,12 +123,10 @@ async def drive_command(
 async def drive_service(
     spec: FlowSpec,
     session: CassetteSession,
+    wiring: Wiring,
     *,
-    hub: ProxyHub,
     environ: Mapping[str, str],
     timeout_s: float,
-    mcp: McpServers | None = None,
-    user_addons: Sequence[Any] = (),
 ) -> Driven:
     """Listen at the fixed proxy_port, POST the task to the service, await it."""
     agent = spec.agent
@@ -125,8 +134,7 @@ async def drive_service(
     # resolved here, never stored or printed
     headers = agent.resolved_headers(environ, proxy_handles(port))
     async with contextlib.AsyncExitStack() as stack:
-        listening = hub.listen(session, mcp, user_addons, port=port)
-        await _listen_at_proxy_port(stack, listening, port)
+        await _listen_at_proxy_port(stack, wiring.listen(session, port), port)
         answer = await trigger(url, spec.task_prompt, headers=headers, timeout_s=timeout_s)
     service = Service(url, port, answer)
     driven = Driven(stdout=answer.body, egress=egress.url_report(), service=service)

@@ -9,6 +9,7 @@ agent's process group and close the proxy's port (see `runner.termination`).
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 import time
 from collections.abc import Mapping, Sequence
@@ -30,7 +31,7 @@ from flowproof_cli.match.rules import MatchRules, summarize
 from flowproof_cli.mode import Mode
 from flowproof_cli.runner import orphans
 from flowproof_cli.runner.boundaries import ProxyHub
-from flowproof_cli.runner.drivers import Driven, drive_command, drive_service
+from flowproof_cli.runner.drivers import Driven, Wiring, drive_command, drive_service
 from flowproof_cli.runner.judge import judge
 from flowproof_cli.runner.mcp_servers import McpServers, McpVerdict
 from flowproof_cli.runner.rerecord import place_recording
@@ -204,27 +205,15 @@ async def _drive(setup: _Setup, hub: ProxyHub) -> tuple[Driven, McpVerdict]:
     )
     try:
         mcp.prepare()
-        if spec.agent.url is not None:
-            driven = await drive_service(
-                spec,
-                setup.session,
-                hub=hub,
-                environ=setup.environ,
-                timeout_s=setup.timeout_s,
-                mcp=mcp,
-                user_addons=setup.user_addons,
-            )
-        else:
-            driven = await drive_command(
-                spec,
-                setup.session,
-                hub=hub,
-                environ=setup.environ,
-                cwd=setup.cwd,
-                timeout_s=setup.timeout_s,
-                mcp=mcp,
-                user_addons=setup.user_addons,
-            )
+        drive = (
+            drive_service
+            if spec.agent.url is not None
+            else functools.partial(drive_command, cwd=setup.cwd)
+        )
+        wiring = Wiring(hub, mcp, setup.user_addons)
+        driven = await drive(
+            spec, setup.session, wiring, environ=setup.environ, timeout_s=setup.timeout_s
+        )
         return driven, mcp.verdict()
     finally:
         mcp.close()

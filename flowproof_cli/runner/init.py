@@ -128,7 +128,7 @@ def starter_spec(command: str, found: Probe, spec_name: str) -> str:
         f"  - prompt: {_quoted(PROMPT_PLACEHOLDER)}",
         "  # Assertions, checked against what the agent did:",
         *(f"  # - assert_tool_call: {name}" for name in found.tools[:1]),
-        *(f"  # - assert_no_tool_call: {name}" for name in found.tools[1:2]),
+        *(["  # - assert_no_tool_call: <a tool it must never call>"] if found.tools else []),
         "  # - assert: reply contains <some text>",
     ]
     return "\n".join(lines) + "\n"

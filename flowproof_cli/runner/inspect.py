@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 import json
+import logging
 import queue
 import secrets
 import shutil
@@ -32,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from flowproof_cli.errors import ConfigError
+from flowproof_cli.errors import ConfigError, PortInUseError
 from flowproof_cli.runner.listeners import LOOPBACK, bind_loopback, port_of
 
 if TYPE_CHECKING:
@@ -40,6 +41,7 @@ if TYPE_CHECKING:
 
     from flowproof_cli.trace import Trace
 
+log = logging.getLogger(__name__)
 _READY_TIMEOUT_S = 60.0
 _STOP_TIMEOUT_S = 5.0
 #: Hosts the flows of a trace show under: they were recorded through flowproof's listeners.
@@ -65,8 +67,16 @@ def _feed_script() -> str:
     return spec.origin
 
 
-def _free_port() -> int:
-    sock = bind_loopback(0)
+def _free_port(port: int) -> int:
+    """`port` if nothing listens there (0: any free one); else PortInUseError, at once."""
+    try:
+        sock = bind_loopback(port)
+    except PortInUseError:
+        raise PortInUseError(
+            port,
+            f"the inspect port 127.0.0.1:{port} is already in use. Fix: stop whatever listens "
+            "there, or give another --port (0: any free one)",
+        ) from None
     try:
         return port_of(sock)
     finally:
@@ -101,7 +111,7 @@ class WebView:
     """The mitmweb child: `start()` (its URL, token included), `feed()`, `close()`."""
 
     def __init__(self, port: int = 0):
-        self.port = port or _free_port()
+        self.port = _free_port(port)
         self.token = secrets.token_urlsafe(18)
         self._confdir = tempfile.TemporaryDirectory(prefix="flowproof-inspect-")
         self._log = Path(self._confdir.name) / "mitmweb.log"
@@ -110,8 +120,13 @@ class WebView:
         self._writer: threading.Thread | None = None
 
     @property
+    def address(self) -> str:
+        return f"http://{LOOPBACK}:{self.port}/"
+
+    @property
     def url(self) -> str:
-        return f"http://{LOOPBACK}:{self.port}/?token={self.token}"
+        """The address with the token: whoever has it can see the flows."""
+        return f"{self.address}?token={self.token}"
 
     def start(self) -> str:
         import argon2  # noqa: PLC0415 (mitmweb's own dependency)
@@ -152,7 +167,6 @@ class WebView:
             with contextlib.suppress(OSError), socket.create_connection((LOOPBACK, self.port), 1):
                 return
             time.sleep(0.05)
-        self.close()
         raise ConfigError(f"mitmweb did not listen on port {self.port} within 60 s")
 
     def _log_tail(self) -> str:
@@ -222,14 +236,14 @@ class WebView:
 
 
 def _path_for(protocol: str, request: Any) -> str:
-    if protocol == "gemini":
+    """The path the dialect answers on (Gemini's names the model, as its API does)."""
+    from flowproof_cli.dialects import dialect_named  # noqa: PLC0415
+
+    suffix = dialect_named(protocol).route_suffixes[0]
+    if suffix.startswith(":"):
         model = request.get("model") if isinstance(request, dict) else None
-        return f"/v1beta/models/{model or 'model'}:generateContent"
-    if protocol == "openai-responses":
-        return "/v1/responses"
-    if protocol == "anthropic":
-        return "/v1/messages"
-    return "/v1/chat/completions"
+        return f"/v1beta/models/{model or 'model'}{suffix}"
+    return f"/v1/{suffix}"
 
 
 def _flow(host: str, path: str, request: Any, status: int, response: Any) -> http.HTTPFlow:
@@ -330,12 +344,20 @@ class FlowTap:
         flow.comment = f"{note}; {flow.comment}" if flow.comment else note
 
     def response(self, flow: http.HTTPFlow) -> None:
-        self._comment(flow)
-        self._view.feed(flow)
+        self._hand_on(flow, comment=True)
 
     def error(self, flow: http.HTTPFlow) -> None:
         if flow.response is None:
+            self._hand_on(flow, comment=False)
+
+    def _hand_on(self, flow: http.HTTPFlow, *, comment: bool) -> None:
+        """The view is a bystander: nothing it fails at may disturb the run."""
+        try:
+            if comment:
+                self._comment(flow)
             self._view.feed(flow)
+        except Exception as exc:
+            log.warning("flowproof: a flow was not shown in mitmweb: %s", exc)
 
 
 class LiveView:
@@ -374,7 +396,8 @@ class LiveView:
             return
         try:
             if self.finished:
-                say(f"inspect: still serving this run's flows at {view.url} (Ctrl-C stops)")
+                # the token was printed once, at the start; the browser holds its cookie
+                say(f"inspect: still serving this run's flows at {view.address} (Ctrl-C stops)")
                 view.serve_until_stopped()
         except ConfigError as exc:
             say(f"warning: {exc}")

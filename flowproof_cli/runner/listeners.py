@@ -19,7 +19,9 @@ BACKLOG = 512  # agents that open many connections at once must not be refused
 
 def bind_loopback(port: int = 0) -> socket.socket:
     """A listening, non-blocking TCP socket on 127.0.0.1:port (0: any free port)."""
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    # IPPROTO_TCP named, not 0: asyncio sets TCP_NODELAY only on sockets whose `proto` says
+    # TCP, and without it a response written as head + body waits ~40 ms for a delayed ACK.
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # a port in TIME_WAIT
         sock.bind((LOOPBACK, port))

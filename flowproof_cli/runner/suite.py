@@ -120,20 +120,24 @@ async def run_hook(
     return None
 
 
+def _in_own_group(cwd: Path, environ: Mapping[str, str]) -> dict[str, Any]:
+    """How every suite command starts: in the suite's folder, no stdin, stderr kept, and a
+    process group of its own (killed whole on timeout or interruption)."""
+    return {
+        "cwd": cwd,
+        "env": dict(environ),
+        "stdin": subprocess.DEVNULL,
+        "stderr": subprocess.PIPE,
+        "start_new_session": True,
+    }
+
+
 async def _hook_shell(
     command: str, *, cwd: Path, environ: Mapping[str, str]
 ) -> tuple[int | None, str]:
     """(exit code or None on timeout, stderr) of `sh -c command`, in its own group."""
     process = await asyncio.create_subprocess_exec(
-        SHELL,
-        "-c",
-        command,
-        cwd=cwd,
-        env=dict(environ),
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        start_new_session=True,
+        SHELL, "-c", command, **_in_own_group(cwd, environ), stdout=subprocess.DEVNULL
     )
     try:
         _, stderr = await asyncio.wait_for(process.communicate(), HOOK_TIMEOUT_S)
@@ -168,14 +172,10 @@ def _communicate(
 ) -> tuple[int | None, str, str]:
     process = subprocess.Popen(
         [SHELL, "-c", command],
-        cwd=cwd,
-        env=dict(environ),
-        stdin=subprocess.DEVNULL,
+        **_in_own_group(cwd, environ),
         stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
         text=True,
         errors="replace",
-        start_new_session=True,
     )
     try:
         stdout, stderr = process.communicate(timeout=HOOK_TIMEOUT_S)

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
         ReplyStep,
         Step,
         StepBase,
+        ToolCallMatch,
         ToolCallStep,
         ToolSpec,
     )
@@ -51,6 +52,7 @@ _HOMES = {
     "ReplyStep": "models",
     "Step": "models",
     "StepBase": "models",
+    "ToolCallMatch": "models",
     "ToolCallStep": "models",
     "ToolSpec": "models",
     "spec_json_schema": "schema",
@@ -71,6 +73,7 @@ __all__ = [
     "Step",
     "StepBase",
     "ToolCallAssertion",
+    "ToolCallMatch",
     "ToolCallStep",
     "ToolSpec",
     "find_variables",

@@ -313,8 +313,8 @@ def _refuse_repeated_tools(tools: Sequence[ToolSpec], under: str) -> None:
 
 
 class McpToolSpec(ToolSpec):
-    """A tool of an MCP server. With `result` flowproof answers the `tools/call` itself and
-    the call NEVER reaches the real server, at record or at replay."""
+    """A tool of an MCP server. With `result` (or `results`, one per `tools/call`) flowproof
+    answers the call itself and it NEVER reaches the real server, at record or at replay."""
 
 
 class McpServerSpec(_Model):

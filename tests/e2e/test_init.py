@@ -66,3 +66,13 @@ def test_an_agent_that_cannot_start_is_an_error(tmp_path: Path) -> None:
     assert result.code == 2
     assert "no-such-agent-binary" in result.stderr
     assert "Traceback" not in result.output
+
+
+def test_an_out_in_a_missing_folder_names_the_folder(tmp_path: Path) -> None:
+    out = tmp_path / "missing" / "x.flow.yaml"
+    result = run_cli("init", "--agent", f"{PY} {WEATHER}", "--out", out)
+    assert result.code == 2
+    assert f"error: {out.parent} is not a directory (the agent runs in the spec's directory). " in (
+        result.stderr
+    )
+    assert not out.parent.exists()

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import http.cookiejar
 import json
-import selectors
+import queue
 import shutil
 import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -29,36 +30,60 @@ from urllib.parse import urlsplit
 import pytest
 
 from tests.conftest import REPO, clean_environ, run_cli
+from tests.unit.test_conversation_view import MCP_TRACE_COMMENTS
 
 _WAIT_S = 90.0
+
+
+class Output:
+    """A pipe read line by line in a thread, so a wait for a line never blocks on the pipe."""
+
+    def __init__(self, stream: IO[str]):
+        self.lines: list[str] = []
+        self._queue: queue.Queue[str | None] = queue.Queue()
+        self._thread = threading.Thread(target=self._pump, args=(stream,), daemon=True)
+        self._thread.start()
+
+    def _pump(self, stream: IO[str]) -> None:
+        for line in stream:
+            self._queue.put(line)
+        self._queue.put(None)
+
+    def until(self, needle: str) -> str:
+        """The next line holding `needle`; fails at the end of the output or after 90 s."""
+        deadline = time.monotonic() + _WAIT_S
+        while (left := deadline - time.monotonic()) > 0:
+            try:
+                line = self._queue.get(timeout=left)
+            except queue.Empty:
+                break
+            if line is None:
+                break
+            self.lines.append(line)
+            if needle in line:
+                return line
+        raise AssertionError(f"no {needle!r} in the output: {self.text()}")
+
+    def text(self) -> str:
+        """Everything read so far, and the rest once the pipe has closed."""
+        self._thread.join(timeout=1)
+        while not self._queue.empty():
+            line = self._queue.get()
+            if line is not None:
+                self.lines.append(line)
+        return "".join(self.lines)
 
 
 @dataclass
 class Served:
     process: subprocess.Popen[str]
     url: str
-    lines: list[str]
+    stdout: Output
+    stderr: Output
 
     @property
     def port(self) -> int:
         return int(urlsplit(self.url).port or 0)
-
-
-def _read_until(stream: IO[str], needle: str, seen: list[str]) -> str:
-    """Lines of `stream` until one holding `needle` (that line); fails at EOF."""
-    selector = selectors.DefaultSelector()
-    selector.register(stream, selectors.EVENT_READ)
-    deadline = time.monotonic() + _WAIT_S
-    while time.monotonic() < deadline:
-        if not selector.select(timeout=1):
-            continue
-        line = stream.readline()
-        if not line:
-            break
-        seen.append(line)
-        if needle in line:
-            return line
-    raise AssertionError(f"no {needle!r} in the output: {''.join(seen)}")
 
 
 @contextmanager
@@ -73,11 +98,12 @@ def serving(*args: str | Path, stream: str = "stdout") -> Iterator[Served]:
         stderr=subprocess.PIPE,
         text=True,
     )
+    assert process.stdout is not None and process.stderr is not None
+    outputs = {"stdout": Output(process.stdout), "stderr": Output(process.stderr)}
     try:
-        seen: list[str] = []
-        line = _read_until(getattr(process, stream), "?token=", seen)
+        line = outputs[stream].until("?token=")
         url = next(word for word in line.split() if word.startswith("http://"))
-        yield Served(process, url, seen)
+        yield Served(process, url, outputs["stdout"], outputs["stderr"])
     finally:
         if process.poll() is None:
             process.kill()
@@ -114,9 +140,10 @@ def _listening(port: int) -> bool:
 
 
 def _stopped(served: Served, sig: signal.Signals) -> tuple[int, str]:
+    """Its exit code and all of its stderr, once `sig` has stopped it."""
     served.process.send_signal(sig)
-    _, stderr = served.process.communicate(timeout=30)
-    return served.process.returncode, stderr
+    code = served.process.wait(timeout=30)
+    return code, served.stderr.text()
 
 
 # -- flowproof inspect ---------------------------------------------------------------------------
@@ -128,15 +155,7 @@ def test_inspect_serves_the_trace_as_commented_flows_until_stopped(sig: signal.S
     with serving("inspect", "specs/mcp.trace.yaml") as served:
         assert served.url.startswith("http://127.0.0.1:")
         flows = _flows(served, 7)
-        assert [flow["comment"] for flow in flows] == [
-            "turn 1, openai-chat, tools called: write_note",
-            "turn 2, openai-chat, tools called: read_note",
-            "turn 3, openai-chat, no tool called",
-            "MCP notes call 1, server/discover",
-            "MCP notes call 2, tools/list",
-            "MCP notes call 3, tools/call write_note",
-            "MCP notes call 4, tools/call read_note",
-        ]
+        assert [flow["comment"] for flow in flows] == MCP_TRACE_COMMENTS
         base = f"http://127.0.0.1:{served.port}"
         shown = json.loads(
             _session(served.url)
@@ -162,8 +181,8 @@ def test_inspect_refuses_a_visit_without_the_token() -> None:
         with pytest.raises(urllib.error.HTTPError) as wrong_token:
             urllib.request.urlopen(wrong, timeout=10)
         assert wrong_token.value.code == 403
-        assert sum("?token=" in line for line in served.lines) == 1  # printed once
         assert _stopped(served, signal.SIGTERM)[0] == 0
+        assert served.stdout.text().count("?token=") == 1  # printed once
 
 
 @pytest.mark.slow
@@ -207,6 +226,16 @@ def test_inspect_of_a_broken_trace_is_exit_2_naming_the_file(tmp_path: Path) -> 
     assert "Traceback" not in result.stderr
 
 
+def test_inspect_on_a_busy_port_is_exit_2_naming_it() -> None:
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        result = run_cli("inspect", "specs/chat.trace.yaml", "--port", str(port))
+    assert result.code == 2
+    assert f"error: the inspect port 127.0.0.1:{port} is already in use. Fix: " in result.stderr
+
+
 # -- flowproof run --inspect ---------------------------------------------------------------------
 
 
@@ -226,7 +255,7 @@ def _spec(tmp_path: Path, city: str) -> Path:
 @pytest.mark.slow
 def test_run_inspect_serves_a_passing_run_live_and_after_it(tmp_path: Path) -> None:
     with serving("run", _spec(tmp_path, "Kyoto"), "--inspect", stream="stderr") as served:
-        _read_until(served.process.stderr, "still serving", served.lines)  # type: ignore[arg-type]
+        assert "?token=" not in served.stderr.until("still serving")  # printed once
         flows = _flows(served, 2)
         assert [flow["comment"] for flow in flows] == [
             "turn 1, openai-chat, tools called: get_weather, get_time; "
@@ -243,9 +272,9 @@ def test_run_inspect_serves_a_passing_run_live_and_after_it(tmp_path: Path) -> N
 @pytest.mark.slow
 def test_run_inspect_marks_the_divergent_turn_and_keeps_the_verdict(tmp_path: Path) -> None:
     with serving("run", _spec(tmp_path, "Paris"), "--inspect", stream="stderr") as served:
-        _read_until(served.process.stderr, "still serving", served.lines)  # type: ignore[arg-type]
+        served.stderr.until("still serving")
         (flow,) = _flows(served, 1)
-        assert flow["marked"] == ":warning:"
+        assert flow["marked"] == "\u26a0"  # the boundary's `:warning:`, as mitmweb shows it
         assert flow["comment"] == (
             "turn 1, openai-chat, no tool called; flowproof: turn 1: message 1 (user) content changed"
         )

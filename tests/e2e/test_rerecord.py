@@ -189,7 +189,7 @@ def record_on_terminal(spec: Path, answer: bytes) -> tuple[int, str]:
             stdin=slave,
             stdout=slave,
             stderr=slave,
-            env=clean_environ(upstream(fake)),
+            env=clean_environ({**upstream(fake), "NO_COLOR": "1"}),  # a terminal gets colour
             cwd=REPO,
             start_new_session=True,
         )

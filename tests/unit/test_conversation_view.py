@@ -166,31 +166,39 @@ def test_mocked_results_are_marked_only_when_the_metadata_names_the_tool() -> No
     assert "get_time result: " in text and "(mocked)" not in text
 
 
-def test_loading_the_model_addon_registers_the_view_once() -> None:
+def test_loading_the_model_addon_registers_the_view_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     from flowproof_addons import mcp_http, model
 
-    views = [
-        addon for addon in (*model.addons, *mcp_http.addons) if isinstance(addon, ConversationViews)
-    ]
+    fresh = type(contentviews.registry)()  # an empty registry: nothing registered yet
+    monkeypatch.setattr(contentviews, "registry", fresh)
+    views = [a for a in (*model.addons, *mcp_http.addons) if isinstance(a, ConversationViews)]
     assert len({view.name for view in views}) == 2  # both load into one mitmweb side by side
+    assert VIEW_NAME not in fresh
     with taddons.context(*views):
-        assert contentviews.registry[VIEW_NAME] is VIEW
+        assert fresh[VIEW_NAME] is VIEW
+        assert list(fresh) == [VIEW_NAME]
 
 
 # -- the flows of `flowproof inspect` ------------------------------------------------------------
 
 
+#: The comments of specs/mcp.trace.yaml's flows, in recorded order (also what inspect serves).
+MCP_TRACE_COMMENTS = [
+    "turn 1, openai-chat, tools called: write_note",
+    "turn 2, openai-chat, tools called: read_note",
+    "turn 3, openai-chat, no tool called",
+    "MCP notes call 1, server/discover",
+    "MCP notes call 2, tools/list",
+    "MCP notes call 3, tools/call write_note",
+    "MCP notes call 4, tools/call read_note",
+]
+
+
 def test_a_trace_becomes_flows_in_recorded_order_each_commented() -> None:
     flows = flows_of("specs/mcp.trace.yaml")
-    assert [flow.comment for flow in flows] == [
-        "turn 1, openai-chat, tools called: write_note",
-        "turn 2, openai-chat, tools called: read_note",
-        "turn 3, openai-chat, no tool called",
-        "MCP notes call 1, server/discover",
-        "MCP notes call 2, tools/list",
-        "MCP notes call 3, tools/call write_note",
-        "MCP notes call 4, tools/call read_note",
-    ]
+    assert [flow.comment for flow in flows] == MCP_TRACE_COMMENTS
     assert [flow.request.pretty_host for flow in flows][:4] == ["model"] * 3 + ["mcp-notes"]
 
 
@@ -278,7 +286,7 @@ def test_garbage_at_a_model_or_mcp_path_never_raises(
     metadata = make_metadata(flow.request, flow)
     assert VIEW.render_priority(body, metadata) == 0
     text = VIEW.prettify(body, metadata)  # chosen by hand in mitmweb: an answer, no raise
-    assert isinstance(text, str)
+    assert text.startswith("not a conversation: ")
     assert shown(flow.request, flow).view_name != VIEW_NAME
 
 
@@ -307,3 +315,58 @@ def test_a_trace_with_an_unknown_protocol_names_the_turn(tmp_path: Path) -> None
     with pytest.raises(TraceError) as info:
         trace_flows(traces.load(bad), str(bad))
     assert f"{bad}: turn 1: unknown protocol 'smoke-signals'" in str(info.value)
+
+
+def test_a_non_object_answer_at_status_200_steps_aside() -> None:
+    flow = flows_of("specs/responses.trace.yaml")[0]
+    assert flow.response is not None
+    flow.response.content = b"[1, 2, 3]"
+    metadata = make_metadata(flow.response, flow)
+    assert VIEW.render_priority(flow.response.content, metadata) == 0
+
+
+def test_an_error_status_reads_as_its_message() -> None:
+    flow = flows_of("specs/anthropic.trace.yaml")[0]
+    assert flow.response is not None
+    flow.response.status_code = 429
+    flow.response.content = (
+        b'{"type": "error", "error": {"type": "rate_limit", "message": "slow down"}}'
+    )
+    assert shown(flow.response, flow).text.splitlines() == [
+        "anthropic response, status 429",
+        "",
+        "error: slow down",
+    ]
+
+
+def test_an_answer_reads_even_when_its_request_is_garbage() -> None:
+    flow = flows_of("specs/chat.trace.yaml")[1]
+    assert flow.response is not None
+    flow.request.content = b"\x00not json"
+    assert shown(flow.request, flow).view_name != VIEW_NAME
+    assert "reply:" in shown(flow.response, flow).text
+
+
+def test_gemini_json_array_stream_reads_as_the_answer() -> None:
+    flow = flows_of("specs/gemini.trace.yaml")[1]
+    assert flow.response is not None
+    whole = shown(flow.response, flow).text.splitlines()
+    chunks = dialect_named("gemini").stream_chunks(json.loads(flow.response.content or b""))
+    assert len(chunks) > 1
+    flow.response.content = json.dumps(chunks).encode()
+    assert shown(flow.response, flow).text.splitlines() == [
+        f"{whole[0]}, a chunk array",
+        *whole[1:],
+    ]
+
+
+class _Broken:
+    def feed(self, flow: http.HTTPFlow) -> None:
+        raise OSError("the pipe is gone")
+
+
+def test_a_failing_view_never_disturbs_the_run(caplog: pytest.LogCaptureFixture) -> None:
+    tap = FlowTap(_Broken())  # type: ignore[arg-type]
+    flow = flows_of("specs/chat.trace.yaml")[0]
+    tap.response(flow)  # no raise: the run goes on
+    assert "a flow was not shown in mitmweb: the pipe is gone" in caplog.text

@@ -61,6 +61,7 @@ def _copy_sources(target: Path) -> None:
         if (REPO / name).exists():
             shutil.copy2(REPO / name, target / name)
     shutil.copytree(REPO / "flowproof_cli", target / "flowproof_cli", ignore=ignore)
+    shutil.copytree(REPO / "flowproof", target / "flowproof", ignore=ignore)
     shutil.copytree(REPO / "addons", target / "addons", ignore=ignore)
 
 
@@ -110,6 +111,7 @@ def test_wheel_ships_addons_as_flowproof_addons(wheel: Path) -> None:
     assert [name for name in names if name.startswith("addons/")] == []
     top_level = {name.split("/", 1)[0] for name in names}
     assert {t for t in top_level if not t.endswith(".dist-info")} == {
+        "flowproof",  # the small public API (`import flowproof`)
         "flowproof_cli",
         "flowproof_addons",
     }
@@ -132,3 +134,4 @@ def test_wheel_declares_the_console_script(wheel: Path) -> None:
         entry_points = next(n for n in archive.namelist() if n.endswith("entry_points.txt"))
         text = archive.read(entry_points).decode()
     assert "flowproof = flowproof_cli.cli.main:main" in text
+    assert "[pytest11]\nflowproof = flowproof_cli.pytest_plugin" in text  # docs/pytest.md

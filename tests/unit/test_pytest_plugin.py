@@ -81,7 +81,7 @@ def test_a_divergence_names_the_spec_line_and_no_internal_traceback(
         for number, line in enumerate((flows / "weather.flow.yaml").read_text().splitlines())
         if "prompt:" in line
     )
-    assert f"weather.flow.yaml:{prompt_line}: flow 'weather flow' failed" in text
+    assert f"\nflows/weather.flow.yaml:{prompt_line}: flow 'weather flow' failed\n" in text
     assert "FAIL divergence at turn 1" in text
     assert "flowproof_cli/" not in text  # no frame of flowproof's own
     assert "Captured agent stderr" in text and "409" in text  # the agent's side, apart
@@ -99,7 +99,7 @@ def test_an_assertion_failure_points_at_its_step_line(
     result = pytester.runpytest_subprocess(*PLUGINS, "flows/forecast.flow.yaml")
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     result.stdout.fnmatch_lines(
-        [f"*forecast.flow.yaml:{line}: flow 'forecast flow' failed", "*FAIL *snow*"]
+        [f"flows/forecast.flow.yaml:{line}: flow 'forecast flow' failed", "*FAIL *snow*"]
     )
 
 
@@ -142,17 +142,18 @@ def test_xdist_workers_each_run_their_flows(pytester: pytest.Pytester, flows: Pa
 
 @pytest.mark.slow
 def test_record_mode_leaves_a_changed_recording_for_review(
-    pytester: pytest.Pytester, flows: Path
+    pytester: pytest.Pytester, flows: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     spec = flows / "weather.flow.yaml"
     set_agent_env(spec, AGENT_EXTRA_TOOL="check_visa")
     with FakeUpstream() as fake:
-        pytester._monkeypatch.setenv("FLOWPROOF_AGENT_UPSTREAM", f"{fake.base_url}/v1")
-        pytester._monkeypatch.setenv("FLOWPROOF_AGENT_KEY", "k")
+        monkeypatch.setenv("FLOWPROOF_AGENT_UPSTREAM", f"{fake.base_url}/v1")
+        monkeypatch.setenv("FLOWPROOF_AGENT_KEY", "k")
         result = pytester.runpytest_subprocess(*PLUGINS, "--flowproof-record", str(spec))
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     text = result.stdout.str()
     assert "re-record not approved" in text
+    assert "| " in text and "check_visa" in text  # the trajectory diff, as the CLI prints it
     assert f"flowproof record --yes {spec}" in text
     assert (flows / "weather.trace.candidate.yaml").is_file()
 
@@ -256,3 +257,33 @@ def test_the_fixture_gives_the_trajectory_for_custom_assertions(
     )
     result = pytester.runpytest_subprocess(*PLUGINS, "test_api.py")
     assert outcomes(result) == {"passed": 1}, result.stdout.str()
+
+
+def test_sigterm_stops_the_session_after_the_flow_cleaned_up(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The agent signals pytest itself: the flow ends, no further flow starts, exit 143."""
+    folder = pytester.path / "flows"
+    folder.mkdir()
+    marker = pytester.path / "second-ran"
+    write_flow(folder, name="a_term", command="sh -c 'kill -TERM $PPID; sleep 5'")
+    write_flow(folder, name="b_after", command=f"touch {marker}")
+    monkeypatch.setenv("FLOWPROOF_AGENT_UPSTREAM", "http://127.0.0.1:9/v1")
+    result = pytester.runpytest_subprocess(*PLUGINS, "--flowproof-record", "flows")
+    assert result.ret == 143, result.stdout.str()
+    assert "terminated by SIGTERM" in result.stdout.str() + result.stderr.str()
+    assert not marker.exists()
+
+
+def test_a_broken_suite_fails_each_of_its_flows_with_its_error(pytester: pytest.Pytester) -> None:
+    folder = pytester.path / "flows"
+    folder.mkdir()
+    (folder / "suite.yaml").write_text("nope: 1\n")
+    for name in ("a", "b"):
+        write_flow(folder, name=name)
+    result = pytester.runpytest_subprocess(*PLUGINS, "flows")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    assert outcomes(result) == {"failed": 2}
+    text = result.stdout.str()
+    assert text.count("suite.yaml:1") >= 2 and "nope" in text, text
+    assert "Traceback" not in text

@@ -16,11 +16,14 @@ from flowproof_cli.cassette.session import (
     CassetteSession,
     Forward,
     Upstream,
+    mock_text,
 )
 from flowproof_cli.cassette.turn import Turn
 from flowproof_cli.dialects import dialect_named
 from flowproof_cli.dialects.base import ResultSequence, ResultsExhausted
 from flowproof_cli.errors import SpecError, TraceError
+from flowproof_cli.mcp.http import Reply
+from flowproof_cli.mcp.http_record import HttpRecordSession
 from flowproof_cli.mcp.lane import Lane
 from flowproof_cli.mcp.mocks import mock_answer, schema_problems
 from flowproof_cli.mcp.recorder import LaneRecorder
@@ -169,10 +172,11 @@ def test_gemini_results_by_name_in_order() -> None:
         contents.append({"role": "model", "parts": [{"functionCall": {"name": "get_time"}}]})
         answer = {"functionResponse": {"name": "get_time", "response": {"output": "real"}}}
         contents.append({"role": "user", "parts": [answer]})
-    mocks = {"get_time": ('"first"', '{"at":2}')}
+    mocks = {"get_time": mock_text(ResultSequence(["09:00", {"at": 2}]))}
+    assert mocks == {"get_time": ("09:00", '{"at":2}')}  # text as written, JSON otherwise
     out = dialect_named("gemini").apply_mocks({"contents": contents}, mocks, {})
     responses = [c["parts"][0]["functionResponse"]["response"] for c in out["contents"][1::2]]
-    assert responses == [{"output": "first"}, {"at": 2}]
+    assert responses == [{"output": "09:00"}, {"at": 2}]
 
 
 def test_a_responses_chain_counts_after_the_calls_of_earlier_responses() -> None:
@@ -320,3 +324,21 @@ def test_the_standin_session_file_keeps_sequences(tmp_path: Path) -> None:
     assert isinstance(back.mocks["read"], ResultSequence) and not isinstance(
         back.mocks["list"], ResultSequence
     )
+
+
+def test_http_record_answers_call_by_call_and_fails_beyond_the_list() -> None:
+    session = HttpRecordSession(
+        "notes", url="http://real/mcp", mocks={"read": ResultSequence(["one"])}
+    )
+    first = session.on_request("POST", {}, json.dumps(tools_call(1)).encode())
+    assert isinstance(first, Reply) and first_text(json.loads(first.body)) == "one"
+    second = session.on_request("POST", {}, json.dumps(tools_call(2)).encode())
+    assert isinstance(second, Reply)
+    assert (
+        "tool `read` was called 2 times but its `results` lists 1"
+        in (json.loads(second.body)["error"]["message"])
+    )
+    assert session.errors == [
+        "the MCP server 'notes': tool `read` was called 2 times but its `results` lists 1. Fix: "
+        "add a result for call 2 to `results`, or make the agent call `read` at most 1 time(s)"
+    ]
