@@ -15,11 +15,12 @@ OFFLINE := env -u OPENAI_API_KEY -u ANTHROPIC_API_KEY -u FLOWPROOF_AGENT_KEY \
 	-u GOOGLE_GEMINI_BASE_URL -u GEMINI_API_KEY -u GOOGLE_API_KEY PATH="$(CURDIR)/$(VENV)/bin:$$PATH"
 
 # The Node and Claude Code examples use tests/node_modules (bootstrap fills it when npm is
-# installed); without it those two flows report SKIP.
-EXAMPLES_NODE_MODULES := $(if $(wildcard tests/node_modules/.bin/claude),$(CURDIR)/tests/node_modules)
+# installed); without it those two flows report SKIP. Looked up when the recipe runs, after
+# the bootstrap: on a fresh clone the folder does not exist yet when make reads this file.
+NODE_MODULES_IF_READY := $$([ -x tests/node_modules/.bin/claude ] && echo "$(CURDIR)/tests/node_modules")
 
 demo: bootstrap
-	@$(OFFLINE) EXAMPLES_NODE_MODULES="$(EXAMPLES_NODE_MODULES)" $(FLOWPROOF) run examples/
+	@$(OFFLINE) EXAMPLES_NODE_MODULES="$(NODE_MODULES_IF_READY)" $(FLOWPROOF) run examples/
 
 # The test suite, then the project's own flows (specs/README.md) replayed from their traces.
 test: bootstrap lint typecheck
