@@ -68,3 +68,22 @@ def test_children_lists_only_direct_children(tmp_path: Path) -> None:
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.kill(process, signal.SIGKILL)
+
+
+def test_a_flow_ends_only_the_orphans_that_carry_its_marker() -> None:
+    """Flows run side by side in one process: one flow's cleanup must not end a process of
+    the flow beside it (another marker) nor one of flowproof's own (no marker)."""
+    before = orphans.children()
+    mine = os.posix_spawnp("sleep", ["sleep", "30"], {**os.environ, "FLOWPROOF_LLM_PROXY": "a"})
+    theirs = os.posix_spawnp("sleep", ["sleep", "30"], {**os.environ, "FLOWPROOF_LLM_PROXY": "b"})
+    unmarked = os.posix_spawnp("sleep", ["sleep", "30"], {"PATH": os.environ["PATH"]})
+    try:
+        ended = orphans.end_adopted(before, marker=b"FLOWPROOF_LLM_PROXY=a", settle=False)
+        assert ended == [mine]
+        assert _alive(theirs) and _alive(unmarked)
+        assert sorted(orphans.sweep(before)) == sorted([theirs, unmarked])  # the run's end
+        assert not _alive(theirs) and not _alive(unmarked)
+    finally:
+        for pid in (mine, theirs, unmarked):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
