@@ -3,7 +3,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 FLOWPROOF := $(VENV)/bin/flowproof
 
-.PHONY: bootstrap demo test test-quick lint typecheck bench clean
+.PHONY: bootstrap demo test test-quick lint typecheck bench mutate clean
 
 bootstrap:
 	@bash scripts/bootstrap.sh
@@ -24,11 +24,11 @@ demo: bootstrap
 
 # The test suite, then the project's own flows (specs/README.md) replayed from their traces.
 test: bootstrap lint typecheck
-	$(PY) -m pytest -n 2 -q
+	$(PY) -m pytest -n 2 --dist worksteal -q
 	$(OFFLINE) $(FLOWPROOF) run specs/
 
 test-quick: bootstrap
-	$(PY) -m pytest -n 2 -q -m "not slow"
+	$(PY) -m pytest -n 2 --dist worksteal -q -m "not slow"
 
 lint: bootstrap
 	$(VENV)/bin/ruff check addons flowproof flowproof_cli tests examples benchmarks specs
@@ -43,5 +43,20 @@ typecheck: bootstrap
 bench: bootstrap
 	@$(OFFLINE) $(PY) benchmarks/run.py
 
+# Mutation testing of the matching core, the assertion evaluator and the prose grammar
+# ([tool.mutmut] in pyproject.toml; docs/falsifiability.md). A quarter of an hour or more on
+# two cores, so never part of `make test`. A fresh run each time (mutmut keeps stale copies in
+# mutants/); fails when a mutant survives that docs/falsifiability.md does not name as
+# equivalent. mutmut copies all of tests/: its copy of tests/node_modules goes after the run.
+MUTATE_CHILDREN ?= 2
+mutate: bootstrap
+	@$(PY) -c "import mutmut" 2>/dev/null || $(PY) -m pip install --quiet -e ".[mutate]"
+	rm -rf mutants && mkdir mutants
+	@echo "mutate: running mutmut ($(MUTATE_CHILDREN) workers, nice 19); log in mutants/run.log"
+	@nice -n 19 $(VENV)/bin/mutmut run --max-children $(MUTATE_CHILDREN) > mutants/run.log 2>&1 \
+		|| { tail -n 40 mutants/run.log; exit 1; }
+	@rm -rf mutants/tests/node_modules
+	@$(PY) scripts/mutation_report.py
+
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache mutants

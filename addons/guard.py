@@ -1,21 +1,33 @@
-"""Refuse everything that would make the proxy a relay.
+"""Refuse everything that would make the proxy a relay, and everything no boundary answered.
 
-The proxy is an unauthenticated loopback endpoint with a fixed upstream. It must not tunnel
-(CONNECT), must not honour absolute-form request lines (`GET http://elsewhere/ HTTP/1.1`),
-and lets through only the model routes of the dialects and the requests an MCP listener
-claimed (`routes.CLAIMED`): anything else is a 404 with a JSON body saying so.
+The proxy is an unauthenticated loopback endpoint with a fixed upstream. Two addons hold
+the line, one at each end of the addon chain:
+
+- `RequestGuard`, first: no tunnel (CONNECT), no absolute-form request lines
+  (`GET http://elsewhere/ HTTP/1.1`), no HTTP/2 by prior knowledge, no control characters
+  in a header; and only the model routes of the dialects and the requests an MCP listener
+  claimed (`routes.CLAIMED`) go on: anything else is a 404 with a JSON body saying so.
+- `Backstop`, last: a request still unanswered there, and not forwarded on purpose by a
+  boundary (`mark_forwarded`), would go on to mitmproxy's placeholder reverse target. It is
+  refused with a 500 instead, and counted against the flow of its listener: every addon
+  with a `flowproof_refused(flow, message)` method is told.
+
+`request_body` is how both boundaries read a body: one whose Content-Encoding flowproof
+cannot decode is refused, never read as if it were plain.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
-from mitmproxy import http
+from mitmproxy import addonmanager, http
 
 from flowproof_cli.dialects import DIALECTS, route
-from flowproof_cli.routes import CLAIMED
+from flowproof_cli.routes import CLAIMED, is_mcp_path
 
 ROUTES_ANSWERED = (
     ", ".join(
@@ -25,6 +37,13 @@ ROUTES_ANSWERED = (
     )
     + ", and /mcp paths of declared MCP servers"
 )
+#: `flow.metadata` key a boundary sets on a request it forwards on purpose (record, or the
+#: MCP replay's loopback stream server): the backstop lets exactly those through.
+FORWARDED = "flowproof_forwarded"
+#: Content-Encodings mitmproxy decodes; any other would be read as if it were plain.
+DECODABLE = frozenset({"", "identity", "none", "gzip", "deflate", "br", "zstd"})
+_CONTROL = re.compile(rb"[\x00-\x08\x0a-\x1f\x7f]")  # HTAB is allowed in a field value
+_SHOWN_LIMIT = 80
 
 
 def is_claimed(path: str, metadata: Mapping[str, Any] | None = None) -> bool:
@@ -32,27 +51,178 @@ def is_claimed(path: str, metadata: Mapping[str, Any] | None = None) -> bool:
     return route(path) is not None or bool(metadata and metadata.get(CLAIMED))
 
 
-def _refuse(flow: http.HTTPFlow, status: int, message: str) -> None:
-    body = json.dumps({"error": {"message": f"flowproof: {message}", "type": "flowproof_refused"}})
-    flow.response = http.Response.make(status, body, {"content-type": "application/json"})
+def mark_forwarded(flow: http.HTTPFlow) -> None:
+    flow.metadata[FORWARDED] = True
 
 
-class RequestGuard:
+def refuse(flow: http.HTTPFlow, status: int, message: str, kind: str = "flowproof_refused") -> None:
+    """Answer with a flowproof error; SDKs must not retry it (they retry a 500 otherwise)."""
+    body = json.dumps({"error": {"message": f"flowproof: {message}", "type": kind}})
+    headers = {"content-type": "application/json", "x-should-retry": "false"}
+    flow.response = http.Response.make(status, body, headers)
+
+
+def shown(raw: bytes | str, limit: int = _SHOWN_LIMIT) -> str:
+    """Bytes of a request as a message may quote them: control characters escaped, clipped."""
+    text = raw.decode("latin-1") if isinstance(raw, bytes) else raw
+    clipped = "".join(c if c.isprintable() else repr(c)[1:-1] for c in text[:limit])
+    return clipped + ("..." if len(text) > limit else "")
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """A request body flowproof will not read: the status and what the agent is told."""
+
+    status: int
+    text: str
+
+
+def request_body(request: http.Request) -> bytes | Refusal:
+    """The decoded body, or why it is refused (mitmproxy hands an unknown coding on as is)."""
+    said = request.headers.get("content-encoding", "")
+    encoding = said.strip().lower()
+    path = shown(request.path.split("?", 1)[0], 200)
+    if encoding not in DECODABLE:
+        return Refusal(
+            415,
+            f"the request to {path} says Content-Encoding: {shown(said)}, which flowproof "
+            "cannot decode (send it as identity, gzip, deflate, br or zstd)",
+        )
+    try:
+        return request.get_content() or b""
+    except ValueError:
+        return Refusal(
+            400,
+            f"the request to {path} says Content-Encoding: {encoding}, but its body is not "
+            f"{encoding} data",
+        )
+
+
+def _bad_header(request: http.Request) -> bytes | None:
+    for name, value in request.headers.fields:
+        if _CONTROL.search(name) or _CONTROL.search(value):
+            return name
+    return None
+
+
+def _path(flow: http.HTTPFlow) -> str:
+    return shown(flow.request.path.split("?", 1)[0])
+
+
+class _Chained:
+    """An addon that sees the master's whole chain: to tell the boundaries a request of
+    theirs was refused (`flowproof_refused`, so its flow fails)."""
+
+    name: str
+
+    def __init__(self, name: str) -> None:
+        self.name = name  # unique per script: mitmproxy refuses two addons of one name
+        self._master: Any = None
+
+    def load(self, loader: addonmanager.Loader) -> None:
+        self._master = loader.master
+
+    def _chain(self) -> list[Any]:
+        return list(addonmanager.traverse(self._master.addons.chain)) if self._master else []
+
+    @staticmethod
+    def _tell(chain: list[Any], flow: http.HTTPFlow, message: str) -> None:
+        for addon in chain:
+            counted = getattr(addon, "flowproof_refused", None)
+            if callable(counted):
+                counted(flow, message)
+
+
+class RequestGuard(_Chained):
+    """The front of the chain (`-s model.py -s mcp_http.py` load one each)."""
+
+    def __init__(self, name: str = "requestguard") -> None:
+        super().__init__(name)
+
     def requestheaders(self, flow: http.HTTPFlow) -> None:
+        if flow.response is not None or flow.error is not None:
+            return  # refused already: by another script's guard, or by mitmproxy itself
         request = flow.request
         if request.method == "CONNECT":
-            _refuse(flow, 405, "CONNECT is refused: this proxy is not a tunnel")
+            refuse(flow, 405, "CONNECT is refused: this proxy is not a tunnel")
+        elif request.method == "PRI" and request.http_version == "HTTP/2.0":
+            refuse(flow, 505, "HTTP/2 with prior knowledge is refused: speak HTTP/1.1 here")
+            # Read as HTTP/1.1 from here on, as it is answered: mitmproxy's h2c addon would
+            # otherwise kill the connection unanswered.
+            request.http_version = "HTTP/1.1"
         elif request.authority and request.http_version.startswith("HTTP/1"):
-            _refuse(flow, 400, "absolute-form request lines are refused: this proxy is not a relay")
+            self._refuse_call(
+                flow, "absolute-form request lines are refused: this proxy is not a relay"
+            )
+        elif (name := _bad_header(request)) is not None:
+            self._refuse_call(
+                flow,
+                f"the request header {shown(name)!r} carries a control character (CR, LF, NUL "
+                "or another): it is refused",
+            )
+
+    def _refuse_call(self, flow: http.HTTPFlow, message: str) -> None:
+        """A 400; when it was a model or MCP call, its flow fails too (the agent lost it)."""
+        refuse(flow, 400, message)
+        path = flow.request.path
+        if route(path) is not None or is_mcp_path(path):
+            self._tell(self._chain(), flow, message)
 
     def request(self, flow: http.HTTPFlow) -> None:
         if flow.response is None and not is_claimed(flow.request.path, flow.metadata):
-            _refuse(
+            refuse(
                 flow,
                 404,
-                f"{flow.request.method} {flow.request.path.split('?', 1)[0]} is not a model route "
-                f"(flowproof answers {ROUTES_ANSWERED})",
+                f"{flow.request.method} {_path(flow)} is not a model route (flowproof answers "
+                f"{ROUTES_ANSWERED})",
             )
+
+
+class Backstop(_Chained):
+    """The end of the chain: no request reaches the placeholder reverse target. With two
+    scripts loaded, only the last backstop decides (a later script's boundary may still
+    answer)."""
+
+    def __init__(self, name: str = "backstop") -> None:
+        super().__init__(name)
+
+    def _decides(self, chain: list[Any]) -> bool:
+        later = chain[chain.index(self) + 1 :] if self in chain else []
+        return not any(isinstance(addon, Backstop) for addon in later)
+
+    def request(self, flow: http.HTTPFlow) -> None:
+        if flow.response is not None or flow.error is not None or flow.metadata.get(FORWARDED):
+            return
+        chain = self._chain()
+        if not self._decides(chain):
+            return
+        sockname = flow.client_conn.sockname
+        where = f"127.0.0.1:{sockname[1]}" if sockname else "this proxy"
+        message = (
+            f"{flow.request.method} {_path(flow)} reached no flowproof boundary on this "
+            f"listener ({where}); it was refused, not forwarded"
+        )
+        refuse(flow, 500, message, "flowproof_unanswered")
+        self._tell(chain, flow, message)
+
+    def error(self, flow: http.HTTPFlow) -> None:
+        """A model or MCP request that failed before a boundary had it whole (a broken
+        chunk, a header mitmproxy refused, a client gone mid-body): no answer can reach the
+        agent, so its flow fails."""
+        if flow.response is not None or flow.metadata.get(FORWARDED):
+            return
+        if not (is_claimed(flow.request.path, flow.metadata) or is_mcp_path(flow.request.path)):
+            return
+        chain = self._chain()
+        if not self._decides(chain):
+            return
+        reason = shown(flow.error.msg, 200) if flow.error else "the connection broke"
+        self._tell(
+            chain,
+            flow,
+            f"{flow.request.method} {_path(flow)} failed before flowproof could answer it "
+            f"({reason})",
+        )
 
 
 addons = [RequestGuard()]

@@ -25,13 +25,24 @@ from urllib.parse import urlsplit
 
 from mitmproxy import ctx, exceptions, http
 
+from flowproof_addons import guard
 from flowproof_addons.conversation import ConversationViews
-from flowproof_addons.guard import RequestGuard
+from flowproof_addons.guard import Backstop, Refusal, RequestGuard, mark_forwarded, request_body
 from flowproof_cli import trace as traces
+from flowproof_cli.canonical import parse_or
+from flowproof_cli.cassette.session import could_not_handle, failure
 from flowproof_cli.errors import FlowproofError
-from flowproof_cli.mcp.http import ForwardRequest, HttpMcpSession, Reply, StreamReply
+from flowproof_cli.mcp.http import (
+    INTERNAL_ERROR,
+    ForwardRequest,
+    HttpMcpSession,
+    Reply,
+    StreamReply,
+    refusal_reply,
+)
 from flowproof_cli.mcp.http_record import HttpRecordSession
 from flowproof_cli.mcp.http_replay import HttpReplaySession
+from flowproof_cli.mcp.recorder import is_json_rpc, quote_line
 from flowproof_cli.mcp.sse import STREAM_PATH, SseParser, StreamServer
 from flowproof_cli.mode import Mode
 from flowproof_cli.routes import CLAIMED, is_mcp_path
@@ -41,6 +52,18 @@ log = logging.getLogger(__name__)
 FORWARDED = "flowproof_mcp_forward"  # metadata: the ForwardRequest of a recorded flow
 STREAMED = "flowproof_mcp_stream"  # metadata: rerouted to the loopback stream server
 _DROPPED_HEADERS = ("host", "accept-encoding")
+
+
+def _not_json_rpc_event(session: HttpRecordSession, via: Any, data: str) -> None:
+    where = session.recorder.label_of(via)
+    session.errors.append(
+        f"the MCP server '{session.server}' sent an SSE event that is not JSON-RPC in its "
+        f"answer to {where}: {quote_line(data)}"
+    )
+
+
+def _reply(flow: http.HTTPFlow, reply: Reply) -> None:
+    flow.response = http.Response.make(reply.status, reply.body, reply.headers)
 
 
 class McpHttpBoundary:
@@ -97,6 +120,9 @@ class McpHttpBoundary:
         session = self.default
         if not isinstance(session, HttpRecordSession) or self._trace_path is None:
             return
+        if session.errors:  # a lane missing what was refused would replay as a lie
+            log.error("flowproof: the MCP lane was not written: %s", session.errors[0])
+            return
         if self._trace_path.exists():
             trace = traces.load(self._trace_path)
         else:
@@ -127,12 +153,29 @@ class McpHttpBoundary:
         session = self._session_for(flow)
         if session is None:
             return
+        try:
+            await self._answer(flow, session)
+        except Exception as exc:  # fail closed: answered, counted, never forwarded
+            flow.metadata.pop(FORWARDED, None)
+            flow.metadata.pop(guard.FORWARDED, None)
+            flow.metadata.pop(STREAMED, None)
+            path = flow.request.path.split("?", 1)[0]
+            _reply(
+                flow, session.refuse(could_not_handle(path, exc), status=500, code=INTERNAL_ERROR)
+            )
+
+    async def _answer(self, flow: http.HTTPFlow, session: HttpMcpSession) -> None:
         request = flow.request
+        body = request_body(request)
+        if isinstance(body, Refusal):
+            session.requests += 1
+            _reply(flow, session.refuse(body.text, status=body.status))
+            return
         outcome = session.on_request(
-            request.method, dict(request.headers), request.get_content() or b""
+            request.method, dict(request.headers), body, request.path.split("?", 1)[0]
         )
         if isinstance(outcome, Reply):
-            flow.response = http.Response.make(outcome.status, outcome.body, outcome.headers)
+            _reply(flow, outcome)
             flow.comment = f"flowproof: MCP '{session.server}' answered by flowproof"
         elif isinstance(outcome, ForwardRequest):
             self._forward(flow, outcome)
@@ -143,7 +186,13 @@ class McpHttpBoundary:
             request.url = f"http://127.0.0.1:{port}{STREAM_PATH}{key}"
             request.content = b""
             flow.metadata[STREAMED] = True
+            mark_forwarded(flow)
             flow.comment = f"flowproof: MCP '{session.server}' streamed from the lane"
+
+    def flowproof_refused(self, flow: http.HTTPFlow, message: str) -> None:
+        """The backstop refused a request on a listener of this boundary: its flow fails."""
+        if (session := self._session_for(flow)) is not None:
+            session.errors.append(f"the MCP server '{session.server}': {message}")
 
     @staticmethod
     def _forward(flow: http.HTTPFlow, forward: ForwardRequest) -> None:
@@ -153,6 +202,7 @@ class McpHttpBoundary:
         request.url = forward.url
         request.host_header = urlsplit(forward.url).netloc
         flow.metadata[FORWARDED] = forward
+        mark_forwarded(flow)
 
     def responseheaders(self, flow: http.HTTPFlow) -> None:
         response = flow.response
@@ -170,20 +220,24 @@ class McpHttpBoundary:
         status = response.status_code
 
         def tee(chunk: bytes) -> bytes:
-            events = parser.feed(chunk) if chunk else parser.close()
-            for event in events:
-                if event.event == "message" and event.data:
-                    try:
-                        message = json.loads(event.data)
-                    except ValueError:
-                        continue
-                    session.on_upstream_message(
-                        message,
-                        via=forward.via,
-                        standalone=forward.standalone,
-                        status=status,
-                        event_id=event.id,
-                    )
+            try:
+                events = parser.feed(chunk) if chunk else parser.close()
+                for event in events:
+                    if event.event == "message" and event.data:
+                        message = parse_or(event.data, None)
+                        if not is_json_rpc(message):  # the agent still gets it; record fails
+                            _not_json_rpc_event(session, forward.via, event.data)
+                            continue
+                        session.on_upstream_message(
+                            message,
+                            via=forward.via,
+                            standalone=forward.standalone,
+                            status=status,
+                            event_id=event.id,
+                        )
+            except Exception as exc:  # the bytes still reach the agent; the record fails
+                text = f"could not handle the real server's stream ({failure(exc)})"
+                session.errors.append(f"the MCP server '{session.server}': {text}")
             return chunk
 
         response.stream = tee
@@ -198,24 +252,57 @@ class McpHttpBoundary:
         if status == 202 or flow.request.method != "POST":
             return
         content = response.get_content(strict=False) or b""
+        media = response.headers.get("content-type", "no content type").split(";")[0].strip()
+        try:
+            self._keep(session, forward, status, content, media)
+        except Exception as exc:  # an answer record cannot keep is not handed on as kept
+            text = f"could not handle the real server's answer ({failure(exc)})"
+            session.errors.append(f"the MCP server '{session.server}': {text}")
+            _reply(flow, refusal_reply(500, text, forward.via, INTERNAL_ERROR))
+
+    @staticmethod
+    def _keep(
+        session: HttpRecordSession,
+        forward: ForwardRequest,
+        status: int,
+        content: bytes,
+        media: str = "",
+    ) -> None:
         try:
             message = json.loads(content) if content else None
         except ValueError:
             message = None
-        if isinstance(message, dict | list) and message:
+        if is_json_rpc(message):
             session.on_upstream_message(message, via=forward.via, status=status)
         elif status >= 400:
             session.on_upstream_failure(forward.via, status, content.decode("utf-8", "replace"))
+        elif forward.via is not None:  # a call's answer that answers nothing: record fails
+            what = f"answered {session.recorder.label_of(forward.via)} with a body that is not"
+            session.errors.append(
+                f"the MCP server '{session.server}' {what} JSON-RPC (HTTP {status}, "
+                f"{quote_line(media)}): {quote_line(content) or '(empty)'}"
+            )
 
     def error(self, flow: http.HTTPFlow) -> None:
         forward: ForwardRequest | None = flow.metadata.get(FORWARDED)
         session = self._recorder_for(flow)
-        if forward is None or session is None or flow.response is not None:
+        if forward is None or session is None:
             return
         reason = flow.error.msg if flow.error else "connection failed"
-        session.on_upstream_unreachable(reason)
+        if reason == "Client disconnected.":
+            if flow.response is not None:
+                return  # the agent closed a stream it had: nothing went wrong
+            reason = "the agent closed its connection before the server answered"
+        session.on_upstream_unreachable(reason)  # also a body cut by the server
 
 
 # Stock mitmdump/mitmweb: the guard first, so only MCP paths are answered; the
-# conversation view shows each JSON-RPC message by method and tool.
-addons = [RequestGuard(), McpHttpBoundary(), ConversationViews("conversationviews@mcp")]
+# conversation view shows each JSON-RPC message by method and tool; the backstop last, so
+# nothing unanswered goes on to the reverse target. Each named for this script, so
+# `-s model.py -s mcp_http.py` loads both.
+addons = [
+    RequestGuard("requestguard@mcp"),
+    McpHttpBoundary(),
+    ConversationViews("conversationviews@mcp"),
+    Backstop("backstop@mcp"),
+]

@@ -16,6 +16,7 @@ that defines `flowproof_normalize(request, protocol)` is a match rule, in load o
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import time
@@ -27,14 +28,28 @@ from mitmproxy import addonmanager, ctx, exceptions, http
 from mitmproxy.net.http.status_codes import RESPONSES
 
 from flowproof_addons.conversation import MOCKED_TOOLS, ConversationViews
-from flowproof_addons.guard import RequestGuard
+from flowproof_addons.guard import (
+    FORWARDED,
+    Backstop,
+    Refusal,
+    RequestGuard,
+    mark_forwarded,
+    request_body,
+)
 from flowproof_cli import trace as traces
 from flowproof_cli.cassette import CassetteSession, Forward, Upstream
-from flowproof_cli.cassette.upstream import upstream_from_environment
-from flowproof_cli.dialects import Rendered, route
-from flowproof_cli.errors import FlowproofError
+from flowproof_cli.cassette.session import INTERNAL_KIND, could_not_handle
+from flowproof_cli.cassette.upstream import (
+    CLIENT_GONE_REASON,
+    timeout_reason,
+    upstream_from_environment,
+)
+from flowproof_cli.dialects import Dialect, Rendered, route
+from flowproof_cli.errors import ConfigError, FlowproofError
 from flowproof_cli.match.addons import rules_from_master_addons
-from flowproof_cli.match.rules import MatcherAddonError, MatchRules
+from flowproof_cli.match.build import snapshot_rules
+from flowproof_cli.match.relocate import Relocation
+from flowproof_cli.match.rules import MatcherAddonError, MatchRules, Rule
 from flowproof_cli.mode import Mode
 
 log = logging.getLogger(__name__)
@@ -43,6 +58,62 @@ PENDING = "flowproof_pending"
 # Headers of the agent's own that never travel upstream: its placeholder credentials,
 # and content negotiation flowproof does not want to decode.
 _DROPPED_HEADERS = ("authorization", "x-api-key", "api-key", "accept-encoding", "host")
+# Headers of the upstream's answer the agent still gets: when to retry, the rate limits.
+_KEPT_PREFIXES = ("retry-after", "x-ratelimit-", "anthropic-ratelimit-")
+# Forwarded requests' timers (by flow id), and the wait of those whose timer fired.
+_DEADLINES: dict[str, asyncio.TimerHandle] = {}
+_EXPIRED: dict[str, float] = {}
+
+
+def _arm_deadline(flow: http.HTTPFlow, seconds: float) -> None:
+    """mitmproxy waits for a silent upstream for ever: after `seconds` the upstream
+    connection is cut, and the error hook says why."""
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:  # a hook called outside the proxy's event loop
+        return
+    _DEADLINES[flow.id] = loop.call_later(seconds, _expire, flow, seconds)
+
+
+def _disarm_deadline(flow: http.HTTPFlow) -> float | None:
+    """Stop the flow's timer; the seconds it waited when it had fired."""
+    timer = _DEADLINES.pop(flow.id, None)
+    if timer is not None:
+        timer.cancel()
+    return _EXPIRED.pop(flow.id, None)
+
+
+def _expire(flow: http.HTTPFlow, seconds: float) -> None:
+    _DEADLINES.pop(flow.id, None)
+    _EXPIRED[flow.id] = seconds
+    proxyserver: Any = ctx.master.addons.get("proxyserver")
+    handler = proxyserver.connections.get(flow.client_conn.id) if proxyserver else None
+    io = handler.transports.get(flow.server_conn) if handler is not None else None
+    if io is not None and io.handler is not None:
+        io.handler.cancel()  # mitmproxy then reports the flow's error
+
+
+def _upstream_failure(flow: http.HTTPFlow, waited: float | None) -> str:
+    if waited is not None:
+        return timeout_reason(waited)
+    reason = flow.error.msg if flow.error else "connection failed"
+    return CLIENT_GONE_REASON if reason == "Client disconnected." else reason
+
+
+def _replay_rules(trace: traces.Trace, path: Path | None, loaded: list[Rule]) -> MatchRules:
+    """The rules the trace was recorded with (its `match:`), rebuilt, then the matcher
+    addons loaded with -s. Relocation uses this proxy's working directory and HOME, so run
+    mitmdump from the checkout the agent runs in."""
+    snapshot = snapshot_rules(trace.match, str(path))
+    missing = sorted(set(snapshot.addons) - {rule.snapshot().get("addon") for rule in loaded})
+    if missing:
+        raise ConfigError(
+            f"{path} was recorded with matcher addon(s) {', '.join(missing)}. Fix: load "
+            "their script(s) with -s, as the flow's `match.addons` does"
+        )
+    home = os.environ.get("HOME")
+    relocation = Relocation(str(Path.cwd()), home or "") if snapshot.relocate else None
+    return MatchRules(snapshot.rules + loaded, relocation)
 
 
 def _respond(flow: http.HTTPFlow, rendered: Rendered) -> None:
@@ -115,17 +186,20 @@ class ModelBoundary:
         if self._stock is None:
             return
         mode, upstream, trace = self._stock
-        rules = MatchRules(
-            list(rules_from_master_addons(addonmanager.traverse(ctx.master.addons.chain)))
-        )
+        chain = addonmanager.traverse(ctx.master.addons.chain)
+        loaded: list[Rule] = list(rules_from_master_addons(chain))
         if mode is Mode.RECORD:
+            rules = MatchRules(loaded)
             self.default = CassetteSession(Mode.RECORD, upstream=upstream, rules=rules)
             return
         assert trace is not None
         try:
+            rules = _replay_rules(trace, self._trace_path, loaded)
             self.default = CassetteSession(
                 Mode.REPLAY, mocks=trace.mocks, recorded=list(trace.turns), rules=rules
             )
+        except ConfigError as exc:
+            log.error("flowproof: %s; replay is off", exc)
         except MatcherAddonError as exc:
             # Raised while rewriting the recorded requests: no session answers from the trace,
             # and the reason is logged once, without a traceback.
@@ -135,7 +209,11 @@ class ModelBoundary:
         session = self.default
         if session is None or session.mode is not Mode.RECORD or self._trace_path is None:
             return
-        if session.recorded and not session.errors:
+        if session.errors:  # a trace missing what was refused would replay as a lie
+            log.error(
+                "flowproof: no trace was written: %s", session.errors[0].removeprefix("flowproof: ")
+            )
+        elif session.recorded:
             trace = traces.Trace(
                 flow=self._trace_path.name, turns=session.recorded, match=session.rules.snapshot()
             )
@@ -154,11 +232,28 @@ class ModelBoundary:
             return
         dialect = route(flow.request.path)
         session = self._session_for(flow) if dialect is not None else None
-        if session is None:
+        if session is None or dialect is None:
             return
+        try:
+            self._answer(flow, session, dialect)
+        except Exception as exc:  # fail closed: answered, counted, never forwarded
+            flow.metadata.pop(PENDING, None)
+            flow.metadata.pop(FORWARDED, None)
+            message = f"flowproof: {could_not_handle(flow.request.path.split('?', 1)[0], exc)}"
+            _respond(flow, session.refuse(dialect, 500, message, INTERNAL_KIND))
+
+    def _answer(self, flow: http.HTTPFlow, session: CassetteSession, dialect: Dialect) -> None:
         if session.mocks:  # the conversation view marks their results
             flow.metadata[MOCKED_TOOLS] = sorted(session.mocks)
-        outcome = session.on_request(flow.request.path, flow.request.get_content() or b"", dialect)
+        fields = flow.request.headers.fields  # for the secret-leak scan, before any rewrite
+        session.headers.append([(n.decode("latin-1"), v.decode("latin-1")) for n, v in fields])
+        body = request_body(flow.request)
+        if isinstance(body, Refusal):
+            outcome: Rendered | Forward = session.on_refused(
+                flow.request.path, dialect, body.status, f"flowproof: {body.text}"
+            )
+        else:
+            outcome = session.on_request(flow.request.path, body, dialect)
         if isinstance(outcome, Rendered):
             _respond(flow, outcome)
             flow.comment = "flowproof: answered from the trace"
@@ -167,6 +262,12 @@ class ModelBoundary:
                 flow.comment = f"flowproof: {session.divergence.summary}"
             return
         self._forward(flow, outcome)
+        mark_forwarded(flow)
+
+    def flowproof_refused(self, flow: http.HTTPFlow, message: str) -> None:
+        """The backstop refused a request on a listener of this boundary: its flow fails."""
+        if (session := self._session_for(flow)) is not None:
+            session.errors.append(f"flowproof: {message}")
 
     @staticmethod
     def _forward(flow: http.HTTPFlow, forward: Forward) -> None:
@@ -183,26 +284,39 @@ class ModelBoundary:
         for name, value in forward.default_headers.items():
             request.headers.setdefault(name, value)
         flow.metadata[PENDING] = forward.pending
+        _arm_deadline(flow, forward.timeout_s)
 
     def response(self, flow: http.HTTPFlow) -> None:
+        _disarm_deadline(flow)
         pending = flow.metadata.pop(PENDING, None)
         if pending is None or flow.response is None:
             return
         session = self._session_for(flow)
         if session is None:
             return
-        content = flow.response.get_content(strict=False) or b""
-        _respond(flow, session.on_upstream_response(pending, flow.response.status_code, content))
+        upstream = flow.response
+        content = upstream.get_content(strict=False) or b""
+        status = upstream.status_code
+        _respond(flow, session.on_upstream_response(pending, status, content, upstream.headers))
+        kept = [(k, v) for k, v in upstream.headers.items() if k.lower().startswith(_KEPT_PREFIXES)]
+        if kept and flow.response is not None:
+            flow.response.headers.update(kept)
         flow.comment = "flowproof: recorded"
 
     def error(self, flow: http.HTTPFlow) -> None:
+        waited = _disarm_deadline(flow)
         pending = flow.metadata.pop(PENDING, None)
         session = self._session_for(flow)
         if pending is not None and session is not None:
-            reason = flow.error.msg if flow.error else "connection failed"
-            session.on_upstream_error(pending, reason)
+            session.on_upstream_error(pending, _upstream_failure(flow, waited))
 
 
 # Stock mitmdump/mitmweb: the guard first, so non-model routes are refused; the
-# conversation view shows each model call as one.
-addons = [RequestGuard(), ModelBoundary(), ConversationViews("conversationviews@model")]
+# conversation view shows each model call as one; the backstop last, so nothing unanswered
+# goes on to the reverse target. Each named for this script: `-s mcp_http.py` loads its own.
+addons = [
+    RequestGuard("requestguard@model"),
+    ModelBoundary(),
+    ConversationViews("conversationviews@model"),
+    Backstop("backstop@model"),
+]

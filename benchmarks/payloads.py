@@ -64,6 +64,14 @@ def completion(content: str | None = REPLY, calls: list[dict[str, Any]] | None =
     }
 
 
+_Dumper: type[yaml.SafeDumper] = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+
+
+class _NoAliasDumper(_Dumper):  # type: ignore[misc,valid-type]
+    def ignore_aliases(self, data: Any) -> bool:
+        return True
+
+
 def canonical(body: dict[str, Any]) -> dict[str, Any]:
     """The request as flowproof stores it (its own dialect's canonical form)."""
     dialect = route(PATH)
@@ -82,10 +90,12 @@ def _entry(body: dict[str, Any], response: dict[str, Any]) -> dict[str, Any]:
     return {"request": canonical(body), "response": {"status": 200, "body": response}}
 
 
-def write_trace(path: Path, entries: list[dict[str, Any]]) -> Path:
-    """A trace document; a turn repeated N times is one YAML anchor and N-1 aliases."""
+def write_trace(path: Path, entries: list[dict[str, Any]], *, aliases: bool = True) -> Path:
+    """A trace document; with `aliases`, a turn repeated N times is one YAML anchor and N-1
+    aliases (a small file). Without, every turn is written out as `flowproof record` writes
+    it, so the loader reads the file turn by turn as it does a recorded trace."""
     document = {"flowproof_trace": 1, "flow": "benchmark", "turns": entries}
-    dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+    dumper = _Dumper if aliases else _NoAliasDumper
     path.write_text(yaml.dump(document, Dumper=dumper, sort_keys=False, width=1 << 30))
     return path
 
@@ -99,7 +109,8 @@ def repeated_trace(path: Path, sizes: list[int], copies: int) -> Path:
 def distinct_trace(path: Path, size: int, turns: int) -> Path:
     """`turns` different requests of `size` (index `i` carries marker `i`)."""
     response = completion()
-    return write_trace(path, [_entry(request_body(size, i), response) for i in range(turns)])
+    entries = [_entry(request_body(size, i), response) for i in range(turns)]
+    return write_trace(path, entries, aliases=False)
 
 
 def stub_responses(path: Path, responses: list[dict[str, Any]], size: int = 2000) -> Path:

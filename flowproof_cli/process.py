@@ -1,15 +1,23 @@
 """Child-process basics shared by the runner and egress containment: a command line split
-into words, a process group signalled, a child's output cut to the tail quoted in messages.
+into words, a process group signalled, a child's output cut to the tail quoted in messages,
+and the keeper that cleans up after a flowproof that was killed.
 
-It sits at the bottom of the import graph, so egress (which starts agents) and the runner
-(which owns them) both use it without importing each other.
+It sits at the bottom of the import graph, so egress (which starts agents), the runner
+(which owns them) and trace storage (which writes temporary files) all use it without
+importing each other.
 """
 
 from __future__ import annotations
 
+import atexit
+import contextlib
+import json
 import os
 import signal
-from typing import IO
+import sys
+import threading
+from collections.abc import Iterator
+from typing import IO, Any
 
 from flowproof_cli.errors import AgentStartError
 
@@ -105,3 +113,133 @@ def _double_quoted(command: str, position: int, word: list[str]) -> int:
     if position >= end:
         raise AgentStartError(f'cannot parse agent.command {command!r}: unclosed "')
     return position + 1
+
+
+# -- the keeper ---------------------------------------------------------------------------
+
+#: The keeper's whole program. It reads `[op, kind, value]` lines on stdin until flowproof's
+#: end of the pipe closes, then ends what is still held. Run with -I -S: no site, no user
+#: path, so it starts in milliseconds and imports nothing of the project.
+_KEEPER_PROGRAM = r"""# flowproof keeper: ends what a killed flowproof left behind
+import json, os, shutil, signal, time
+signal.signal(signal.SIGINT, signal.SIG_IGN)
+held = {"group": set(), "marker": set(), "path": set()}
+pending = b""
+while chunk := os.read(0, 65536):
+    *lines, pending = (pending + chunk).split(b"\n")
+    for line in lines:
+        op, kind, value = json.loads(line)
+        (held[kind].add if op == "+" else held[kind].discard)(value)
+for pgid in held["group"]:
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except OSError:
+        pass
+markers = {os.fsencode(marker) for marker in held["marker"]}
+for _ in range(3 if markers and os.path.isdir("/proc") else 0):
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        try:
+            with open("/proc/" + entry + "/environ", "rb") as stream:
+                marked = not markers.isdisjoint(stream.read().split(b"\0"))
+            if marked:
+                os.kill(int(entry), signal.SIGKILL)
+        except OSError:
+            pass
+    time.sleep(0.05)
+for path in held["path"]:
+    if os.path.isdir(path) and not os.path.islink(path):
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
+"""
+
+GROUP, MARKER, PATH = "group", "marker", "path"
+_KEEPER_EXIT_S = 2.0  # at most this long to let the keeper finish at a normal exit
+
+
+class Keeper:
+    """A helper process that ends what flowproof leaves when it cannot clean up itself.
+
+    A SIGKILL runs no `finally`: the agent, in a session of its own so that no signal meant
+    for flowproof reaches it, would run on to its timeout, and the proxy's CA folder, the MCP
+    stand-ins' session folder and a half-written trace's temporary file would stay. So each
+    is held here while it exists: a process group, a marker (a `NAME=value` entry of the
+    agent's environment, which its descendants inherit, held before the agent starts), a
+    path. The keeper, started on first use in a session of its own, reads the list on a pipe
+    only flowproof writes to; when that pipe closes (flowproof exited, however) it kills the
+    groups and the marked processes still held and removes the paths. A clean run releases
+    each one as it ends it, so the keeper then finds nothing to do.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._process: Any = None  # subprocess.Popen[bytes], imported lazily
+        self._failed = False
+
+    def pids(self) -> set[int]:
+        """The keeper's pid (an empty set before it started): never an orphan to sweep."""
+        return {self._process.pid} if self._process is not None else set()
+
+    def hold(self, kind: str, value: int | str) -> None:
+        """Until released, `value` is ended if flowproof dies."""
+        self._send("+", kind, value)
+
+    def release(self, kind: str, value: int | str) -> None:
+        self._send("-", kind, value)
+
+    @contextlib.contextmanager
+    def holding(self, kind: str, value: int | str) -> Iterator[None]:
+        self.hold(kind, value)
+        try:
+            yield
+        finally:
+            self.release(kind, value)
+
+    def _send(self, op: str, kind: str, value: int | str) -> None:
+        line = json.dumps([op, kind, value]).encode() + b"\n"
+        with self._lock:
+            if op == "+" and self._process is None and not self._failed:
+                self._start()
+            stdin = self._process.stdin if self._process is not None else None
+            if stdin is None:
+                return
+            try:
+                stdin.write(line)
+                stdin.flush()
+            except (OSError, ValueError):  # the keeper is gone: clean-up stays in-process
+                self._failed, self._process = True, None
+
+    def _start(self) -> None:
+        import subprocess  # noqa: PLC0415 (only a run that holds something needs it)
+
+        try:
+            self._process = subprocess.Popen(
+                [sys.executable, "-I", "-S", "-c", _KEEPER_PROGRAM],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                start_new_session=True,  # no Ctrl-C or group signal meant for flowproof
+            )
+        except OSError:
+            self._failed = True
+            return
+        atexit.register(self._stop)
+
+    def _stop(self) -> None:
+        """At a normal exit: close the pipe (the keeper finds nothing held) and reap it."""
+        with self._lock:
+            process, self._process = self._process, None
+        if process is None:
+            return
+        with contextlib.suppress(OSError, ValueError):
+            process.stdin.close()
+        with contextlib.suppress(Exception):
+            process.wait(timeout=_KEEPER_EXIT_S)
+
+
+KEEPER = Keeper()

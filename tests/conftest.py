@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -45,6 +47,36 @@ def clean_environ(extra: Mapping[str, str] | None = None) -> dict[str, str]:
     return environ
 
 
+def default_signals() -> None:
+    """`preexec_fn` for a child a test will signal: SIGINT and SIGTERM at their defaults.
+
+    A child inherits an ignored disposition across exec, and a shell gives a background job
+    (`make test &`, a CI step without job control) SIGINT ignored, so a Ctrl-C the test sends
+    would do nothing there. Set explicitly, the test behaves however the suite was started.
+    """
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+def start_cli(
+    *args: str | Path,
+    env: Mapping[str, str] | None = None,
+    cwd: Path | None = None,
+    text: bool = True,
+) -> subprocess.Popen[Any]:
+    """Start `flowproof ARGS` to signal it: no stdin, piped output, default signal handling."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "flowproof_cli", *map(str, args)],
+        env=clean_environ(env),
+        cwd=cwd or REPO,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=text,
+        preexec_fn=default_signals,  # two syscalls in the child, no lock taken
+    )
+
+
 def run_cli(
     *args: str | Path,
     env: Mapping[str, str] | None = None,
@@ -72,5 +104,5 @@ def fake_upstream() -> Iterator[FakeUpstream]:
 
 
 @pytest.fixture
-def flowproof():
+def flowproof() -> Callable[..., CliResult]:
     return run_cli

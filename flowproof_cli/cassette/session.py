@@ -14,14 +14,17 @@ from urllib.parse import urlsplit
 
 from flowproof_cli.cassette.divergence import Divergence, explain, nearest_turn
 from flowproof_cli.cassette.index import TurnIndex
+from flowproof_cli.cassette.secret_forms import without
 from flowproof_cli.cassette.turn import Turn, canonical_json
 from flowproof_cli.dialects import Dialect, Rendered, dialect_named, route
-from flowproof_cli.dialects.base import MockText, ResultSequence, ResultsExhausted
+from flowproof_cli.dialects.base import MockText, ResultSequence, ResultsExhausted, bare_key
 from flowproof_cli.match.rules import MatcherAddonError, MatchRules
 from flowproof_cli.mode import Mode
 from flowproof_cli.trajectory import Trajectory
 
 DIVERGENCE_STATUS = 409
+#: What replaces the record key in an upstream answer that echoes it.
+KEY_REDACTED = b"[redacted]"
 #: A tool result beyond its tool's `results:` list: the request is refused, the flow fails.
 MOCKS_EXHAUSTED_STATUS = 422
 
@@ -38,12 +41,19 @@ def _one_text(value: Any) -> str:
     return value if isinstance(value, str) else canonical_json(value)
 
 
+#: Seconds record waits for each answer of the upstream model (FLOWPROOF_UPSTREAM_TIMEOUT,
+#: `record --upstream-timeout`): below the flow's default timeout, so a silent upstream ends
+#: the record with its own message rather than the flow's.
+DEFAULT_UPSTREAM_TIMEOUT_S = 120.0
+
+
 @dataclass(frozen=True)
 class Upstream:
     """The one real model endpoint record forwards to; fixed when the proxy starts."""
 
     base_url: str
-    key: str | None = None
+    key: str | None = field(default=None, repr=False)  # a logged repr must not show it
+    timeout_s: float = DEFAULT_UPSTREAM_TIMEOUT_S
 
     def url_for(self, dialect: Dialect, path: str) -> str:
         return dialect.upstream_url_for_path(self.base_url, path)
@@ -51,6 +61,11 @@ class Upstream:
     def auth_headers(self, dialect: Dialect) -> dict[str, str]:
         """The key goes into the outbound auth header and nowhere else."""
         return dialect.upstream_auth(self.key) if self.key else {}
+
+    def without_key(self, raw: bytes) -> bytes:
+        """An upstream answer with the key taken out, in any common encoding (an upstream
+        may echo it): neither the agent nor the trace ever holds it."""
+        return without(raw, bare_key(self.key), KEY_REDACTED) if self.key else raw
 
     @property
     def host(self) -> str:
@@ -66,6 +81,7 @@ class Forward:
     headers: dict[str, str]  # set, replacing the agent's (the record key)
     default_headers: dict[str, str]  # set only when the agent sent none
     pending: PendingTurn
+    timeout_s: float = DEFAULT_UPSTREAM_TIMEOUT_S  # the wait for the answer, then a failure
 
 
 @dataclass(frozen=True)
@@ -74,6 +90,107 @@ class PendingTurn:
     live_request: dict[str, Any]  # as the agent sent it (mocks applied), for rendering
     canonical: dict[str, Any]  # as matched and stored: the match rules applied
     sent: dict[str, Any]  # canonical as the agent sent it, before the match rules
+
+
+#: The most of an upstream's body one message quotes.
+_QUOTE_LIMIT = 300
+
+
+def _quote(raw: bytes | str, key: str | None = None) -> str:
+    """Upstream text as a message may show it: the key redacted, control characters escaped
+    (no terminal escapes reach the user's screen), clipped."""
+    text = raw if isinstance(raw, str) else raw.decode("utf-8", "replace")
+    if key:
+        text = text.replace(key, "[redacted]")
+    clipped = text[:_QUOTE_LIMIT]
+    shown = "".join(
+        c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in clipped
+    )
+    return shown + ("..." if len(text) > _QUOTE_LIMIT else "")
+
+
+def _answer_problem(
+    status: int,
+    raw: bytes,
+    response: Any,
+    *,
+    headers: Mapping[str, str],
+    turn: int,
+    key: str | None,
+) -> str | None:
+    """Why record cannot keep an upstream answer (headers lower-cased), or None."""
+    said = f"flowproof: the upstream model answered turn {turn} with HTTP {status}"
+    if not 200 <= status < 300:
+        retry = headers.get("retry-after")
+        when = f" (Retry-After: {_quote(retry, key)})" if retry else ""
+        return f"{said}{when}: {_error_detail(raw, response, key)}"
+    if not isinstance(response, dict):
+        media = _quote(headers.get("content-type", "no content type").split(";")[0].strip())
+        return (
+            f"{said} but its body is not a JSON object ({media}): {_quote(raw, key) or '(empty)'}"
+        )
+    return None
+
+
+def _error_detail(raw: bytes, response: Any, key: str | None) -> str:
+    """An error body's own message where it has the usual `{"error": {"message": ...}}`."""
+    error = response.get("error") if isinstance(response, dict) else None
+    message = error.get("message") if isinstance(error, dict) else error
+    if isinstance(message, str) and message:
+        return _quote(message, key)
+    return _quote(raw, key) or "(empty body)"
+
+
+def _media_type(headers: Mapping[str, str], response: Any) -> str:
+    if "content-type" in headers:
+        return headers["content-type"]
+    return "text/plain; charset=utf-8" if isinstance(response, str) else "application/json"
+
+
+#: JSON values a request may hold for its divergence to be explained field by field: the
+#: explanation's cost grows with them (195,000 messages kept the proxy busy for minutes).
+EXPLAINED_VALUES = 100_000
+
+
+def _holds_more_than(value: Any, limit: int) -> bool:
+    """Whether `value` holds over `limit` JSON values; stops counting there."""
+    pending, seen = [value], 0
+    while pending:
+        item = pending.pop()
+        seen += 1
+        if seen > limit:
+            return True
+        if isinstance(item, dict):
+            pending.extend(item.values())
+        elif isinstance(item, list):
+            pending.extend(item)
+    return False
+
+
+#: The error type of a request flowproof could not handle (an exception, any cause).
+INTERNAL_KIND = "flowproof_internal_error"
+_DETAIL_LIMIT = 200
+
+
+def printable(text: str) -> str:
+    """Text a message quotes, its control characters escaped: no terminal escape reaches
+    the screen the verdict is printed on."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
+def failure(exc: BaseException) -> str:
+    """An exception as a message quotes it: its type and text, on one line, escaped, clipped."""
+    text = " ".join(str(exc).split()) or "no detail"
+    clipped = printable(text[:_DETAIL_LIMIT])
+    return f"{type(exc).__name__}: {clipped}{'...' if len(text) > _DETAIL_LIMIT else ''}"
+
+
+def could_not_handle(path: str, exc: BaseException) -> str:
+    """What the agent and the verdict are told when handling a request to `path` raised."""
+    shown = printable(path)
+    return (
+        f"could not handle the request to {shown} ({failure(exc)}); it was refused, not forwarded"
+    )
 
 
 def _error(dialect: Dialect | None, status: int, message: str, kind: str) -> Rendered:
@@ -101,6 +218,9 @@ class CassetteSession:
     # Recorded position -> the canonical request as the agent sent it, kept only where match
     # rules changed it (at most one per turn): the secret-leak scan reads what was sent.
     sent: dict[int, dict[str, Any]] = field(default_factory=dict)
+    # Every request's headers as the agent sent them, in arrival order (latin-1 text): record
+    # forwards all but the auth headers, so the secret-leak scan reads them. Never stored.
+    headers: list[list[tuple[str, str]]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self._mock_text = {name: mock_text(value) for name, value in self.mocks.items()}
@@ -129,36 +249,62 @@ class CassetteSession:
     def on_request(
         self, path: str, raw_body: bytes, dialect: Dialect | None = None
     ) -> Rendered | Forward:
-        """Answer or forward one request; `dialect` is `route(path)` when the caller has it."""
+        """Answer or forward one request; `dialect` is `route(path)` when the caller has it.
+        Whatever goes wrong is an answer that fails the flow, never an exception: one escaping
+        the proxy's hook would let the request on toward the placeholder target."""
         if dialect is None:
             dialect = route(path)
         if dialect is None:
             return _error(None, 404, f"flowproof: no model route at {path}", "not_found")
+        clean_path = self._count(path)
+        try:
+            return self._handle(dialect, path, clean_path, raw_body)
+        except Exception as exc:  # any input, any bug: an answer, never an exception
+            message = f"flowproof: {could_not_handle(clean_path, exc)}"
+            return self.refuse(dialect, 500, message, INTERNAL_KIND)
+
+    def on_refused(self, path: str, dialect: Dialect, status: int, message: str) -> Rendered:
+        """A request the proxy would not read (its body's encoding): counted, refused."""
+        self._count(path)
+        return self.refuse(dialect, status, message, "invalid_request_error")
+
+    def _count(self, path: str) -> str:
+        """Count one request; its path (query left off) as messages quote it."""
         self.requests += 1
-        clean_path = path.split("?", 1)[0]
+        clean_path = printable(path.split("?", 1)[0])
         self.routes[clean_path] = self.routes.get(clean_path, 0) + 1
+        return clean_path
+
+    def refuse(self, dialect: Dialect, status: int, message: str, kind: str) -> Rendered:
+        """An error answer that fails the flow too (`message` is what both are told)."""
+        self.errors.append(message)
+        return _error(dialect, status, message, kind)
+
+    def _handle(
+        self, dialect: Dialect, path: str, clean_path: str, raw_body: bytes
+    ) -> Rendered | Forward:
         try:
             body = json.loads(raw_body or b"null")
+        except RecursionError:
+            message = f"flowproof: the request to {clean_path} is JSON nested too deeply to read"
+            return self.refuse(dialect, 400, message, "invalid_request_error")
         except ValueError:
             body = None
         if not isinstance(body, dict):
             message = f"flowproof: the request to {clean_path} is not a JSON object"
-            self.errors.append(message)
-            return _error(dialect, 400, message, "invalid_request_error")
+            return self.refuse(dialect, 400, message, "invalid_request_error")
         try:
             live = dialect.apply_mocks(
                 dialect.normalize(path, body), self._mock_text, self._known_calls
             )
         except ResultsExhausted as exc:  # the flow fails; the agent gets an error, not a hang
             message = f"flowproof: {exc}"
-            self.errors.append(message)
-            return _error(dialect, MOCKS_EXHAUSTED_STATUS, message, "flowproof_mock_exhausted")
+            return self.refuse(dialect, MOCKS_EXHAUSTED_STATUS, message, "flowproof_mock_exhausted")
         sent = dialect.canonical_request(live)
         try:
             canonical = self.rules.matched(dialect.name, sent)
         except MatcherAddonError as exc:
-            self.errors.append(f"flowproof: {exc}")
-            return _error(dialect, 500, f"flowproof: {exc}", "flowproof_matcher_error")
+            return self.refuse(dialect, 500, f"flowproof: {exc}", "flowproof_matcher_error")
         if self.mode is Mode.RECORD:
             return self._forward(dialect, path, live, PendingTurn(dialect, live, canonical, sent))
         return self._replay(dialect, live, canonical, sent)
@@ -177,18 +323,57 @@ class CassetteSession:
             headers=self.upstream.auth_headers(dialect),
             default_headers=dialect.upstream_default_headers(),
             pending=pending,
+            timeout_s=self.upstream.timeout_s,
         )
 
-    def on_upstream_response(self, pending: PendingTurn, status: int, raw: bytes) -> Rendered:
+    def on_upstream_response(
+        self,
+        pending: PendingTurn,
+        status: int,
+        raw: bytes,
+        headers: Mapping[str, str] | None = None,
+    ) -> Rendered:
+        """The upstream's answer, kept as the next turn and rendered for the agent. One that
+        record cannot keep (an error status, a body that is not a JSON object its dialect
+        reads) reaches the agent as the upstream sent it and fails the flow, so no trace of
+        it is written."""
+        if self.upstream is not None:
+            raw = self.upstream.without_key(raw)
+        lowered = {name.lower(): value for name, value in (headers or {}).items()}
         try:
             response: Any = json.loads(raw)
-        except ValueError:
+        except (ValueError, RecursionError):
             response = raw.decode("utf-8", "replace")
-        stored = self.rules.stored_response(response)
         position = len(self.recorded)
         self._keep_sent(position, pending.sent, pending.canonical)
+        key = self.upstream.key if self.upstream else None
+        problem = _answer_problem(
+            status, raw, response, headers=lowered, turn=position + 1, key=key
+        )
+        if problem is None:
+            try:
+                return self._keep_answer(pending, status, response, position)
+            except Exception as exc:  # any shape a hostile upstream sends: never a traceback
+                problem = (
+                    f"flowproof: the upstream model's answer to turn {position + 1} is not a "
+                    f"valid {pending.dialect.name} answer ({type(exc).__name__}: "
+                    f"{_quote(str(exc), key)}): {_quote(raw, key)}"
+                )
+        self.recorded.append(Turn(pending.dialect.name, pending.canonical, status, response))
+        self.errors.append(problem)
+        return Rendered(status, _media_type(lowered, response), raw)
+
+    def _keep_answer(
+        self, pending: PendingTurn, status: int, response: Any, position: int
+    ) -> Rendered:
+        """Record a good answer; raises when its dialect cannot read it (the trajectory
+        would fail later, in the verdict, instead)."""
+        stored = self.rules.stored_response(response)
+        live = self.rules.live_response(stored)
+        pending.dialect.assistant_turn(pending.canonical, live, position + 1)
+        rendered = self.render(pending.dialect, pending.live_request, status, response)
         self.recorded.append(Turn(pending.dialect.name, pending.canonical, status, stored))
-        return self.render(pending.dialect, pending.live_request, status, response)
+        return rendered
 
     def on_upstream_error(self, pending: PendingTurn, reason: str) -> Rendered:
         message = f"flowproof: could not reach the upstream model: {reason}"
@@ -237,7 +422,16 @@ class CassetteSession:
                 "recorded (every recorded turn was already used)",
             )
         position = nearest_turn(self._matched, free, dialect.name, canonical)
-        return explain(position + 1, self._matched[position], dialect.name, canonical)
+        recorded = self._matched[position]
+        if _holds_more_than(canonical, EXPLAINED_VALUES) or _holds_more_than(
+            recorded.request, EXPLAINED_VALUES
+        ):
+            return Divergence(
+                position + 1,
+                f"turn {position + 1}: request changed (it holds over {EXPLAINED_VALUES} JSON "
+                "values, too many to explain field by field)",
+            )
+        return explain(position + 1, recorded, dialect.name, canonical)
 
     def render(
         self, dialect: Dialect, live: dict[str, Any], status: int, response: Any

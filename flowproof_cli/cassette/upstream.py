@@ -5,24 +5,88 @@ Below the runner and the model addon alike: both build a record session from it.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
+from urllib.parse import urlsplit
 
-from flowproof_cli.cassette.session import Upstream
+from flowproof_cli.cassette.session import DEFAULT_UPSTREAM_TIMEOUT_S, Upstream
+from flowproof_cli.dialects.base import bare_key
 from flowproof_cli.errors import ConfigError
 
 UPSTREAM_VARIABLES = ("FLOWPROOF_AGENT_UPSTREAM", "OPENAI_BASE_URL")
 KEY_VARIABLES = ("FLOWPROOF_AGENT_KEY", "ANTHROPIC_API_KEY", "OPENAI_API_KEY")
+#: Seconds record waits for each upstream answer; `record --upstream-timeout` sets it.
+TIMEOUT_VARIABLE = "FLOWPROOF_UPSTREAM_TIMEOUT"
+#: Why a forwarded call got no answer when the agent itself went away first (the flow's
+#: timeout stopped it, or its own client gave up).
+CLIENT_GONE_REASON = "the agent closed its connection before the upstream model answered"
+
+
+def timeout_reason(seconds: float) -> str:
+    """Why a forwarded call got no answer when the upstream stayed silent for `seconds`."""
+    return (
+        f"no answer within {seconds:g} s (set the wait with --upstream-timeout SECONDS or "
+        f"{TIMEOUT_VARIABLE})"
+    )
 
 
 def upstream_from_environment(environ: Mapping[str, str]) -> Upstream:
     """The fixed upstream and its key: the first variable set, in documented order."""
-    base = next((environ[name] for name in UPSTREAM_VARIABLES if environ.get(name)), None)
-    if not base:
+    base_name = next((name for name in UPSTREAM_VARIABLES if environ.get(name)), None)
+    if base_name is None:
         raise ConfigError(
             "record needs a real model to forward to: set FLOWPROOF_AGENT_UPSTREAM (or "
             "OPENAI_BASE_URL) to its OpenAI-compatible base URL, e.g. https://api.openai.com/v1"
         )
-    if not base.startswith(("http://", "https://")):
-        raise ConfigError(f"the upstream {base!r} is not an http(s) URL")
-    key = next((environ[name] for name in KEY_VARIABLES if environ.get(name)), None)
-    return Upstream(base_url=base, key=key)
+    base = environ[base_name]
+    if not _is_base_url(base):  # its value is not shown: it may be a key exported there
+        raise ConfigError(
+            f"{base_name} is not an http(s) URL (its value is not shown, in case it is a "
+            f"key). Fix: set {base_name} to the model's base URL, e.g. https://api.openai.com/v1"
+        )
+    key_name = next((name for name in KEY_VARIABLES if environ.get(name)), None)
+    key = environ[key_name] if key_name else None
+    if key_name and key and not _is_one_token(bare_key(key)):
+        raise ConfigError(
+            f"{key_name} holds a space, a line break or a control character, which would be "
+            "sent as they are in the upstream auth header. Fix: export the key alone (a key "
+            "read from a file often keeps its final newline)"
+        )
+    return Upstream(base_url=base, key=key, timeout_s=upstream_timeout(environ))
+
+
+def _is_one_token(text: str) -> bool:
+    return bool(text) and all(" " < char < "\x7f" for char in text)
+
+
+def _is_base_url(text: str) -> bool:
+    """http(s), a host, and no space or control character (each would reach a header)."""
+    try:
+        parts = urlsplit(text)
+        host = parts.hostname
+    except ValueError:  # `http://[::1`
+        return False
+    return parts.scheme in ("http", "https") and bool(host) and _is_one_token(text)
+
+
+def upstream_timeout(environ: Mapping[str, str]) -> float:
+    """FLOWPROOF_UPSTREAM_TIMEOUT as seconds (unset or empty: the default)."""
+    value = environ.get(TIMEOUT_VARIABLE)
+    if not value:
+        return DEFAULT_UPSTREAM_TIMEOUT_S
+    seconds = parse_seconds(value)
+    if seconds is None:
+        raise ConfigError(
+            f"{TIMEOUT_VARIABLE} is {value!r}: set it to the seconds record waits for each "
+            f"answer of the upstream model, a number > 0 (e.g. {DEFAULT_UPSTREAM_TIMEOUT_S:g})"
+        )
+    return seconds
+
+
+def parse_seconds(value: str) -> float | None:
+    """A finite number of seconds > 0, or None (`nan`, `inf`, `0`, words)."""
+    try:
+        seconds = float(value)
+    except ValueError:
+        return None
+    return seconds if math.isfinite(seconds) and seconds > 0 else None

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import math
 import os
 import sys
 from pathlib import Path
@@ -23,6 +25,34 @@ from flowproof_cli.mode import Mode
 if TYPE_CHECKING:
     from flowproof_cli.verdict import FlowResult
 
+#: What `--upstream-timeout` sets (flowproof_cli.cassette.upstream.TIMEOUT_VARIABLE, spelt out
+#: so that parsing the command line imports no cassette).
+UPSTREAM_TIMEOUT_VARIABLE = "FLOWPROOF_UPSTREAM_TIMEOUT"
+
+
+def _seconds(ctx: click.Context, param: click.Parameter, value: str | None) -> float | None:
+    """A finite number > 0: click's FloatRange lets `nan` through."""
+    if value is None:
+        return None
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = math.nan
+    if not (math.isfinite(seconds) and seconds > 0):
+        raise click.BadParameter(f"{value!r} is not a number of seconds > 0 (e.g. 120)")
+    return seconds
+
+
+upstream_timeout_option = click.option(
+    "--upstream-timeout",
+    metavar="SECONDS",
+    callback=_seconds,
+    help=(
+        "Seconds to wait for each answer of the upstream model before the record fails "
+        f"(default: {UPSTREAM_TIMEOUT_VARIABLE}, else 120)."
+    ),
+)
+
 
 @click.command()
 @click.argument("spec_path", metavar="SPEC", type=click.Path(dir_okay=False, path_type=Path))
@@ -30,6 +60,7 @@ if TYPE_CHECKING:
     "-o", "--output", help="Where to write the trace (default: x.trace.yaml beside x.flow.yaml)."
 )
 @timeout_option
+@upstream_timeout_option
 @json_option
 @fs_report_option
 @quiet_option
@@ -39,6 +70,7 @@ def record(
     spec_path: Path,
     output: Path | None,
     timeout: float | None,
+    upstream_timeout: float | None,
     as_json: bool,
     fs_report: str,
     yes: bool,
@@ -57,6 +89,9 @@ def record(
     (job,) = plan_jobs(
         [spec_path], mode=Mode.RECORD, environ=os.environ, timeout_s=timeout, trace_path=output
     )
+    if upstream_timeout is not None:  # over the suite's env too: the command line wins
+        environ = {**job.environ, UPSTREAM_TIMEOUT_VARIABLE: repr(upstream_timeout)}
+        job = dataclasses.replace(job, environ=environ)
     with RunRecord(spec_path.parent, [job]) as record:  # written however this ends
         record.results = [execute(job)]
         review_recordings(record.results, yes=yes, as_json=as_json)

@@ -90,6 +90,19 @@ IPPROTO_MPTCP = 262  # extra subflows go to addresses the peer announces, unchec
 #: setsockopt options that join a multicast group (the kernel then sends IGMP/MLD reports).
 MULTICAST_JOIN_V4 = (35, 39, 42, 46)  # IP_ADD_MEMBERSHIP, IP_ADD_SOURCE_MEMBERSHIP, MCAST_JOIN_*
 MULTICAST_JOIN_V6 = (20, 42, 46)  # IPV6_ADD_MEMBERSHIP, MCAST_JOIN_GROUP, MCAST_JOIN_SOURCE_GROUP
+#: setsockopt options that choose the outgoing interface, by (level, options). Loopback is
+#: exempt by address, and 127.0.0.1 sent out of veth0 leaves the host: refused in-kernel.
+SOL_SOCKET = 1
+INTERFACE_CHOICE: tuple[tuple[int, tuple[int, ...]], ...] = (
+    (SOL_SOCKET, (25, 62)),  # SO_BINDTODEVICE, SO_BINDTOIFINDEX
+    (IPPROTO_IP, (50,)),  # IP_UNICAST_IF
+    (IPPROTO_IPV6, (76,)),  # IPV6_UNICAST_IF
+)
+#: Control messages of a send naming its outgoing interface (checked by the supervisor).
+IP_PKTINFO = 8
+IPV6_PKTINFO = 50
+IPV6_2292PKTINFO = 2
+LOOPBACK_IFINDEX = 1  # lo is interface 1 in every network namespace
 
 PR_SET_DUMPABLE = 4
 PR_GET_DUMPABLE = 3
@@ -133,6 +146,7 @@ REFUSE_FAMILY = errno.EAFNOSUPPORT  # AF_PACKET, AF_VSOCK, and every family not 
 REFUSE_RAW = errno.EPERM  # SOCK_RAW / SOCK_PACKET on AF_INET(6)
 REFUSE_PROTOCOL = errno.EPROTONOSUPPORT  # SCTP, MPTCP
 REFUSE_MULTICAST_JOIN = errno.EPERM
+REFUSE_INTERFACE_CHOICE = errno.EPERM
 #: errno the supervisor answers with.
 DENY_CONNECT = errno.ECONNREFUSED
 DENY_SEND = errno.ECONNREFUSED

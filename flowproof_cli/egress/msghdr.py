@@ -117,13 +117,41 @@ def translate_rights(control: bytes, duplicate: Callable[[int], int]) -> tuple[b
     return bytes(out), passed
 
 
-def _rights_positions(control: bytes) -> Iterator[int]:
-    """The offset of every descriptor number carried by an SCM_RIGHTS message."""
+def _control_messages(control: bytes) -> Iterator[tuple[int, int, int, int]]:
+    """(data offset, data length, level, type) of each control message, as the kernel walks
+    them: a truncated or overlong header ends the walk."""
     offset = 0
     while offset + CMSGHDR.size <= len(control):
         length, level, kind = CMSGHDR.unpack_from(control, offset)
         if length < CMSGHDR.size or offset + length > len(control):
             return
-        if level == SOL_SOCKET and kind == SCM_RIGHTS:
-            yield from range(offset + CMSGHDR.size, offset + length - 3, 4)
+        yield offset + CMSGHDR.size, length - CMSGHDR.size, level, kind
         offset += (length + 7) & ~7
+
+
+def _rights_positions(control: bytes) -> Iterator[int]:
+    """The offset of every descriptor number carried by an SCM_RIGHTS message."""
+    for start, length, level, kind in _control_messages(control):
+        if level == SOL_SOCKET and kind == SCM_RIGHTS:
+            yield from range(start, start + length - 3, 4)
+
+
+#: (level, type) -> where the interface index sits in its data (in_pktinfo, in6_pktinfo).
+_INTERFACE_AT = {
+    (c.IPPROTO_IP, c.IP_PKTINFO): 0,
+    (c.IPPROTO_IPV6, c.IPV6_PKTINFO): 16,
+    (c.IPPROTO_IPV6, c.IPV6_2292PKTINFO): 16,
+}
+
+
+def foreign_interface(control: bytes) -> int | None:
+    """The first interface other than lo that a send's IP_PKTINFO / IPV6_PKTINFO names as
+    its way out (0, "the route's", is none), or None."""
+    for start, length, level, kind in _control_messages(control):
+        at = _INTERFACE_AT.get((level, kind))
+        if at is None or length < at + 4:
+            continue
+        (index,) = struct.unpack_from("<i", control, start + at)
+        if index not in (0, c.LOOPBACK_IFINDEX):
+            return index
+    return None

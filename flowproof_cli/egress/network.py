@@ -23,6 +23,7 @@ from flowproof_cli.egress.msghdr import (
     UIO_MAXIOV,
     Message,
     Unreadable,
+    foreign_interface,
     msg_len_address,
     read_msghdr,
     sending_address,
@@ -275,7 +276,14 @@ class Network:
         truncated: bool,
         vector: int | None = None,
     ) -> None:
-        """Decide every destination first; refuse the whole call if one is refused."""
+        """Decide every destination first; refuse the whole call if one is refused. A message
+        whose control data chooses an interface other than lo is refused whatever its
+        destination: 127.0.0.1 sent out of veth0 leaves the host."""
+        for address, message in messages:
+            index = foreign_interface(message.control)
+            if index is not None:
+                where = address.describe() if address is not None else "its connected peer"
+                return self._block(n, fd, f"{where} (out of interface {index})", c.DENY_SEND)
         verdicts = []
         for address, _ in messages:
             verdict = Verdict.LOCAL if address is None else self._classify(address)

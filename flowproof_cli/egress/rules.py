@@ -13,6 +13,8 @@ supervisor (USER_NOTIF).
     socket(AF_INET*, *, IPPROTO_SCTP | IPPROTO_MPTCP)      -> EPROTONOSUPPORT
     io_uring_setup / _enter / _register                    -> EPERM
     setsockopt joining a multicast group                   -> EPERM
+    setsockopt choosing the outgoing interface             -> EPERM (SO_BINDTODEVICE,
+                                                              SO_BINDTOIFINDEX, IP(V6)_UNICAST_IF)
     prctl(PR_SET_DUMPABLE, ...)                            -> 0 without effect (the agent stays
                                                               readable by the supervisor)
     unlink*, rmdir, rename*, truncate, ftruncate, creat,
@@ -116,6 +118,11 @@ def rules() -> Iterator[Rule]:
     ):
         for option in options:
             yield Rule(refuse_join, "setsockopt", (int_is(1, level), int_is(2, option)))
+    # ...and choosing the outgoing interface would send "loopback" traffic off-host.
+    refuse_interface = errno_action(c.REFUSE_INTERFACE_CHOICE)
+    for level, choices in c.INTERFACE_CHOICE:
+        for choice in choices:
+            yield Rule(refuse_interface, "setsockopt", (int_is(1, level), int_is(2, choice)))
 
 
 def _socket_rules() -> Iterator[Rule]:

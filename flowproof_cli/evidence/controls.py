@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from flowproof_cli.errors import SpecError
+from flowproof_cli.spec import yaml_limits
 from flowproof_cli.verdict import FlowResult
 
 if TYPE_CHECKING:
@@ -125,9 +126,9 @@ class DeclaredControl:
 def declared_control(path: Path) -> DeclaredControl | None:
     """The spec's `control.id` (and title) with the id's line; None when the file has no
     readable one (its own load reports why, as that flow's error)."""
-    try:
-        root = yaml.compose(path.read_text(encoding="utf-8"), Loader=yaml.SafeLoader)
-    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+    try:  # within the spec limits: a deep, huge or FIFO spec is its own load's error
+        root = yaml_limits.compose_spec(path)
+    except (OSError, yaml.YAMLError, yaml_limits.YamlRefused):
         return None
     control = _child(root, "control")
     id_node = _child(control, "id")

@@ -3,7 +3,8 @@ what crossed flowproof's boundaries, raw or in a common encoding.
 
 The corpus is the run's trajectory: every served model turn, its request as the agent sent
 it (before match rules, which may have normalized the very span holding the secret) and its
-response as the agent was given it, and every MCP lane (calls with their params and answers,
+response as the agent was given it, the headers of every model request (record forwards all
+but the auth headers upstream), and every MCP lane (calls with their params and answers,
 server notifications and requests with the agent's answers). Encodings matter because an
 agent that base64s a key into a tool argument has still leaked it.
 
@@ -15,15 +16,14 @@ verdict is printed or stored.
 
 from __future__ import annotations
 
-import base64
 import json
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from urllib.parse import quote, quote_plus
 
+from flowproof_cli.cassette.secret_forms import MIN_LENGTH, Needle, needles
 from flowproof_cli.errors import ConfigError
 from flowproof_cli.spec.models import NoSecretLeakStep
 
@@ -33,78 +33,14 @@ if TYPE_CHECKING:
     from flowproof_cli.spec import FlowSpec
     from flowproof_cli.verdict import FlowResult
 
-#: Shorter values would match by chance somewhere in a long trajectory.
-MIN_LENGTH = 8
 #: Locations listed per variable; the rest are counted.
 MAX_LOCATIONS = 5
 #: Joins a value's leaves for one substring test. An environment value cannot hold a NUL,
 #: and no encoding of one produces it, so a match never spans two leaves.
 _LEAF_SEPARATOR = "\x00"
-_URLSAFE = str.maketrans("+/", "-_")
 
 
 # -- what to search for -------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Needle:
-    """One string to search for, and the encoding it stands for in a message."""
-
-    text: str = field(repr=False)
-    encoding: str
-
-
-def _json_escaped(value: str) -> list[str]:
-    """The value as it appears inside a JSON string (a tool's arguments are one)."""
-    forms = [json.dumps(value)[1:-1], json.dumps(value, ensure_ascii=False)[1:-1]]
-    return forms + [form.replace("/", "\\/") for form in forms]
-
-
-def base64_cores(data: bytes) -> list[str]:
-    """For each alignment (the secret starts at byte offset 0, 1 or 2 of a 3-byte group of
-    the encoded blob), the base64 characters fixed by the secret's bytes alone, whatever
-    precedes or follows them. Padding is never part of a core."""
-    cores = []
-    for alignment in range(3):
-        blob = base64.b64encode(bytes(alignment) + data + bytes(3)).decode()
-        start = -(-8 * alignment // 6)  # first character whose 6 bits are all the secret's
-        end = 8 * (alignment + len(data)) // 6
-        cores.append(blob[start:end])
-    return cores
-
-
-def _url_encoded(value: str) -> list[str]:
-    forms = [quote(value, safe=""), quote(value), quote_plus(value)]
-    lowered = [_lower_escapes(form) for form in forms]
-    return forms + lowered
-
-
-def _lower_escapes(text: str) -> str:
-    """`%2F` as `%2f`: some encoders write lowercase escapes."""
-    parts = text.split("%")
-    return parts[0] + "".join("%" + part[:2].lower() + part[2:] for part in parts[1:])
-
-
-def needles(value: str) -> tuple[Needle, ...]:
-    """Every form of `value` to search for, each string once (the first encoding wins)."""
-    found: dict[str, str] = {}
-
-    def add(text: str, encoding: str) -> None:
-        if text and text not in found:
-            found[text] = encoding
-
-    add(value, "raw")
-    for escaped in _json_escaped(value):
-        add(escaped, "JSON-escaped")
-    data = value.encode()
-    for alignment, core in enumerate(base64_cores(data)):
-        add(core, f"base64, alignment {alignment}")
-        add(core.translate(_URLSAFE), f"base64url, alignment {alignment}")
-    for encoded in _url_encoded(value):
-        add(encoded, "URL-encoded")
-    add(data.hex(), "hex")
-    add(data.hex().upper(), "hex")
-    return tuple(Needle(text, encoding) for text, encoding in found.items())
 
 
 @dataclass(frozen=True)
@@ -127,11 +63,25 @@ def _step_line(spec: FlowSpec, name: str) -> int | None:
     return None
 
 
+def record_key_secrets(environ: Mapping[str, str], declared: Sequence[str] = ()) -> list[Secret]:
+    """The record keys set in flowproof's environment (FLOWPROOF_AGENT_KEY, ...), as secrets
+    every flow scans for and redacts, declared or not: a key in a request body, a message
+    or a trace is a leak whether or not a step names it."""
+    from flowproof_cli.cassette.upstream import KEY_VARIABLES  # noqa: PLC0415 (the session)
+
+    return [
+        Secret.of(name, environ[name])
+        for name in KEY_VARIABLES
+        if name not in declared and len(environ.get(name) or "") >= MIN_LENGTH
+    ]
+
+
 def resolve_secrets(
     spec: FlowSpec, environ: Mapping[str, str], spec_path: Path | None = None
 ) -> list[Secret]:
-    """The flow's declared secrets, resolved before the agent starts. An unset or too short
-    value is a ConfigError (exit 2) naming the variable, never its value."""
+    """The flow's declared secrets, resolved before the agent starts, then the record keys
+    (`record_key_secrets`). An unset or too short declared value is a ConfigError (exit 2)
+    naming the variable, never its value."""
     secrets = []
     for name in spec.secret_variables:
         line = _step_line(spec, name)
@@ -150,7 +100,7 @@ def resolve_secrets(
                 f"full secret, or remove ${{{name}}} from the step"
             )
         secrets.append(Secret.of(name, value, line))
-    return secrets
+    return secrets + record_key_secrets(environ, spec.secret_variables)
 
 
 # -- where to search ------------------------------------------------------------------------
@@ -241,6 +191,15 @@ def _call_units(prefix: str, number: int, call: Call, mocked: Mapping[str, Any])
     return units
 
 
+def header_units(session: CassetteSession) -> Iterator[Unit]:
+    """Each model request's headers as the agent sent them: record forwards every one but
+    the auth headers to the upstream. A value is read as latin-1 and as UTF-8."""
+    for number, headers in enumerate(session.headers, start=1):
+        for name, value in headers:
+            as_utf8 = value.encode("latin-1").decode("utf-8", "replace")
+            yield Unit(f"model request {number}, header {name.lower()}", [value, as_utf8])
+
+
 def mcp_units(
     lanes: Mapping[str, Lane], mocks: Mapping[str, Mapping[str, Any]] | None = None
 ) -> Iterator[Unit]:
@@ -323,10 +282,15 @@ def leak_failures(
     lanes: Mapping[str, Lane],
     mcp_mocks: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> list[str]:
-    """The flow's failures for `assert_no_secret_leak`: the model turns then the MCP lanes."""
+    """The flow's failures for `assert_no_secret_leak`: the model turns, the model requests'
+    headers, then the MCP lanes."""
     if not secrets:
         return []
-    corpus: list[Scope | Unit] = [*model_scopes(session), *mcp_units(lanes, mcp_mocks)]
+    corpus: list[Scope | Unit] = [
+        *model_scopes(session),
+        *header_units(session),
+        *mcp_units(lanes, mcp_mocks),
+    ]
     return failure_lines(secrets, scan(secrets, corpus))
 
 

@@ -109,7 +109,9 @@ def _message(message: MessageOutline, names: dict[str | None, str], trace: Trace
         return [f"{message.role}: {_value(message.content)}"]
     lines = []
     for call_id, name, content in results:
-        tool = name or names.get(call_id) or "tool"
+        # Ids and names as text only: a hand-edited trace may hold any JSON there.
+        known = names.get(call_id) if isinstance(call_id, str) else None
+        tool = (name if isinstance(name, str) else None) or known or "tool"
         mocked = " (mocked)" if tool in trace.mocks else ""
         lines.append(f"{tool} result{mocked}: {_value(content)}")
     parts = message.content if isinstance(message.content, list) else []

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from flowproof_cli.errors import ConfigError
 from flowproof_cli.match.addons import LoadedScript, load_matcher_script
 from flowproof_cli.match.paths import PathGlob
 from flowproof_cli.match.presets import NormalizeEntry, load_preset
@@ -96,3 +97,43 @@ def build_rules(
             rules.extend(loaded.rules)
     relocation = Relocation(str(cwd.resolve()), home or "") if relocate else None
     return MatchRules(rules, relocation, origin), scripts
+
+
+@dataclass(frozen=True)
+class SnapshotRules:
+    """The declarative rules a trace recorded under `match:` (ignore, normalize, relocation),
+    rebuilt for a proxy that has no spec: stock mitmdump/mitmweb replaying the trace."""
+
+    rules: list[Rule]
+    relocate: bool
+    addons: list[str]  # matcher addon class names: their scripts must be loaded with -s
+
+
+def snapshot_rules(entries: Sequence[Mapping[str, Any]], source: str) -> SnapshotRules:
+    """Raises ConfigError naming the trace for an entry this version cannot rebuild."""
+    rules: list[Rule] = []
+    relocate = False
+    addons: list[str] = []
+    for entry in entries:
+        origin = str(entry.get("from", "trace"))
+        try:
+            if "ignore" in entry:
+                rules.append(IgnoreRule(PathGlob.parse(str(entry["ignore"])), origin))
+            elif "normalize" in entry:
+                spec = entry["normalize"]
+                at = spec.get("at")
+                rules.append(
+                    _normalize_rule(NormalizeEntry(spec["pattern"], spec["replace"], at), origin)
+                )
+            elif entry.get("relocate"):
+                relocate = True
+            elif "addon" in entry:
+                addons.append(str(entry["addon"]))
+            else:
+                raise ValueError("no ignore, normalize, relocate or addon key")
+        except (KeyError, TypeError, ValueError, AttributeError, re.error) as exc:
+            raise ConfigError(
+                f"{source}: match rule {dict(entry)!r} cannot be rebuilt ({exc}). Fix: "
+                "re-record the trace with this version of flowproof"
+            ) from None
+    return SnapshotRules(rules, relocate, addons)

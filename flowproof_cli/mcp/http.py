@@ -20,11 +20,15 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from flowproof_cli.canonical import compact_json
+from flowproof_cli.cassette.session import could_not_handle
 from flowproof_cli.mcp.canonical import Kind, batch_refusal, error_message, kind_of
 from flowproof_cli.mcp.lane import Lane
 from flowproof_cli.mcp.sse import Channel
 from flowproof_cli.mode import Mode
 
+#: JSON-RPC's codes for a body that is not JSON, and for a failure of the server's own.
+PARSE_ERROR = -32700
+INTERNAL_ERROR = -32603
 #: The 2026-07-28 headers that must agree with the body, and the param each mirrors.
 NAME_PARAMS = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
 
@@ -104,8 +108,18 @@ class HttpMcpSession(ABC):
     def contacted(self) -> bool:
         return self.requests > 0
 
-    def on_request(self, method: str, headers: Mapping[str, str], body: bytes) -> Outcome:
+    def on_request(
+        self, method: str, headers: Mapping[str, str], body: bytes, path: str = "/mcp"
+    ) -> Outcome:
+        """What to do with one request. Whatever goes wrong is a refusal that fails the flow,
+        never an exception: one escaping the proxy's hook would let the request go on."""
         self.requests += 1
+        try:
+            return self._handle(method, headers, body)
+        except Exception as exc:  # any input, any bug: an answer, never an exception
+            return self.refuse(could_not_handle(path, exc), status=500, code=INTERNAL_ERROR)
+
+    def _handle(self, method: str, headers: Mapping[str, str], body: bytes) -> Outcome:
         if method == "GET":
             return self._get(headers)
         if method == "DELETE":
@@ -114,22 +128,26 @@ class HttpMcpSession(ABC):
             return Reply(405, b"", {"allow": "GET, POST, DELETE"})
         try:
             message = json.loads(body or b"null")
+        except RecursionError:
+            return self.refuse("the body is JSON nested too deeply to read", code=PARSE_ERROR)
         except ValueError:
-            return refusal_reply(400, "the body is not JSON", code=-32700)
+            return self.refuse("the body is not JSON", code=PARSE_ERROR)
         if isinstance(message, list):
             text = batch_refusal(self.negotiated)
-            return self._batch(message) if text is None else self._refuse(text)
+            return self._batch(message) if text is None else self.refuse(text)
         if kind_of(message) is Kind.INVALID:
-            return refusal_reply(400, "the body is not a JSON-RPC message")
+            return self.refuse("the body is not a JSON-RPC message")
         mismatch = header_mismatch(message, headers)
         if mismatch is not None:
-            return refusal_reply(400, mismatch, message.get("id"))
+            return self.refuse(mismatch, request_id=message.get("id"))
         return self._message(message, headers)
 
-    def _refuse(self, text: str) -> Reply:
+    def refuse(
+        self, text: str, *, status: int = 400, code: int = -32600, request_id: Any = None
+    ) -> Reply:
         """A refusal that fails the flow too (the agent is told why)."""
         self.errors.append(f"the MCP server '{self.server}': {text}")
-        return refusal_reply(400, text)
+        return refusal_reply(status, text, request_id, code)
 
     # -- what each mode does -------------------------------------------------------------
 

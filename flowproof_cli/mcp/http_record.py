@@ -48,7 +48,7 @@ class HttpRecordSession(HttpMcpSession):
 
     def _batch(self, batch: list[Any]) -> Outcome:
         if any(isinstance(m, dict) and mocked_tool(m, self.mocks) for m in batch):
-            return self._refuse("a mocked tool cannot be called inside a JSON-RPC batch")
+            return self.refuse("a mocked tool cannot be called inside a JSON-RPC batch")
         for element in batch:
             self.recorder.client(element)
         return ForwardRequest(self.url)

@@ -26,6 +26,26 @@ from flowproof_cli.mcp.canonical import (
 )
 from flowproof_cli.mcp.lane import Call, Lane, ServerEvent
 
+_QUOTE_LIMIT = 200
+
+
+def quote_line(raw: bytes | str) -> str:
+    """What a server sent, as an error message may show it: decoded, control characters
+    escaped (no terminal escapes reach the user's screen), clipped."""
+    text = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw
+    text = text.rstrip("\r\n")
+    shown = "".join(
+        c if c.isprintable() else c.encode("unicode_escape").decode("ascii")
+        for c in text[:_QUOTE_LIMIT]
+    )
+    return shown + ("..." if len(text) > _QUOTE_LIMIT else "")
+
+
+def is_json_rpc(message: Any) -> bool:
+    """A JSON-RPC message, or a non-empty batch of them."""
+    elements = message if isinstance(message, list) else [message]
+    return bool(elements) and all(kind_of(element) is not Kind.INVALID for element in elements)
+
 
 def _event_message(message: dict[str, Any]) -> dict[str, Any]:
     return {key: message[key] for key in ("method", "params") if key in message}
@@ -63,6 +83,13 @@ class LaneRecorder:
             if event is not None:
                 self.lane.server[event].answer = answer_of(message)
         return None
+
+    def label_of(self, request_id: Any, *, instance: str = "") -> str:
+        """What a pending call is, for a message about its answer (`call N (method)`)."""
+        position = self._pending.get((instance, id_key(request_id)))
+        if position is None:
+            return "a message" if request_id is None else f"request {request_id!r}"
+        return f"call {position + 1} ({self.lane.calls[position].label()})"
 
     # -- what the server sent --------------------------------------------------------
 

@@ -23,23 +23,54 @@ import subprocess
 import sys
 import threading
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
 from flowproof_cli.canonical import parse_or
 from flowproof_cli.dialects.base import ResultSequence
-from flowproof_cli.mcp.canonical import Kind, batch_refusal, error_message, kind_of, with_id
+from flowproof_cli.mcp.canonical import (
+    Kind,
+    batch_refusal,
+    canonical_request,
+    error_message,
+    id_key,
+    kind_of,
+    with_id,
+)
 from flowproof_cli.mcp.capture import CLIENT, SERVER, START, CaptureFile
-from flowproof_cli.mcp.lane import lane_from_document
+from flowproof_cli.mcp.lane import call_label, lane_from_document
 from flowproof_cli.mcp.mocks import MOCK_REFUSALS, mock_answer, output_schemas, refusal
+from flowproof_cli.mcp.recorder import is_json_rpc, quote_line
 from flowproof_cli.mcp.replayer import Replayer
 from flowproof_cli.mode import Mode
 
 ERROR = "error"  # capture entry: the stand-in could not do its job (the flow fails)
 REFUSED = "refused"  # capture entry: a message flowproof refused (the flow fails)
 STOP_GRACE_S = 2.0
+#: The longest line read from either side: a longer one is cut there and refused, so an
+#: endless line cannot fill the stand-in's memory. A 10 MB tool result fits with room.
+MAX_LINE_BYTES = 64 * 1024 * 1024
+INVALID_REQUEST = -32600
+INTERNAL_ERROR = -32603  # the real server failed: the call gets this instead of silence
+_OVERLONG = f"flowproof: the line is longer than {MAX_LINE_BYTES} bytes"
+_NOT_RPC = "flowproof: the message is not a JSON-RPC request, notification or response"
+_NOT_JSON = object()  # what parse_or gives for a line that is not JSON (`null` is JSON)
+_STDERR_TAIL = 2048
+
+
+def read_lines(stream: IO[bytes], limit: int = MAX_LINE_BYTES) -> Iterator[tuple[bytes, bool]]:
+    """Each line, its newline kept, and whether it fits in `limit` bytes. An overlong line
+    is given as its first `limit` bytes (False) and the rest of it skipped, unless the
+    reader stops there."""
+    while line := stream.readline(limit):
+        if len(line) < limit or line.endswith(b"\n"):
+            yield line, True
+            continue
+        yield line, False
+        while (rest := stream.readline(limit)) and not rest.endswith(b"\n"):
+            pass
 
 
 @dataclass
@@ -128,6 +159,7 @@ def _record(
             session.command,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
             cwd=session.cwd or None,
             preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None,  # noqa: PLW1509
         )
@@ -139,21 +171,7 @@ def _record(
         capture.append(ERROR, text=text)
         print(text, file=sys.stderr)
         return 1
-    assert server.stdin is not None and server.stdout is not None
-    server_stdout = server.stdout
-    schemas: dict[str, Any] = {}  # the real server's outputSchemas, for mocked results
-    counts: dict[str, int] = {}  # tool -> mocked calls answered, for `results:` sequences
-
-    def pump_server() -> None:
-        for raw in server_stdout:
-            message = parse_or(raw)
-            for element in message if isinstance(message, list) else [message]:
-                if kind_of(element) is not Kind.INVALID:
-                    capture.append(SERVER, element)
-                    schemas.update(output_schemas([element.get("result")]))
-            output.write(raw if raw.endswith(b"\n") else raw + b"\n")
-
-    relay = threading.Thread(target=pump_server, name="mcp-server-relay", daemon=True)
+    relay = _Relay(session, capture, output, server)
     relay.start()
 
     def stop(*_: object) -> None:
@@ -161,24 +179,201 @@ def _record(
 
     previous = signal.signal(signal.SIGTERM, stop)
     try:
-        for raw in source:
-            _record_client(
-                raw,
-                session,
-                capture,
-                output,
-                forward=server.stdin.write,
-                schemas=schemas,
-                counts=counts,
-            )
-            with contextlib.suppress(BrokenPipeError, ValueError, OSError):
-                server.stdin.flush()
+        for raw, fits in read_lines(source):
+            if fits:
+                relay.from_agent(raw)
+            else:
+                output.write(_line(error_message(None, -32600, _OVERLONG)))
     except (BrokenPipeError, OSError):
         pass
     finally:
         signal.signal(signal.SIGTERM, previous)
-        _stop(server, relay)
+        relay.stop()
     return 0
+
+
+class _Relay:
+    """One real server behind the stand-in: both directions, and what ends it early.
+
+    A server that dies, writes a line that is not JSON-RPC, or an endless line has failed
+    the record: every call still waiting, and every later one, is answered with a JSON-RPC
+    error naming the server and what it did (never silence), and the server is stopped.
+    """
+
+    def __init__(
+        self,
+        session: StandinSession,
+        capture: CaptureFile,
+        output: _Output,
+        server: subprocess.Popen[bytes],
+    ):
+        self.session = session
+        self.capture = capture
+        self.output = output
+        self.server = server
+        self.schemas: dict[str, Any] = {}  # the real server's outputSchemas, for mocks
+        self.counts: dict[str, int] = {}  # tool -> mocked calls answered (`results:`)
+        self.failure: str | None = None
+        self.stopping = False  # the agent is done: the server's end is no failure
+        self._pending: dict[str, tuple[Any, str]] = {}  # id key -> (id, call label)
+        self._lock = threading.Lock()
+        self._stderr = _StderrTail()
+        self._threads = [
+            threading.Thread(target=self._pump, name="mcp-server-relay", daemon=True),
+            threading.Thread(target=self._stderr.pump, args=(server.stderr,), daemon=True),
+        ]
+
+    def start(self) -> None:
+        for thread in self._threads:
+            thread.start()
+
+    # -- the agent's side ----------------------------------------------------------------
+
+    def from_agent(self, raw: bytes) -> None:
+        _record_client(
+            raw,
+            self.session,
+            self.capture,
+            self.output,
+            forward=self._forward,
+            schemas=self.schemas,
+            counts=self.counts,
+        )
+
+    def _forward(self, data: bytes, passed: list[Any]) -> None:
+        """Send on what no mock answered; once the server has failed, answer it here.
+        No lock is held while a pipe is written: a full pipe must not stall the other way."""
+        requests = [element for element in passed if kind_of(element) is Kind.REQUEST]
+        with self._lock:
+            failure = self.failure
+            if failure is None:
+                for element in requests:
+                    label = call_label(*canonical_request(element))
+                    self._pending[id_key(element["id"])] = (element["id"], label)
+        if failure is not None:
+            for element in requests:
+                self._refuse(element["id"], failure)
+            return
+        with contextlib.suppress(BrokenPipeError, ValueError, OSError):
+            assert self.server.stdin is not None
+            self.server.stdin.write(data)
+            self.server.stdin.flush()
+
+    # -- the server's side ---------------------------------------------------------------
+
+    def _pump(self) -> None:
+        assert self.server.stdout is not None
+        cut = b""
+        for raw, fits in read_lines(self.server.stdout):
+            if not fits:
+                what = f"wrote a line longer than {MAX_LINE_BYTES} bytes to its stdout"
+                return self._fail(f"{what}: {quote_line(raw)}")
+            if not raw.endswith(b"\n"):
+                cut = raw  # its last line, cut by its end
+                break
+            if not self._from_server(raw):
+                return self._fail(
+                    f"wrote a line that is not JSON-RPC to its stdout: {quote_line(raw)} (an "
+                    "MCP server writes only JSON-RPC messages there; its logs belong on stderr)"
+                )
+        if not self.stopping:
+            self._fail(self._exit_reason(cut))
+        return None
+
+    def _from_server(self, raw: bytes) -> bool:
+        """Capture and relay one line; False when it is not JSON-RPC (a blank line is
+        relayed and forgiven)."""
+        if not raw.strip():
+            self.output.write(raw)
+            return True
+        message = parse_or(raw, _NOT_JSON)
+        if not is_json_rpc(message):
+            return False
+        elements = message if isinstance(message, list) else [message]
+        with self._lock:
+            for element in elements:
+                self.capture.append(SERVER, element)
+                self.schemas.update(output_schemas([element.get("result")]))
+                if kind_of(element) is Kind.RESPONSE:
+                    self._pending.pop(id_key(element["id"]), None)
+        self.output.write(raw)
+        return True
+
+    def _exit_reason(self, cut: bytes) -> str:
+        """Why the server's stdout ended: its exit, with what it left behind."""
+        try:
+            code: int | None = self.server.wait(timeout=STOP_GRACE_S)
+        except subprocess.TimeoutExpired:
+            code = None
+        how = (
+            "closed its stdout"
+            if code is None
+            else f"was killed by signal {-code}"
+            if code < 0
+            else f"exited with code {code}"
+        )
+        with self._lock:
+            labels = [label for _, label in self._pending.values()]
+        waiting = (
+            f" while {len(labels)} call{'s' if len(labels) > 1 else ''} waited for "
+            f"{'their answers' if len(labels) > 1 else 'its answer'} ({', '.join(labels)})"
+            if labels
+            else " while the agent was still connected"
+        )
+        cut_note = f"; its last line was cut: {quote_line(cut)}" if cut else ""
+        tail = self._stderr.text()
+        stderr_note = f"; its stderr ended with: {tail}" if tail else ""
+        return f"{how}{waiting}{cut_note}{stderr_note}"
+
+    # -- failing -------------------------------------------------------------------------
+
+    def _fail(self, what: str) -> None:
+        """The record has failed: say so once, answer every waiting call, stop the server.
+        Only the relay thread calls it, so nothing it relayed is answered twice."""
+        failure = f"the MCP server '{self.session.server}' {what}"
+        with self._lock:
+            if self.failure is not None or self.stopping:
+                return
+            self.failure = failure
+            waiting = [request_id for request_id, _ in self._pending.values()]
+            self._pending.clear()
+        self.capture.append(ERROR, text=failure)
+        for request_id in waiting:
+            self._refuse(request_id, failure)
+        print(f"flowproof: {failure}", file=sys.stderr)
+        with contextlib.suppress(OSError):
+            self.server.kill()
+
+    def _refuse(self, request_id: Any, failure: str) -> None:
+        message = error_message(request_id, INTERNAL_ERROR, f"flowproof: {failure}")
+        self.output.write(_line(message))
+
+    def stop(self) -> None:
+        """The MCP shutdown sequence: close stdin, then SIGTERM, then SIGKILL."""
+        with self._lock:
+            self.stopping = True
+        _stop(self.server, self._threads)
+
+
+class _StderrTail:
+    """The server's stderr, passed on to the stand-in's (the agent's), its end kept."""
+
+    def __init__(self) -> None:
+        self._tail = b""
+
+    def pump(self, stream: IO[bytes] | None) -> None:
+        if stream is None:
+            return
+        sink = getattr(sys.stderr, "buffer", None)
+        while chunk := os.read(stream.fileno(), 65536):
+            self._tail = (self._tail + chunk)[-_STDERR_TAIL:]
+            with contextlib.suppress(OSError, ValueError):
+                if sink is not None:
+                    sink.write(chunk)
+                    sink.flush()
+
+    def text(self) -> str:
+        return quote_line(self._tail.strip().splitlines()[-1]) if self._tail.strip() else ""
 
 
 def _record_client(
@@ -187,7 +382,7 @@ def _record_client(
     capture: CaptureFile,
     output: _Output,
     *,
-    forward: Callable[[bytes], Any],
+    forward: Callable[[bytes, list[Any]], Any],
     schemas: dict[str, Any],
     counts: dict[str, int],
 ) -> None:
@@ -219,12 +414,11 @@ def _record_client(
         return
     else:
         data = _line(passed if isinstance(message, list) else passed[0])
-    with contextlib.suppress(BrokenPipeError, ValueError, OSError):
-        forward(data)
+    forward(data, passed)
 
 
-def _stop(server: subprocess.Popen[bytes], relay: threading.Thread) -> None:
-    """The MCP shutdown sequence: close stdin, then SIGTERM, then SIGKILL."""
+def _stop(server: subprocess.Popen[bytes], threads: list[threading.Thread]) -> None:
+    """Close the server's stdin, then SIGTERM, then SIGKILL; then its pipes' readers end."""
     with contextlib.suppress(Exception):
         assert server.stdin is not None
         server.stdin.close()
@@ -237,7 +431,8 @@ def _stop(server: subprocess.Popen[bytes], relay: threading.Thread) -> None:
         except subprocess.TimeoutExpired:
             server.kill()
             server.wait()
-    relay.join(timeout=STOP_GRACE_S)
+    for thread in threads:
+        thread.join(timeout=STOP_GRACE_S)
 
 
 # -- replay ------------------------------------------------------------------------------
@@ -260,10 +455,13 @@ def _replay(
         catch_up()
         capture.append(START)
 
-    for raw in source:
+    for raw, fits in read_lines(source):
+        if not fits:
+            output.write(_line(error_message(None, INVALID_REQUEST, _OVERLONG)))
+            continue
         if not raw.strip():
             continue
-        message = parse_or(raw)
+        message = parse_or(raw, _NOT_JSON)
         with capture.locked():
             catch_up()
             lines = _replay_message(message, replayer, capture, mine)
@@ -275,14 +473,16 @@ def _replay(
 def _replay_message(
     message: Any, replayer: Replayer, capture: CaptureFile, mine: set[int]
 ) -> list[bytes]:
-    if message is None:
+    if message is _NOT_JSON:
         return [_line(error_message(None, -32700, "flowproof: the line is not JSON"))]
+    if message == []:
+        return [_line(error_message(None, INVALID_REQUEST, "flowproof: the batch is empty"))]
     if isinstance(message, list):
         refusal = batch_refusal(replayer.negotiated)
         if refusal is not None:
             text = f"flowproof: {refusal}"
             capture.append(REFUSED, text=text)
-            return [_line(error_message(None, -32600, text))]
+            return [_line(error_message(None, INVALID_REQUEST, text))]
         finals: list[Any] = []
         others: list[bytes] = []
         for element in message:
@@ -298,6 +498,8 @@ def _replay_message(
 def _receive(
     message: Any, replayer: Replayer, capture: CaptureFile, mine: set[int]
 ) -> list[tuple[dict[str, Any], bool]]:
+    if kind_of(message) is Kind.INVALID:  # answered as JSON-RPC says, never silence
+        return [(error_message(_usable_id(message), INVALID_REQUEST, _NOT_RPC), True)]
     capture.append(CLIENT, message)
     emissions = replayer.receive(message)
     if kind_of(message) is Kind.REQUEST and replayer.last_position is not None:
@@ -307,3 +509,10 @@ def _receive(
         for emission in emissions
         if emission.channel is None or emission.channel in mine
     ]
+
+
+def _usable_id(message: Any) -> Any:
+    """The id of an invalid message when it can be told (a string or a number), else None."""
+    value = message.get("id") if isinstance(message, dict) else None
+    valid = isinstance(value, (str, int, float)) and not isinstance(value, bool)
+    return value if valid else None

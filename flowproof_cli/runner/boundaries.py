@@ -1,8 +1,9 @@
 """The one place the proxy and its addon list are built: one master for a whole run.
 
 Order is mitmproxy's hook order: the guard refuses what no boundary serves, the MCP and
-model boundaries answer or forward, then the addon objects of a flow's matcher scripts run
-as they would under `mitmdump -s addons/model.py -s script.py`.
+model boundaries answer or forward, the backstop refuses whatever is still unanswered (and
+fails its flow), then the addon objects of a flow's matcher scripts run as they would
+under `mitmdump -s addons/model.py -s script.py`.
 
 Every flow of a run shares the master and its boundaries; what keeps flows apart is the
 listening port. A flow opens its own listeners (`ProxyHub.listen`): the model boundary and
@@ -109,7 +110,7 @@ class ProxyHub:
             return self.host
 
     async def _start_engine(self) -> ProxyHost:
-        from flowproof_addons.guard import RequestGuard  # noqa: PLC0415 (the engine: lazy)
+        from flowproof_addons.guard import Backstop, RequestGuard  # noqa: PLC0415 (lazy)
         from flowproof_addons.mcp_http import McpHttpBoundary  # noqa: PLC0415
         from flowproof_addons.model import ModelBoundary  # noqa: PLC0415
         from flowproof_cli.runner.proxy import ProxyHost  # noqa: PLC0415
@@ -117,7 +118,7 @@ class ProxyHub:
         model, mcp_http = ModelBoundary(), McpHttpBoundary()
         model.sessions = self.model_sessions
         mcp_http.sessions = self.mcp_sessions
-        host = ProxyHost([RequestGuard(), mcp_http, model, *self._extra], port=None)
+        host = ProxyHost([RequestGuard(), mcp_http, model, *self._extra, Backstop()], port=None)
         await host.start()
         return host
 

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from flowproof_cli.errors import AgentStartError
-from flowproof_cli.process import TAIL_LINES, split_command, tail_lines
+from flowproof_cli.process import GROUP, KEEPER, MARKER, TAIL_LINES, split_command, tail_lines
 from flowproof_cli.process import file_tail as _tail
 from flowproof_cli.process import signal_group as _signal_group
 from flowproof_cli.runner import orphans
@@ -68,14 +68,19 @@ def _cannot_start(program: str, exc: OSError) -> AgentStartError:
     return AgentStartError(f"cannot start the agent {program!r}: {exc.strerror}")
 
 
-async def _end_own_orphans(env: Mapping[str, str], before: set[int], agent_pid: int) -> None:
-    """End the orphans of this agent's tree, told from another flow's by an entry of the
-    agent's environment: the proxy URL, unique to this flow's listener while it runs. No
-    wait for orphans still being reparented: the run's last sweep ends those."""
+def _marker(env: Mapping[str, str]) -> str | None:
+    """The entry of the agent's environment that every descendant inherits: the proxy URL,
+    unique to this flow's listener while it runs."""
     url = env.get(ORPHAN_MARKER_VARIABLE)
-    marker = f"{ORPHAN_MARKER_VARIABLE}={url}".encode() if url else None
+    return f"{ORPHAN_MARKER_VARIABLE}={url}" if url else None
+
+
+async def _end_own_orphans(env: Mapping[str, str], before: set[int], agent_pid: int) -> None:
+    """End the orphans of this agent's tree, told from another flow's by its marker. No
+    wait for orphans still being reparented: the run's last sweep ends those."""
+    marker = _marker(env)
     end = functools.partial(orphans.end_adopted, settle=False)
-    await asyncio.to_thread(end, before, {agent_pid}, marker)
+    await asyncio.to_thread(end, before, {agent_pid}, marker.encode() if marker else None)
 
 
 async def _end_group(process: asyncio.subprocess.Process, pgid: int) -> None:
@@ -110,8 +115,14 @@ async def run_agent(
     adopts_orphans = orphans.become_subreaper()
     children_before = orphans.children() if adopts_orphans else set()
     # Output goes to files, not pipes: a grandchild that inherits a pipe would keep
-    # asyncio's wait() from returning after the agent itself exited.
-    with tempfile.TemporaryFile() as stdout, tempfile.TemporaryFile() as stderr:
+    # asyncio's wait() from returning after the agent itself exited. The keeper holds the
+    # marker (before the agent starts) and its group: a killed flowproof's tree ends too.
+    marker = _marker(env)
+    with (
+        tempfile.TemporaryFile() as stdout,
+        tempfile.TemporaryFile() as stderr,
+        KEEPER.holding(MARKER, marker) if marker else contextlib.nullcontext(),
+    ):
         try:
             process = await asyncio.create_subprocess_exec(
                 *(launch.wrap(argv) if launch is not None else argv),
@@ -127,6 +138,7 @@ async def run_agent(
             raise _cannot_start(argv[0], exc) from exc
 
         pgid = process.pid
+        KEEPER.hold(GROUP, pgid)
         timed_out = False
         try:
             if launch is not None:
@@ -135,7 +147,10 @@ async def run_agent(
         except TimeoutError:
             timed_out = True
         finally:
-            await _end_group(process, pgid)
+            try:
+                await _end_group(process, pgid)
+            finally:
+                KEEPER.release(GROUP, pgid)  # SIGKILLed by now: a pgid free for reuse
             if adopts_orphans:
                 await _end_own_orphans(env, children_before, process.pid)
         stdout_text, stderr_text = _tail(stdout), _tail(stderr)

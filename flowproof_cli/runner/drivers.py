@@ -27,7 +27,12 @@ from flowproof_cli.errors import PortInUseError
 from flowproof_cli.mode import Mode
 from flowproof_cli.runner.boundaries import ProxyHub
 from flowproof_cli.runner.command import resolve_argv, run_agent
-from flowproof_cli.runner.environment import agent_environment, proxy_handles, runtime_handles
+from flowproof_cli.runner.environment import (
+    agent_environment,
+    proxy_handles,
+    refuse_record_key,
+    runtime_handles,
+)
 from flowproof_cli.runner.mcp_servers import McpServers
 from flowproof_cli.runner.url_driver import TriggerOutcome, trigger
 from flowproof_cli.spec import FlowSpec
@@ -54,6 +59,10 @@ class Driven:
     notes: list[str] = field(default_factory=list)
     egress: EgressReport | None = None  # the containment this run ran under, and its report
     service: Service | None = None  # a url agent's trigger; None for a command agent
+
+
+def _spec_name(spec: FlowSpec) -> str:
+    return str(spec.source_path) if spec.source_path else spec.name
 
 
 def _calls_made(session: CassetteSession) -> str:
@@ -92,6 +101,7 @@ async def drive_command(
         handles = runtime_handles(port, spec.task_prompt, mcp_handles)
         argv = resolve_argv(agent.command or "", environ, handles)  # a handle is one word
         spec_env = agent.resolved_env(environ, handles)
+        refuse_record_key(environ, _spec_name(spec), argv=argv, env=spec_env)
         env = agent_environment(
             environ,
             port=port,
@@ -133,6 +143,7 @@ async def drive_service(
     url, port = str(agent.url), int(agent.proxy_port or 0)
     # resolved here, never stored or printed
     headers = agent.resolved_headers(environ, proxy_handles(port))
+    refuse_record_key(environ, _spec_name(spec), headers=headers)
     async with contextlib.AsyncExitStack() as stack:
         await _listen_at_proxy_port(stack, wiring.listen(session, port), port)
         answer = await trigger(url, spec.task_prompt, headers=headers, timeout_s=timeout_s)

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
+from flowproof_cli.cassette.secret_forms import MIN_LENGTH
 from flowproof_cli.cassette.upstream import KEY_VARIABLES, UPSTREAM_VARIABLES
+from flowproof_cli.errors import ConfigError
 from flowproof_cli.spec.variables import PROMPT_HANDLE
 
 PLACEHOLDER_KEY = "flowproof-placeholder-key"
@@ -51,6 +53,47 @@ def injected_variables(port: int, prompt: str) -> dict[str, str]:
     return injected
 
 
+def record_keys(environ: Mapping[str, str]) -> dict[str, str]:
+    """The values of the variables flowproof reads a record key from, by variable, long
+    enough to be told apart from ordinary text (shorter ones would match by chance)."""
+    return {
+        name: environ[name] for name in KEY_VARIABLES if len(environ.get(name) or "") >= MIN_LENGTH
+    }
+
+
+def _placeholder_for_keys(value: str, keys: Mapping[str, str]) -> str:
+    for key in keys.values():
+        value = value.replace(key, PLACEHOLDER_KEY)
+    return value
+
+
+def refuse_record_key(
+    environ: Mapping[str, str],
+    spec: str,
+    *,
+    argv: Sequence[str] = (),
+    env: Mapping[str, str] | None = None,
+    headers: Mapping[str, str] | None = None,
+) -> None:
+    """A spec field that would give the agent a record key (`${FLOWPROOF_AGENT_KEY}`, or
+    any variable holding the same value) is a ConfigError (exit 2), named by field and
+    variable, never by value: the agent gets a placeholder, the proxy adds the real key."""
+    fields = {"agent.command": " ".join(argv)}
+    fields.update({f"agent.env.{name}": value for name, value in (env or {}).items()})
+    fields.update({f"agent.headers.{name}": value for name, value in (headers or {}).items()})
+    keys = record_keys(environ)
+    for where, value in fields.items():
+        for name, key in keys.items():
+            if key in value:
+                block = ".".join(where.split(".")[:2])
+                raise ConfigError(
+                    f"{spec}: {where} would hand the agent flowproof's record key (the value "
+                    f"of {name}); the agent gets the placeholder {PLACEHOLDER_KEY} and "
+                    "flowproof adds the real key to upstream requests itself. Fix: remove it "
+                    f"from {block}"
+                )
+
+
 def agent_environment(
     inherited: Mapping[str, str],
     *,
@@ -60,8 +103,15 @@ def agent_environment(
     mcp: Mapping[str, str] | None = None,
 ) -> dict[str, str]:
     """Inherited environment, minus flowproof's keys, plus the injection (the model proxy,
-    then `mcp`: FLOWPROOF_MCP_SERVER_<NAME> / FLOWPROOF_MCP_URL_<NAME>); `agent.env` last."""
-    environment = {k: v for k, v in inherited.items() if k not in REMOVED_VARIABLES}
+    then `mcp`: FLOWPROOF_MCP_SERVER_<NAME> / FLOWPROOF_MCP_URL_<NAME>); `agent.env` last.
+    An inherited variable holding a record key under another name holds the placeholder in
+    its place (`refuse_record_key` keeps one out of `agent.env`)."""
+    keys = record_keys(inherited)
+    environment = {
+        k: _placeholder_for_keys(v, keys)
+        for k, v in inherited.items()
+        if k not in REMOVED_VARIABLES
+    }
     environment.update(injected_variables(port, prompt))
     environment.update(mcp or {})
     environment.update(spec_env)

@@ -256,6 +256,8 @@ def _judge(setup: _Setup, result: FlowResult, driven: Driven, mcp: McpVerdict) -
         mocks=spec.mcp_mocks if trace is not None else None,
     )
     if result.failures and trace is not None:
+        other_flow = traces.other_flow_note(trace, spec.name, str(setup.trace_path))
+        result.notes.extend([other_flow] if other_flow else [])
         result.notes.extend(_snapshot_notes(spec, trace, setup.rules, setup.spec_path))
 
 

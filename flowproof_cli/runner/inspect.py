@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from flowproof_cli.errors import ConfigError, PortInUseError
+from flowproof_cli.process import KEEPER, PATH
 from flowproof_cli.runner.listeners import LOOPBACK, bind_loopback, port_of
 
 if TYPE_CHECKING:
@@ -114,6 +115,7 @@ class WebView:
         self.port = _free_port(port)
         self.token = secrets.token_urlsafe(18)
         self._confdir = tempfile.TemporaryDirectory(prefix="flowproof-inspect-")
+        KEEPER.hold(PATH, self._confdir.name)  # removed even if flowproof is killed
         self._log = Path(self._confdir.name) / "mitmweb.log"
         self._process: subprocess.Popen[bytes] | None = None
         self._queue: queue.SimpleQueue[bytes | None] = queue.SimpleQueue()
@@ -230,6 +232,7 @@ class WebView:
                     process.kill()
                     process.wait()
         self._confdir.cleanup()
+        KEEPER.release(PATH, self._confdir.name)
 
 
 # -- a trace as flows ------------------------------------------------------------------------------

@@ -39,7 +39,7 @@ from flowproof_cli.mcp.mocks import lane_schemas, schema_problems
 from flowproof_cli.mcp.replayer import Replayer
 from flowproof_cli.mcp.stdio import ERROR, REFUSED, StandinSession
 from flowproof_cli.mode import Mode
-from flowproof_cli.process import split_command
+from flowproof_cli.process import KEEPER, PATH, split_command
 from flowproof_cli.spec.models import McpServerSpec
 
 
@@ -297,6 +297,7 @@ class McpServers:
     def _temp_folder(self) -> Path:
         if self._folder is None:
             self._folder = Path(tempfile.mkdtemp(prefix="flowproof-mcp-"))
+            KEEPER.hold(PATH, str(self._folder))  # removed even if flowproof is killed
         return self._folder
 
     # -- listeners (streamable HTTP) -------------------------------------------------------
@@ -353,6 +354,7 @@ class McpServers:
             server.close()
         if self._folder is not None:
             shutil.rmtree(self._folder, ignore_errors=True)
+            KEEPER.release(PATH, str(self._folder))
             self._folder = None
 
 

@@ -8,7 +8,8 @@ child flowproof did not have before the agent started is killed and reaped.
 Flows run side by side in one process, so a flow ends only the orphans that carry its own
 marker (a variable of its agent's environment, inherited by every descendant): never the
 agent, hook or orphan of the flow beside it. Whatever is left when the run ends (an orphan
-that cleared its environment) goes in one last sweep.
+that cleared its environment) goes in one last sweep. The keeper (`process.KEEPER`), a
+child of flowproof too, is never one of them.
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ import signal
 import sys
 import time
 from collections.abc import Set
+
+from flowproof_cli.process import KEEPER
 
 PR_SET_CHILD_SUBREAPER = 36
 _SETTLE_S = 0.05  # a dying parent's children are reparented asynchronously
@@ -79,7 +82,7 @@ def end_adopted(
     for number in range(_PASSES):
         if number or settle:
             time.sleep(_SETTLE_S)
-        adopted = children() - set(before) - set(exclude)
+        adopted = children() - set(before) - set(exclude) - KEEPER.pids()
         if marker is not None:
             adopted = {pid for pid in adopted if carries(pid, marker)}
         if not adopted:

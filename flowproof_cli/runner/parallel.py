@@ -19,6 +19,7 @@ from typing import Any
 from flowproof_cli.errors import Terminated
 from flowproof_cli.runner import orphans
 from flowproof_cli.runner.job import FlowJob, LazyHub, execute_async
+from flowproof_cli.runner.termination import stopping_once_on_ctrl_c
 from flowproof_cli.verdict import FlowResult
 
 OnResult = Callable[[FlowResult], None]
@@ -32,7 +33,8 @@ def run_jobs(
 ) -> list[FlowResult]:
     """Each job's result, in the order of `jobs`; `on_result` sees each one as soon as it and
     all those before it are done (so output streams in a stable order)."""
-    return asyncio.run(_run_all(jobs, max(1, workers), on_result, addons))
+    run = _run_all(jobs, max(1, workers), on_result, addons)
+    return asyncio.run(stopping_once_on_ctrl_c(run))  # a second Ctrl-C cannot cut cleanup
 
 
 def execute(job: FlowJob, addons: Sequence[Any] = ()) -> FlowResult:

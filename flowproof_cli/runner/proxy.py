@@ -3,7 +3,9 @@
 Why not DumpMaster: it loads ~30 default addons whose hooks run on every flow; a master with
 the five it needs answers faster and starts sooner. Lazy connections matter: with the
 default eager strategy mitmproxy dials the (dummy) upstream even for requests an addon
-answered, and resets the client when that fails.
+answered, and resets the client when that fails. The chain always ends with the backstop
+(`flowproof_addons.guard.Backstop`): a request no addon answered or forwarded on purpose is
+refused there, never sent on to the placeholder target.
 """
 
 from __future__ import annotations
@@ -25,7 +27,9 @@ from mitmproxy import addonmanager, exceptions, hooks, master, options  # noqa: 
 from mitmproxy.addons import core, disable_h2c, next_layer, proxyserver, tlsconfig  # noqa: E402
 from mitmproxy.proxy import mode_servers, mode_specs  # noqa: E402
 
+from flowproof_addons.guard import Backstop  # noqa: E402
 from flowproof_cli.errors import ConfigError  # noqa: E402
+from flowproof_cli.process import KEEPER, PATH  # noqa: E402
 from flowproof_cli.runner.listeners import bind_loopback, port_of  # noqa: E402
 
 # Never dialled: replay answers everything in the request hook, and record rewrites each
@@ -122,11 +126,15 @@ class ProxyHost:
     """
 
     def __init__(self, addons: Sequence[Any], *, port: int | None = 0):
+        # Always last: a request nothing answered is refused, never sent to the placeholder.
         self._addons = list(addons)
+        if not any(isinstance(addon, Backstop) for addon in self._addons):
+            self._addons.append(Backstop())
         self._requested_port = port
         self._master: master.Master | None = None
         self._task: asyncio.Task[None] | None = None
         self._confdir = tempfile.TemporaryDirectory(prefix="flowproof-mitm-")
+        KEEPER.hold(PATH, self._confdir.name)  # the CA folder goes even if flowproof is killed
         self._servers: dict[int, asyncio.Server] = {}  # bound port -> its listener
         self.port: int = 0
 
@@ -225,6 +233,7 @@ class ProxyHost:
         self._master = None
         self._task = None
         self._confdir.cleanup()
+        KEEPER.release(PATH, self._confdir.name)
 
     async def __aenter__(self) -> ProxyHost:
         await self.start()

@@ -8,6 +8,11 @@ flow instead; once their cleanup is done (agent group killed, proxy closed), `Te
 (a SystemExit with `ExitCode.TERMINATED`, 128 + 15) ends flowproof past every handler of flow
 errors, so a directory run does not go on to the next flow.
 
+Ctrl-C is asyncio's to turn into a cancellation, but asyncio raises KeyboardInterrupt at the
+second one wherever the loop happens to be: mid-cleanup, leaving the agent running and the
+loop's tasks pending. `stopping_once_on_ctrl_c` takes that over for a run: the first Ctrl-C
+cancels it, later ones wait for the cleanup (bounded: SIGTERM, a grace period, SIGKILL).
+
 Signal handlers can only be set from the main thread; a flow run in another thread is left
 to its caller.
 """
@@ -19,7 +24,7 @@ import contextlib
 import signal
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Awaitable, Iterator
 
 from flowproof_cli.errors import Terminated
 
@@ -36,9 +41,17 @@ class _LoopFlows:
         if _LoopFlows.terminated:
             return  # already stopping: a second signal must not interrupt the cleanup
         _LoopFlows.terminated = True
-        sys.stderr.write("flowproof: SIGTERM received: stopping the agent and the proxy\n")
-        for task in self.tasks:
+        for task in self.tasks:  # first: nothing below may keep the flows from stopping
             task.cancel()
+        say("flowproof: SIGTERM received: stopping the agent and the proxy")
+
+
+def say(notice: str) -> None:
+    """A notice on stderr that never fails: a closed or full pipe (a CI runner that stopped
+    reading) must not turn a stop into an error, or swallow it."""
+    with contextlib.suppress(OSError, ValueError):
+        sys.stderr.write(notice + "\n")
+        sys.stderr.flush()
 
 
 _BY_LOOP: dict[asyncio.AbstractEventLoop, _LoopFlows] = {}
@@ -95,3 +108,37 @@ def raising_on_sigterm() -> Iterator[None]:
         yield
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+async def stopping_once_on_ctrl_c[T](run: Awaitable[T]) -> T:
+    """Await a run (the main task of `asyncio.run`) that Ctrl-C stops exactly once: the first
+    cancels it, so every flow's cleanup runs; a later one only says that flowproof is still
+    stopping. Ends in KeyboardInterrupt, as under asyncio's own handler. An ignored SIGINT (a
+    background job) stays ignored."""
+    loop = asyncio.get_running_loop()
+    task = asyncio.current_task()
+    if task is None or signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        return await run
+    pressed = 0
+
+    def on_sigint() -> None:
+        nonlocal pressed
+        pressed += 1
+        if pressed == 1:
+            task.cancel()
+        elif pressed == 2:
+            say("flowproof: still stopping the agent and the proxy")
+
+    try:
+        loop.add_signal_handler(signal.SIGINT, on_sigint)
+    except (ValueError, RuntimeError, NotImplementedError):  # not the main thread
+        return await run
+    try:
+        return await run
+    except asyncio.CancelledError:
+        if pressed:
+            raise KeyboardInterrupt from None
+        raise
+    finally:
+        with contextlib.suppress(Exception):
+            loop.remove_signal_handler(signal.SIGINT)

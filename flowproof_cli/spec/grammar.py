@@ -12,6 +12,7 @@ and attaches both.
 from __future__ import annotations
 
 import re
+import warnings
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
@@ -139,7 +140,10 @@ def parse_path(path_text: str) -> tuple[str | int, ...]:
             f"the path `{path_text}` has an empty segment. Fix: write dotted keys with array "
             "indexes as numbers, e.g. `passengers.0.name`"
         )
-    return tuple(int(segment) if segment.isdigit() else segment for segment in segments)
+    # ASCII digits only: `str.isdigit` is also true of `²`, which `int` refuses.
+    return tuple(
+        int(segment) if segment.isascii() and segment.isdigit() else segment for segment in segments
+    )
 
 
 def _parse_clause(text: str, source: str) -> Clause:
@@ -188,12 +192,23 @@ def _parse_clause(text: str, source: str) -> Clause:
 def compile_regex(pattern: str) -> re.Pattern[str]:
     """Compile a `matches` value now, so a bad regex fails at load time, not mid-run."""
     try:
-        return re.compile(pattern)
-    except re.error as exc:
-        raise SpecError(
-            f"`matches {pattern}` is not a valid regular expression: {exc}. Fix: correct the "
-            "regex (Python `re` syntax; escape literal characters like `(`, `[`, `.`, `+`)"
-        ) from exc
+        with warnings.catch_warnings():  # `[[` is only a FutureWarning: not the user's output
+            warnings.simplefilter("ignore", FutureWarning)
+            return re.compile(pattern)
+    except (re.error, OverflowError) as exc:
+        problem = str(exc)
+    except RecursionError:
+        problem = "its groups are nested too deeply for Python's `re`"
+    raise SpecError(
+        f"`matches {_shown(pattern)}` is not a valid regular expression: {problem}. Fix: "
+        "correct the regex (Python `re` syntax; escape literal characters like `(`, `[`, `.`, "
+        "`+`)"
+    )
+
+
+def _shown(text: str, limit: int = 80) -> str:
+    """A value quoted in a message, shortened: a message is not the place for a kilobyte."""
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def parse_reply_assertion(text: str) -> ReplyAssertion:

@@ -17,31 +17,35 @@ from pydantic import BaseModel, ValidationError
 from pydantic_core import ErrorDetails
 
 from flowproof_cli.errors import SpecError
+from flowproof_cli.spec import yaml_limits as limits
 from flowproof_cli.spec.models import BARE_STEP_KINDS, SPEC_ERROR_TYPE, STEP_KINDS, FlowSpec
 
 _Loc = tuple[str | int, ...]
 
 
-class _SpecYamlLoader(yaml.SafeLoader):
-    """SafeLoader that keeps timestamps as text, so mock results stay JSON."""
+class _SpecYamlLoader(limits.GuardedConstructor, limits.NestingLimit, yaml.SafeLoader):
+    """SafeLoader that keeps timestamps as text (so mock results stay JSON), refuses unknown
+    tags by name and nesting beyond the limit while composing."""
 
 
-def _timestamp_as_text(loader: _SpecYamlLoader, node: yaml.Node) -> str:
-    return str(node.value)
-
-
-_SpecYamlLoader.add_constructor("tag:yaml.org,2002:timestamp", _timestamp_as_text)
+limits.guard(_SpecYamlLoader)
 
 
 def read_text(path: Path | str, what: str = "the file") -> str:
-    """A YAML file's text; a missing or unreadable one is a SpecError naming it."""
+    """A YAML file's text; a missing, unreadable, oversized or non-UTF-8 one is a SpecError
+    naming it (a FIFO or a device is refused before it is opened, so nothing blocks)."""
     try:
-        return Path(path).read_text(encoding="utf-8")
+        return limits.decode_utf8(limits.read_limited(Path(path), limits.MAX_SPEC_BYTES))
     except FileNotFoundError:
         raise SpecError("file not found. Fix: check the path", path=str(path)) from None
-    except (OSError, UnicodeDecodeError) as exc:
+    except OSError as exc:
         raise SpecError(
-            f"cannot read {what}: {exc}. Fix: pass a UTF-8 text file", path=str(path)
+            f"cannot read {what}: {exc.strerror}. Fix: check the path and its permissions",
+            path=str(path),
+        ) from None
+    except limits.YamlRefused as exc:
+        raise SpecError(
+            f"cannot read {what}: {exc.message}. {exc.fix}", path=str(path), line=exc.line
         ) from None
 
 
@@ -72,17 +76,40 @@ def parse_spec(text: str, path: str) -> FlowSpec:
 def compose_yaml(text: str, path: str) -> tuple[yaml.Node | None, Any]:
     """The root node (for lines; None for an empty file) and the data built from it.
 
-    Shared by every YAML file flowproof reads (specs, suites); a YAML syntax error becomes a
-    SpecError with the file and the line."""
+    Shared by every YAML file flowproof reads (specs, suites); a YAML syntax error, and YAML
+    beyond the limits of `yaml_limits` (size, nesting, aliases, tags), become a SpecError
+    with the file and the line, before any cost is paid for them."""
+    if len(text) > limits.MAX_SPEC_BYTES:  # text handed over in-process, not read here
+        raise SpecError(
+            f"the text is over {limits.mb(limits.MAX_SPEC_BYTES)}, the limit. Fix: keep the "
+            "file small; large mock data belongs in the agent's own fixtures",
+            path=path,
+            line=1,
+        )
+    try:
+        return _compose_checked(text)
+    except yaml.reader.ReaderError as exc:
+        raise _refused(limits.control_character(exc, text), path) from None
+    except yaml.YAMLError as exc:
+        raise _yaml_error(exc, path) from None
+    except limits.YamlRefused as exc:
+        raise _refused(exc, path) from None
+
+
+def _compose_checked(text: str) -> tuple[yaml.Node | None, Any]:
     loader = _SpecYamlLoader(text)
     try:
         root = loader.get_single_node()
-        data = loader.construct_document(root) if root is not None else None
-    except yaml.YAMLError as exc:
-        raise _yaml_error(exc, path) from None
+        if root is None:
+            return None, None
+        limits.check_graph(root, max_depth=limits.MAX_SPEC_DEPTH)
+        return root, loader.construct_document(root)
     finally:
         loader.dispose()
-    return root, data
+
+
+def _refused(exc: limits.YamlRefused, path: str) -> SpecError:
+    return SpecError(f"{exc.message}. {exc.fix}", path=path, line=exc.line or 1)
 
 
 def _compose(text: str, path: str) -> tuple[yaml.MappingNode, Any]:

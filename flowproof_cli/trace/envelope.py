@@ -21,17 +21,25 @@ Never headers, never keys: only bodies cross into this file.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from flowproof_cli.canonical import sorted_keys
 from flowproof_cli.cassette.turn import Turn
-from flowproof_cli.dialects.base import ResultSequence
+from flowproof_cli.dialects import dialect_named
+from flowproof_cli.dialects.base import Dialect, ResultSequence
 from flowproof_cli.errors import TraceError
 from flowproof_cli.mcp.lane import Lane, lane_from_document, lane_to_document
 from flowproof_cli.routes import DEFAULT_PROTOCOL
 
 FORMAT_VERSION = 1
+#: The fix of every trace that cannot be read: the file is written by flowproof, so an
+#: unreadable one was edited, cut or damaged after it was recorded.
+FIX = (
+    "Fix: undo the edit (restore the file from version control), or re-record the flow with "
+    "`flowproof record <spec>`"
+)
 
 
 @dataclass
@@ -47,6 +55,57 @@ class Trace:
     mcp: dict[str, Lane] = field(default_factory=dict)
     #: The match rules in force when recorded (like mocks); empty: no `match` key.
     match: list[dict[str, Any]] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Lines:
+    """Where the parts of a trace start in its file (1-based), for error messages: the
+    top-level keys, each turn, and each MCP server under `mcp`. Empty: not known."""
+
+    keys: Mapping[str, int] = field(default_factory=dict)
+    turns: Sequence[int] = ()
+    servers: Mapping[str, int] = field(default_factory=dict)
+
+
+class _Where:
+    """`FILE:LINE` of a part of the trace (`FILE` alone when its line is not known)."""
+
+    def __init__(self, source: str, lines: Lines):
+        self.source = source
+        self.lines = lines
+
+    def at(self, line: int | None) -> str:
+        return f"{self.source}:{line}" if line else self.source
+
+    def key(self, name: str) -> str:
+        return self.at(self.lines.keys.get(name))
+
+    def turn(self, number: int) -> str:
+        turns = self.lines.turns
+        return self.at(turns[number - 1] if number <= len(turns) else self.lines.keys.get("turns"))
+
+    def server(self, name: str) -> str:
+        return self.at(self.lines.servers.get(name) or self.lines.keys.get("mcp"))
+
+
+def trace_error(at: str, problem: str) -> TraceError:
+    """`FILE[:LINE]: problem. Fix: ...`: what every unreadable trace says."""
+    return TraceError(f"{at}: {problem}. {FIX}")
+
+
+def other_flow_note(trace: Trace, flow: str, source: str) -> str | None:
+    """The note a failing replay carries when its trace was recorded for another flow.
+
+    Not an error: a replay is judged by what the agent sends, and a trace may serve a flow
+    renamed since, or a second flow checking the same recording (`run -t`). But when the
+    replay fails, the names differing is the first thing to know."""
+    if trace.flow == flow:
+        return None
+    return (
+        f"{source} was recorded for the flow `{trace.flow}`, not `{flow}`: is it the trace of "
+        "another flow? Fix: replay this flow's own trace, or re-record it; if you only "
+        f"renamed the flow, set `flow: {flow}` in the trace"
+    )
 
 
 def to_document(trace: Trace) -> dict[str, Any]:
@@ -77,88 +136,197 @@ def to_document(trace: Trace) -> dict[str, Any]:
     return document
 
 
-def from_document(document: Any, source: str) -> Trace:
-    """Rebuild a Trace, naming what is wrong when the document is not one."""
+def from_document(document: Any, source: str, lines: Lines | None = None) -> Trace:
+    """Rebuild a Trace, naming what is wrong (at its line, when `lines` says where) when the
+    document is not one. Every recorded turn is read by its dialect here, so a trace that
+    loads is one that show, diff, the judge and the replay can all read."""
+    where = _Where(source, lines or Lines())
     if not isinstance(document, dict) or "flowproof_trace" not in document:
         raise TraceError(f"{source}: not a flowproof trace (no 'flowproof_trace' version key)")
     version = document["flowproof_trace"]
+    if type(version) is not int:  # `true` and `1.0` equal 1 in Python, and are no version
+        raise trace_error(
+            where.key("flowproof_trace"),
+            f"`flowproof_trace` is {version!r}, not a format version number (this flowproof "
+            f"reads version {FORMAT_VERSION})",
+        )
     if version != FORMAT_VERSION:
         raise TraceError(
-            f"{source}: trace format version {version!r} is not supported by this flowproof "
-            f"(it reads version {FORMAT_VERSION}); re-record it with `flowproof record`"
+            f"{source}: trace format version {version!r} is not supported "
+            f"by this flowproof (it reads version {FORMAT_VERSION}). Fix: re-record it with "
+            "`flowproof record <spec>`, or read it with the flowproof that wrote it"
         )
-    turns = []
-    for number, entry in enumerate(document.get("turns") or [], start=1):
-        try:
-            response = entry["response"]
-            turns.append(
-                Turn(
-                    protocol=entry.get("protocol", DEFAULT_PROTOCOL),
-                    request=entry["request"],
-                    status=int(response["status"]),
-                    response=response["body"],
-                )
-            )
-        except (KeyError, TypeError, ValueError) as exc:
-            raise TraceError(f"{source}: turn {number} is malformed ({exc!r})") from exc
+    flow = document.get("flow")
+    if not isinstance(flow, str):
+        problem = "has no `flow`" if flow is None else f"`flow` is a {type(flow).__name__}"
+        raise trace_error(where.key("flow"), f"{problem}; it is the name of the recorded flow")
     return Trace(
-        flow=str(document.get("flow", "")),
-        turns=turns,
-        mocks=_mocks(document, source),
+        flow=flow,
+        turns=_turns(document.get("turns"), where),
+        mocks=_mocks(document, where),
         version=version,
-        egress_blocked=_egress_blocked(document.get("egress"), source),
-        mcp=_mcp_lanes(document.get("mcp"), source),
-        match=_match_rules(document.get("match"), source),
+        egress_blocked=_egress_blocked(document.get("egress"), where),
+        mcp=_mcp_lanes(document.get("mcp"), where),
+        match=_match_rules(document.get("match"), where),
     )
 
 
-def _mocks(document: dict[str, Any], source: str) -> dict[str, Any]:
+def _turns(section: Any, where: _Where) -> list[Turn]:
+    if section is None:
+        return []
+    if not isinstance(section, list):
+        raise trace_error(
+            where.key("turns"),
+            f"`turns` must be a list of recorded turns, got {type(section).__name__}",
+        )
+    return [_turn(entry, number, where) for number, entry in enumerate(section, start=1)]
+
+
+def _turn(entry: Any, number: int, where: _Where) -> Turn:
+    """One recorded turn, every field of the type the replay relies on, read by its dialect."""
+    at = where.turn(number)
+    if not isinstance(entry, dict):
+        raise trace_error(
+            at,
+            f"turn {number} is malformed: it is a {type(entry).__name__}, "
+            "not a mapping with `request` and `response`",
+        )
+    protocol = entry.get("protocol", DEFAULT_PROTOCOL)
+    try:
+        dialect = dialect_named(protocol) if isinstance(protocol, str) else None
+    except KeyError as exc:
+        raise trace_error(at, f"turn {number} is malformed: {exc.args[0]}") from None
+    if dialect is None:
+        raise trace_error(at, f"turn {number} is malformed: its protocol is {protocol!r}, not text")
+    try:
+        request, status, body = _turn_parts(entry)
+    except ValueError as exc:
+        raise trace_error(at, f"turn {number} is malformed: {exc}") from None
+    try:
+        _read_by_dialect(dialect, request, status, body, number)
+    except Exception as exc:  # a hand edit can break the dialect anywhere
+        raise trace_error(
+            at,
+            f"turn {number} is malformed: the {protocol} dialect cannot read its request or "
+            f"response ({type(exc).__name__}: {exc})",
+        ) from None
+    return Turn(protocol=protocol, request=request, status=status, response=body)
+
+
+def _read_by_dialect(
+    dialect: Dialect, request: dict[str, Any], status: int, body: Any, number: int
+) -> None:
+    """Read the turn as the judge (the trajectory) and a divergence report will: what they
+    would trip on is found now, at the turn's line, instead of mid-run."""
+    dialect.outline(request)  # the conversation, walked as the trajectory walks it
+    if status != 200 or not isinstance(body, dict):
+        return
+    # Without the conversation, which the outline just read: the trajectory would also
+    # serialize it whole (its size), a fifth of the load of a big trace.
+    thin = {key: value for key, value in request.items() if key != dialect.conversation_key}
+    for call in dialect.assistant_turn(thin, body, number).tool_calls:
+        if call.call_id is not None and not isinstance(call.call_id, str):
+            raise TypeError(f"the id of the tool call {call.name} is {call.call_id!r}, not text")
+
+
+def _turn_parts(entry: dict[str, Any]) -> tuple[dict[str, Any], int, Any]:
+    """A turn's request, status and body; ValueError saying what is wrong with them."""
+    request, response = entry.get("request"), entry.get("response")
+    if not isinstance(request, dict):
+        got = "nothing" if request is None else f"a {type(request).__name__}"
+        raise ValueError(f"its `request` must be a mapping (the canonical request), got {got}")
+    if not isinstance(response, dict):
+        got = "nothing" if response is None else f"a {type(response).__name__}"
+        raise ValueError(f"its `response` must be a mapping with `status` and `body`, got {got}")
+    status = response.get("status")
+    if type(status) is not int or not 100 <= status <= 599:
+        raise ValueError(f"its `response.status` must be an HTTP status number, got {status!r}")
+    if "body" not in response:
+        raise ValueError("its `response` has no `body`")
+    return request, status, response["body"]
+
+
+def _mocks(document: dict[str, Any], where: _Where) -> dict[str, Any]:
     """The mocks snapshot: single results, and `mock_results` sequences as ResultSequence."""
-    mocks = dict(document.get("mocks") or {})
+    mocks = document.get("mocks")
+    if mocks is None:
+        mocks = {}
+    if not isinstance(mocks, dict):
+        raise trace_error(
+            where.key("mocks"),
+            f"`mocks` must be a mapping of tool name to result, got {type(mocks).__name__}",
+        )
+    mocks = dict(mocks)
     sequences = document.get("mock_results")
     if sequences is None:
         return mocks
     if not isinstance(sequences, dict) or not all(
         isinstance(values, list) for values in sequences.values()
     ):
-        raise TraceError(f"{source}: the mock_results section is malformed (expected tool: [...])")
+        raise trace_error(
+            where.key("mock_results"),
+            "the mock_results section is malformed (expected tool: [...])",
+        )
     mocks.update({str(name): ResultSequence(values) for name, values in sequences.items()})
     return mocks
 
 
-def _match_rules(section: Any, source: str) -> list[dict[str, Any]]:
+def _match_rules(section: Any, where: _Where) -> list[dict[str, Any]]:
     if section is None:
         return []
     if not isinstance(section, list) or not all(isinstance(rule, dict) for rule in section):
-        raise TraceError(f"{source}: the match section is malformed (expected a list of rules)")
+        raise trace_error(
+            where.key("match"), "the match section is malformed (expected a list of rules)"
+        )
     return [dict(rule) for rule in section]
 
 
-def _mcp_lanes(section: Any, source: str) -> dict[str, Lane]:
+def _mcp_lanes(section: Any, where: _Where) -> dict[str, Lane]:
     if section is None:
         return {}
     if not isinstance(section, dict):
-        raise TraceError(f"{source}: the mcp section is malformed (expected server name: lane)")
-    return {
-        str(name): lane_from_document(lane, f"{source}: the MCP lane '{name}'")
-        for name, lane in section.items()
-    }
+        raise trace_error(
+            where.key("mcp"), "the mcp section is malformed (expected server name: lane)"
+        )
+    lanes = {}
+    for name, lane in section.items():
+        at = where.server(str(name))
+        problem = _lane_shape(lane)
+        if problem:
+            raise trace_error(at, f"the MCP lane '{name}' is malformed: {problem}")
+        try:
+            lanes[str(name)] = lane_from_document(lane, f"{at}: the MCP lane '{name}'")
+        except TraceError as exc:
+            raise TraceError(f"{exc}. {FIX}") from None
+    return lanes
 
 
-def _egress_blocked(section: Any, source: str) -> list[dict[str, Any]]:
+def _lane_shape(lane: Any) -> str | None:
+    """What the lane reader would trip on before naming a call: the lists and the methods."""
+    if not isinstance(lane, dict):
+        return f"it is a {type(lane).__name__}, not a mapping with `calls`"
+    for key in ("calls", "server"):
+        if lane.get(key) is not None and not isinstance(lane[key], list):
+            return f"`{key}` must be a list, got {type(lane[key]).__name__}"
+    for number, call in enumerate(lane.get("calls") or [], start=1):
+        if not isinstance(call, dict) or not isinstance(call.get("method"), str):
+            return f"call {number} is malformed: it needs a `method` (text)"
+    return None
+
+
+def _egress_blocked(section: Any, where: _Where) -> list[dict[str, Any]]:
     if section is None:
         return []
     blocked = section.get("blocked") if isinstance(section, dict) else None
+    at = where.key("egress")
     if not isinstance(blocked, list):
-        raise TraceError(f"{source}: the egress section is malformed (expected `blocked: [...]`)")
+        raise trace_error(at, "the egress section is malformed (expected `blocked: [...]`)")
     items = []
     for number, item in enumerate(blocked, start=1):
         try:
             items.append(_blocked_entry(item))
         except (KeyError, TypeError, ValueError) as exc:
-            raise TraceError(
-                f"{source}: egress blocked entry {number} is malformed ({exc!r})"
-            ) from exc
+            raise trace_error(at, f"egress blocked entry {number} is malformed ({exc!r})") from exc
     return items
 
 

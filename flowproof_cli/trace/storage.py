@@ -15,8 +15,8 @@ from __future__ import annotations
 import contextlib
 import io
 import os
-import tempfile
-from collections.abc import Iterable
+import secrets
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +24,16 @@ import yaml
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from flowproof_cli.errors import TraceError
-from flowproof_cli.trace.envelope import Trace, from_document, to_document
+from flowproof_cli.process import KEEPER, PATH
+from flowproof_cli.spec import yaml_limits as limits
+from flowproof_cli.trace.envelope import (
+    FIX,
+    Lines,
+    Trace,
+    from_document,
+    to_document,
+    trace_error,
+)
 
 TRACE_SUFFIX = ".trace.yaml"
 SPEC_SUFFIX = ".flow.yaml"
@@ -70,20 +79,67 @@ def dumps(trace: Trace) -> str:
 
 
 def loads(text: str, source: str = "<trace>") -> Trace:
-    return from_document(_read_document(io.StringIO(text), lambda: text, source), source)
+    document, lines = _read_document(io.StringIO(text), lambda: text, source)
+    return from_document(document, source, lines)
 
 
 def load(path: Path) -> Trace:
+    """Read a trace file. Nothing is opened before the file is known to be a regular file
+    within the size limit (a FIFO would block the open), and a file that does not end with
+    a line break is refused as truncated: every trace the writer writes ends with one."""
+    source = str(path)
     try:
+        _check_file(path)
         with path.open(encoding="utf-8") as stream:
-            document = _read_document(stream, lambda: path.read_text(encoding="utf-8"), str(path))
+            document, lines = _read_document(
+                stream, lambda: path.read_text(encoding="utf-8"), source
+            )
     except FileNotFoundError as exc:
         raise TraceError(f"no trace at {path}") from exc
     except OSError as exc:
-        raise TraceError(f"cannot read the trace {path}: {exc.strerror}") from exc
+        raise TraceError(
+            f"cannot read the trace {path}: {exc.strerror}. Fix: check the file's permissions"
+        ) from exc
+    except UnicodeDecodeError:
+        raise _not_utf8(path) from None
+    return from_document(document, source, lines)
+
+
+def _check_file(path: Path) -> None:
+    try:
+        limits.check_regular(path, limits.MAX_TRACE_BYTES)
+    except limits.YamlRefused as exc:
+        fix = (
+            "Fix: pass the trace file itself"
+            if "regular" in exc.message
+            else "Fix: record a shorter flow, or split it into several flows"
+        )
+        raise TraceError(f"{path}: the trace cannot be read: {exc.message}. {fix}") from None
+    with path.open("rb") as stream:
+        if stream.seek(0, os.SEEK_END) == 0:
+            return
+        stream.seek(-1, os.SEEK_END)
+        if stream.read(1) == b"\n":
+            return
+        stream.seek(0)
+        line = stream.read().count(b"\n") + 1
+    raise trace_error(
+        f"{path}:{line}",
+        "the file ends mid-line, so it looks truncated (every trace ends with a line break)",
+    )
+
+
+def _not_utf8(path: Path) -> TraceError:
+    data = path.read_bytes()
+    try:
+        data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise TraceError(f"{path}: not UTF-8 text ({exc.reason}); save it as UTF-8") from None
-    return from_document(document, str(path))
+        refused = limits.not_utf8(data, exc)
+        return TraceError(
+            f"{path}:{refused.line}: {refused.message}. Fix: save it as UTF-8, or restore it "
+            "from version control"
+        )
+    return TraceError(f"{path}: not UTF-8 text. Fix: save it as UTF-8")  # changed meanwhile
 
 
 # -- reading ------------------------------------------------------------------------------
@@ -93,101 +149,194 @@ _MAP = "tag:yaml.org,2002:map"
 _SEQ = "tag:yaml.org,2002:seq"
 
 
+class _TraceLoader(limits.GuardedConstructor, _Loader):  # type: ignore[misc,valid-type]
+    """The safe loader, with unknown tags refused by name, a value its tag cannot read
+    refused at its line, and timestamps kept as text (JSON has no dates)."""
+
+
+limits.guard(_TraceLoader)
+
+
 class _Unusual(Exception):
     """The text is not laid out as `dumps` writes it: parse it as one document instead."""
 
 
-def _read_document(lines: Iterable[str], whole: Any, source: str) -> Any:
-    """The YAML document, read turn by turn when it has the layout `dumps` writes (a top-level
-    `turns:` whose items start with `- ` in column 0); anything else, or any item that does
-    not parse alone, is parsed whole by `whole()`'s text, which also locates any YAML error."""
+def _read_document(lines: Iterable[str], whole: Any, source: str) -> tuple[Any, Lines]:
+    """The YAML document and where its parts are, read turn by turn when it has the layout
+    `dumps` writes (a top-level `turns:` whose items start with `- ` in column 0); anything
+    else, or any item that does not parse alone, is parsed whole by `whole()`'s text, which
+    also locates any YAML error. Either way the limits of `yaml_limits` hold (nesting,
+    aliases, tags) and a key written twice is refused."""
     try:
-        return _read_by_turn(lines)
-    except _Unusual:
-        pass
-    try:
-        return yaml.load(whole(), Loader=_Loader)  # noqa: S506 - a safe loader
+        try:
+            return _ByTurn().read(lines)
+        except _Unusual:
+            pass
+        text = whole()
+        try:
+            return _read_whole(text)
+        except yaml.reader.ReaderError as exc:
+            raise limits.control_character(exc, text, byte_offsets=True) from None
+    except limits.YamlRefused as exc:
+        raise trace_error(f"{source}:{exc.line}" if exc.line else source, exc.message) from None
     except yaml.YAMLError as exc:
-        raise TraceError(f"{source}: not valid YAML: {exc}") from exc
+        raise TraceError(f"{source}: not valid YAML: {exc}. {FIX}") from exc
 
 
-def _read_by_turn(lines: Iterable[str]) -> Any:
-    head: list[str] = []  # every line outside the turns, parsed together at the end
-    turns: list[Any] | None = None
-    item: list[str] = []
-    strings: dict[str, str] = {}  # equal strings across turns share one object
-    in_turns = False
-    for line in lines:
-        if in_turns:
-            if line.startswith("- ") or line.rstrip("\r\n") == "-":
-                _flush(item, turns, strings)
-                item = [line]
-                continue
-            if not line[:1].strip() or line.startswith("#"):  # indented, blank, a comment
-                if not item and line.strip() and not line.lstrip().startswith("#"):
-                    raise _Unusual  # an indented sequence
-                item.append(line)
-                continue
-            _flush(item, turns, strings)
-            item, in_turns = [], False
-        if line.rstrip("\r\n") == "turns:":
-            if turns is not None:
-                raise _Unusual  # a repeated key: the whole parse says what wins
-            turns, in_turns = [], True
-            continue
-        head.append(line)
-    _flush(item, turns, strings)
-    document = _parse(_Loader("".join(head)), strings) if head else None
-    if turns is None:
-        return document
-    if document is None:
-        document = {}
-    if not isinstance(document, dict) or "turns" in document:
-        raise _Unusual
-    document["turns"] = turns
-    return document
-
-
-def _flush(item: list[str], turns: list[Any] | None, strings: dict[str, str]) -> None:
-    """Parse one `- ...` item of the turns (a one-element sequence) onto `turns`."""
-    if not item or turns is None:
-        return
-    value = _parse(_Loader("".join(item)), strings)
-    if not isinstance(value, list) or len(value) != 1:
-        raise _Unusual
-    turns.append(value[0])
-
-
-def _parse(loader: Any, strings: dict[str, str]) -> Any:
+def _read_whole(text: str) -> tuple[Any, Lines]:
+    loader = _TraceLoader(text)
     try:
-        node = loader.get_single_node()
-        return None if node is None else _build(node, loader, strings)
-    except (yaml.YAMLError, RecursionError):
-        raise _Unusual from None  # an alias to another item, a cycle, a YAML error
+        root = loader.get_single_node()
+        limits.check_graph(
+            root, max_depth=limits.MAX_TRACE_DEPTH, duplicates=True, aliases="&" in text
+        )
+        lines = _lines_of(root, _same)
+        return (loader.construct_document(root) if root is not None else None), lines
     finally:
         loader.dispose()
 
 
-def _build(node: Node, loader: Any, strings: dict[str, str]) -> Any:
+def _same(line: int) -> int:
+    return line
+
+
+def _lines_of(root: Node | None, to_file: Callable[[int], int], turns: Sequence[int] = ()) -> Lines:
+    """The lines of the top-level keys, of the turns and of the MCP servers under `root`."""
+    keys: dict[str, int] = {}
+    servers: dict[str, int] = {}
+    found = list(turns)
+    for key, value in root.value if isinstance(root, MappingNode) else ():
+        if not isinstance(key, ScalarNode):
+            continue
+        keys.setdefault(str(key.value), to_file(limits.line_of(key)))
+        if key.value == "mcp" and isinstance(value, MappingNode):
+            servers = {
+                str(name.value): to_file(limits.line_of(name))
+                for name, _ in value.value
+                if isinstance(name, ScalarNode)
+            }
+        elif key.value == "turns" and isinstance(value, SequenceNode) and not found:
+            found = [to_file(limits.line_of(item)) for item in value.value]
+    return Lines(keys, found, servers)
+
+
+class _ByTurn:
+    """Reads the layout `dumps` writes one turn at a time: each `- ...` item of the top-level
+    `turns:` is parsed alone; every other line (the head) is parsed together at the end.
+    Lines of the head after the turns are moved back by the turns' lines in messages."""
+
+    def __init__(self) -> None:
+        self.head: list[str] = []
+        self.turns: list[Any] | None = None
+        self.turn_lines: list[int] = []
+        self.item: list[str] = []
+        self.item_line = 0
+        self.turns_key = 0  # the line of `turns:`
+        self.skipped = 0  # the lines of the turns (with `turns:`), when the head goes on after
+        self.strings: dict[str, str] = {}  # equal strings across turns share one object
+
+    def read(self, lines: Iterable[str]) -> tuple[Any, Lines]:
+        in_turns = False
+        for number, line in enumerate(lines, start=1):
+            if in_turns:
+                if line.startswith("- ") or line.rstrip("\r\n") == "-":
+                    self._flush()
+                    self.item, self.item_line = [line], number
+                    continue
+                if not line[:1].strip() or line.startswith("#"):  # indented, blank, a comment
+                    if not self.item and line.strip() and not line.lstrip().startswith("#"):
+                        raise _Unusual  # an indented sequence
+                    self.item.append(line)
+                    continue
+                self._flush()
+                self.item, in_turns, self.skipped = [], False, number - self.turns_key
+            if line.rstrip("\r\n") == "turns:":
+                if self.turns is not None:
+                    raise _Unusual  # a repeated key: the whole parse names it
+                self.turns, in_turns, self.turns_key = [], True, number
+                continue
+            self.head.append(line)
+        self._flush()
+        return self._document()
+
+    def _document(self) -> tuple[Any, Lines]:
+        document, root = (
+            self._parse("".join(self.head), 1, self._head_line) if self.head else (None, None)
+        )
+        lines = _lines_of(root, self._head_line, self.turn_lines)
+        if self.turns is None:
+            return document, lines
+        if document is None:
+            document = {}
+        if not isinstance(document, dict) or "turns" in document:
+            raise _Unusual
+        document["turns"] = self.turns
+        return document, Lines({**lines.keys, "turns": self.turns_key}, lines.turns, lines.servers)
+
+    def _head_line(self, line: int) -> int:
+        return line if line < self.turns_key or not self.turns_key else line + self.skipped
+
+    def _flush(self) -> None:
+        """Parse one `- ...` item of the turns (a one-element sequence) onto `turns`."""
+        if not self.item or self.turns is None:
+            return
+        first = self.item_line
+        value, _ = self._parse("".join(self.item), 2, lambda line: line + first - 1)
+        if not isinstance(value, list) or len(value) != 1:
+            raise _Unusual
+        self.turns.append(value[0])
+        self.turn_lines.append(first)
+
+    def _parse(self, text: str, depth: int, to_file: Callable[[int], int]) -> tuple[Any, Any]:
+        """A chunk's value and root node; `depth` is its root's level in the document."""
+        loader = _TraceLoader(text)
+        try:
+            node = loader.get_single_node()
+            if node is None:
+                return None, None
+            if "&" in text:  # an anchor: aliases may repeat it, so bound what they add
+                limits.check_graph(
+                    node, max_depth=limits.MAX_TRACE_DEPTH - depth + 1, duplicates=True
+                )
+            return _build(node, loader, self.strings, depth), node
+        except limits.YamlRefused as exc:
+            raise exc.at(exc.line and to_file(exc.line)) from None
+        except (yaml.YAMLError, RecursionError):
+            raise _Unusual from None  # an alias to another item, a YAML error
+        finally:
+            loader.dispose()
+
+
+def _build(node: Node, loader: Any, strings: dict[str, str], depth: int) -> Any:
     """The value of a node: plain strings, lists and string-keyed maps built directly (the
-    bulk of a trace, several times faster than the generic constructor), the rest by it."""
+    bulk of a trace, several times faster than the generic constructor), the rest by it.
+    `depth` is the node's level, refused beyond the limit; a key written twice is refused."""
     kind = type(node)
-    if kind is ScalarNode and node.tag == _STR:
-        return strings.setdefault(node.value, node.value)
+    if kind is ScalarNode:
+        if node.tag == _STR:
+            return strings.setdefault(node.value, node.value)
+        return loader.construct_object(node)  # numbers, bools, null, tags
+    if depth > limits.MAX_TRACE_DEPTH:
+        raise limits.YamlRefused(limits.too_deep(limits.MAX_TRACE_DEPTH), limits.line_of(node))
     if kind is SequenceNode and node.tag == _SEQ:
-        return [_build(child, loader, strings) for child in node.value]
+        return [_build(child, loader, strings, depth + 1) for child in node.value]
     if kind is MappingNode and node.tag == _MAP and all(k.tag == _STR for k, _ in node.value):
-        return {
-            strings.setdefault(key.value, key.value): _build(value, loader, strings)
+        built = {
+            strings.setdefault(key.value, key.value): _build(value, loader, strings, depth + 1)
             for key, value in node.value
         }
-    return loader.construct_object(node, deep=True)  # numbers, bools, null, merge keys, tags
+        if len(built) != len(node.value) and isinstance(node, MappingNode):
+            limits.duplicate_key(node)
+        return built
+    limits.check_graph(node, max_depth=limits.MAX_TRACE_DEPTH - depth + 1, duplicates=True)
+    return loader.construct_object(node, deep=True)  # merge keys, other keys, tags
 
 
 def write_atomic(path: Path, text: str) -> None:
-    """Write a complete file or nothing: temp file, fsync, rename."""
+    """Write a complete file or nothing: temp file, fsync, rename. The temp file is held by
+    the keeper meanwhile, so a flowproof killed mid-write (no `except` runs) leaves none."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    handle, temp_name = _held_temp(path)
     try:
         with os.fdopen(handle, "w", encoding="utf-8") as stream:
             stream.write(text)
@@ -198,6 +347,23 @@ def write_atomic(path: Path, text: str) -> None:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(temp_name)
         raise
+    finally:
+        KEEPER.release(PATH, temp_name)
+
+
+def _held_temp(path: Path) -> tuple[int, str]:
+    """A new `.NAME.XXXXXXXX.tmp` beside `path`, held by the keeper before it exists (so
+    no moment is left where a kill would orphan it)."""
+    while True:
+        temp_name = str(path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp"))
+        KEEPER.hold(PATH, temp_name)
+        try:
+            return os.open(temp_name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), temp_name
+        except FileExistsError:
+            KEEPER.release(PATH, temp_name)  # someone else's: never ours to remove
+        except BaseException:
+            KEEPER.release(PATH, temp_name)
+            raise
 
 
 def save(path: Path, trace: Trace) -> None:

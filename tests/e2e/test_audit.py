@@ -80,12 +80,9 @@ def test_audit_never_loads_the_proxy_engine(tmp_path: Path) -> None:
     recorded_run(tmp_path, 0, row("sec.egress", "pass"))
     probe = (
         "import sys\n"
-        "from flowproof_cli.cli.main import main\n"
+        "from flowproof_cli.cli.main import exit_code\n"
         f"sys.argv = ['flowproof', 'audit', {str(tmp_path)!r}]\n"
-        "try:\n"
-        "    main()\n"
-        "except SystemExit as stop:\n"
-        "    print('EXIT', stop.code, file=sys.stderr)\n"
+        "print('EXIT', exit_code(), file=sys.stderr)\n"
         "heavy = ('mitmproxy', 'flowproof_cli.egress', 'flowproof_cli.runner.flow', 'pydantic')\n"
         "print('LOADED', [m for m in heavy if m in sys.modules], file=sys.stderr)\n"
     )

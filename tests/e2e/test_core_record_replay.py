@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import signal
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -15,7 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.conftest import REPO, clean_environ, run_cli
+from tests.conftest import REPO, run_cli, start_cli
 from tests.e2e.flows import set_agent_env, write_flow
 from tests.fakes.fake_upstream import FakeUpstream
 
@@ -225,19 +224,14 @@ def test_failed_record_keeps_the_good_trace(recorded: Path) -> None:
 def test_interrupted_record_writes_nothing(tmp_path: Path) -> None:
     spec = write_flow(tmp_path, env={"AGENT_HANG_AFTER": "1"})
     with FakeUpstream() as fake:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "flowproof_cli", "record", str(spec)],
-            env=clean_environ({"FLOWPROOF_AGENT_UPSTREAM": f"{fake.base_url}/v1"}),
-            cwd=REPO,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-        )
+        process = start_cli("record", spec, env={"FLOWPROOF_AGENT_UPSTREAM": f"{fake.base_url}/v1"})
         deadline = time.monotonic() + 30
         while not fake.model_requests() and time.monotonic() < deadline:
             time.sleep(0.05)
         process.send_signal(signal.SIGINT)
-        process.communicate(timeout=30)
-    assert process.returncode != 0
+        _, stderr = process.communicate(timeout=30)
+    assert process.returncode == 128 + signal.SIGINT, stderr
+    assert "interrupted" in stderr
     assert list(tmp_path.iterdir()) == [spec]
 
 

@@ -13,7 +13,6 @@ import contextlib
 import os
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,7 +22,7 @@ import pytest
 from flowproof_cli.cassette import Mode
 from flowproof_cli.runner.flow import run_flow
 from flowproof_cli.spec import load_spec
-from tests.conftest import REPO, clean_environ, run_cli
+from tests.conftest import run_cli, start_cli
 from tests.e2e.flows import AGENTS, agent_command, set_agent_env, write_flow
 from tests.e2e.sockets_and_pids import eventually, is_gone, is_listening
 from tests.fakes.fake_upstream import FakeUpstream
@@ -118,17 +117,6 @@ def test_nothing_left_after_a_timeout(recorded: Path, probe: Probe) -> None:
     probe.assert_all_gone()
 
 
-def start_flowproof(*args: str | Path) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [sys.executable, "-m", "flowproof_cli", *map(str, args)],
-        env=clean_environ(),
-        cwd=REPO,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-
-
 def wait_until_hanging(process: subprocess.Popen[str], probe: Probe) -> None:
     """Until the agent is up, its orphan spawned, and the proxy listening."""
     assert eventually(probe.ready, 30), "the probe agent did not start"
@@ -148,7 +136,7 @@ def test_signals_to_flowproof_leave_nothing_behind(
     recorded: Path, probe: Probe, sig: signal.Signals, code: int | None, says: str
 ) -> None:
     set_agent_env(recorded, AGENT_HANG_AFTER="1", HYGIENE_IGNORE_TERM="1")
-    process = start_flowproof("run", recorded)
+    process = start_cli("run", recorded)
     wait_until_hanging(process, probe)
     started = time.monotonic()
     process.send_signal(sig)
@@ -165,14 +153,7 @@ def test_signals_to_flowproof_leave_nothing_behind(
 def test_sigterm_during_record_writes_no_trace(tmp_path: Path, probe: Probe) -> None:
     spec = probe_flow(tmp_path, probe, AGENT_HANG_AFTER="1")
     with FakeUpstream() as fake:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "flowproof_cli", "record", str(spec)],
-            env=clean_environ({"FLOWPROOF_AGENT_UPSTREAM": f"{fake.base_url}/v1"}),
-            cwd=REPO,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
+        process = start_cli("record", spec, env={"FLOWPROOF_AGENT_UPSTREAM": f"{fake.base_url}/v1"})
         wait_until_hanging(process, probe)
         process.send_signal(signal.SIGTERM)
         process.communicate(timeout=30)

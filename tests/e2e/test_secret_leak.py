@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import yaml
 
-from flowproof_cli.evidence.secrets import base64_cores
+from flowproof_cli.cassette.secret_forms import base64_cores
 from tests.conftest import CliResult, run_cli
 from tests.e2e import mcp_flows
 from tests.e2e.flows import AGENTS, agent_command, write_flow

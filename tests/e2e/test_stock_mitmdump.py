@@ -90,8 +90,8 @@ def _agent(port: int, home: Path, prompt: str) -> subprocess.CompletedProcess[st
 
 
 def test_stock_mitmdump_answers_the_weather_agent_from_its_trace(tmp_path: Path) -> None:
-    """Two tool rounds: the get_time result differs every run, yet the trace's mock
-    (`mocks.get_time`) stands in for it, so both recorded turns match."""
+    """Two tool rounds: the get_time result differs every run, yet the trace's `match:`
+    rules (the flow's `dates` preset, rebuilt by the addon) compare it as <date>."""
     before = TRACE.read_text()
     with stock_proxy(tmp_path) as port:
         done = _agent(port, tmp_path, PROMPT)

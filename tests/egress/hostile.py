@@ -27,11 +27,17 @@ libc.sendto.argtypes = (
     ctypes.c_int, ctypes.c_char_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint32,
 )  # fmt: skip
 libc.sendto.restype = ctypes.c_ssize_t
+libc.send.argtypes = (ctypes.c_int, ctypes.c_char_p, ctypes.c_size_t, ctypes.c_int)
+libc.send.restype = ctypes.c_ssize_t
+libc.write.argtypes = (ctypes.c_int, ctypes.c_char_p, ctypes.c_size_t)
+libc.write.restype = ctypes.c_ssize_t
 
 CTX: dict = json.loads(sys.argv[2]) if len(sys.argv) > 2 else {}
 MSG_FASTOPEN = 0x20000000
 NR_CONNECT, NR_PIDFD_OPEN, NR_PIDFD_GETFD, NR_IO_URING_SETUP = 42, 434, 438, 425
+NR_SETSOCKOPT = 54
 X32 = 0x40000000
+SO_BINDTODEVICE, SO_BINDTOIFINDEX, IP_UNICAST_IF, IPV6_UNICAST_IF = 25, 62, 50, 76
 
 
 def name(number: int) -> str:
@@ -458,6 +464,203 @@ def case_kill_supervisor() -> dict:
         "loopback": connect_to(*local()),
         "orphaned": os.getppid() != parent,
     }
+
+
+def _setsockopt(sock: socket.socket, level: int, option: int, value: bytes) -> str:
+    try:
+        sock.setsockopt(level, option, value)
+        return "OK"
+    except OSError as exc:
+        return name(exc.errno or 0)
+
+
+def case_bind_to_device() -> dict:
+    """Loopback is exempt, but a socket bound to veth0 sends its 127.0.0.1 traffic out of
+    veth0: every way to choose the outgoing interface is refused in the filter."""
+    veth = socket.if_nametoindex("veth0")
+    out = {}
+    with socket.socket() as sock:
+        out["bindtodevice"] = _setsockopt(sock, socket.SOL_SOCKET, SO_BINDTODEVICE, b"veth0")
+        out["tcp_loopback"] = c_connect(sock.fileno(), sockaddr(*local()))
+    with socket.socket() as sock:
+        out["bindtodevice_lo"] = _setsockopt(sock, socket.SOL_SOCKET, SO_BINDTODEVICE, b"lo")
+        out["bindtoifindex"] = _setsockopt(
+            sock, socket.SOL_SOCKET, SO_BINDTOIFINDEX, struct.pack("i", veth)
+        )
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+        out["unicast_if"] = _setsockopt(
+            sock, socket.IPPROTO_IP, IP_UNICAST_IF, struct.pack(">i", veth)
+        )
+        raw = sockaddr("127.0.0.1", CTX["local_udp"])
+        sent = libc.sendto(sock.fileno(), b"u", 1, 0, raw, len(raw))
+        out["udp_loopback"] = "OK" if sent >= 0 else name(ctypes.get_errno())
+    with socket.socket(socket.AF_INET6, socket.SOCK_DGRAM) as sock:
+        out["unicast_if6"] = _setsockopt(
+            sock, socket.IPPROTO_IPV6, IPV6_UNICAST_IF, struct.pack("i", veth)
+        )
+    return out
+
+
+def _pktinfo_send(family: int, info: bytes, to: tuple | None, connect: tuple | None) -> str:
+    level, kind = (
+        (socket.IPPROTO_IP, socket.IP_PKTINFO)
+        if family == socket.AF_INET
+        else (socket.IPPROTO_IPV6, socket.IPV6_PKTINFO)
+    )
+    with socket.socket(family, socket.SOCK_DGRAM) as sock:
+        try:
+            if connect is not None:
+                sock.connect(connect)
+                sock.sendmsg([b"pk"], [(level, kind, info)])
+            else:
+                sock.sendmsg([b"pk"], [(level, kind, info)], 0, to)
+            return "OK"
+        except OSError as exc:
+            return name(exc.errno or 0)
+
+
+def case_pktinfo_interface() -> dict:
+    """IP_PKTINFO / IPV6_PKTINFO in a send's control data choose the outgoing interface per
+    message: a loopback destination sent out of veth0 is refused; out of lo, it is sent."""
+    veth, lo = socket.if_nametoindex("veth0"), socket.if_nametoindex("lo")
+    target = ("127.0.0.1", CTX["local_udp"])
+
+    def v4(index: int) -> bytes:
+        return struct.pack("@i4s4s", index, bytes(4), bytes(4))
+
+    v6 = socket.inet_pton(socket.AF_INET6, "::") + struct.pack("@I", veth)
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+        raw = sockaddr(*target)
+        dontroute = libc.sendto(sock.fileno(), b"d", 1, socket.MSG_DONTROUTE, raw, len(raw))
+    return {
+        "v4_named": _pktinfo_send(socket.AF_INET, v4(veth), target, None),
+        "v4_connected": _pktinfo_send(socket.AF_INET, v4(veth), None, target),
+        "v6_named": _pktinfo_send(socket.AF_INET6, v6, ("::1", 9), None),
+        "v4_through_lo": _pktinfo_send(socket.AF_INET, v4(lo), target, None),
+        "dontroute": "OK" if dontroute >= 0 else name(ctypes.get_errno()),
+    }
+
+
+def case_sendmsg_fastopen() -> dict:
+    """sendmsg(MSG_FASTOPEN) connects a TCP socket to msg_name, with data, in one call."""
+    with socket.socket() as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, struct.pack("<qq", 1, 0))
+        try:
+            sock.sendmsg([b"GET /"], [], MSG_FASTOPEN, (CTX["offhost4"], 80))
+            return {"fastopen_sendmsg": "OK"}
+        except OSError as exc:
+            return {"fastopen_sendmsg": name(exc.errno or 0)}
+
+
+def case_address_on_connected_stream() -> dict:
+    """A TCP socket connected to loopback, then sendto naming an off-host address."""
+    with socket.create_connection(local()) as sock:
+        raw = sockaddr(CTX["offhost4"], 80)
+        sent = libc.sendto(sock.fileno(), b"x", 1, 0, raw, len(raw))
+        return {"sendto_offhost": "OK" if sent >= 0 else name(ctypes.get_errno())}
+
+
+def _udp_send(host: str, port: int, broadcast: bool = False) -> str:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_DGRAM) as sock:
+        if broadcast:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_BROADCAST, 1)
+        raw = sockaddr(host, port)
+        sent = libc.sendto(sock.fileno(), b"x", 1, 0, raw, len(raw))
+        return "OK" if sent >= 0 else name(ctypes.get_errno())
+
+
+def case_special_addresses() -> dict:
+    """The cloud metadata address, link-local, broadcast and multicast: all off-host."""
+    link_local6 = sockaddr("fe80::2", 80)[:-4] + struct.pack("<I", socket.if_nametoindex("veth0"))
+    with socket.socket(socket.AF_INET6) as sock:
+        scoped = c_connect(sock.fileno(), link_local6)
+    return {
+        "metadata": connect_to("169.254.169.254", 80),
+        "link_local4": connect_to("169.254.1.1", 80),
+        "link_local6_scoped": scoped,
+        "broadcast": _udp_send("255.255.255.255", 9, broadcast=True),
+        "subnet_broadcast": _udp_send("10.77.0.255", 9, broadcast=True),
+        "multicast": _udp_send("239.1.2.3", 9),
+        "multicast6": _udp_send("ff02::1", 9),
+    }
+
+
+def case_ipv6_embeddings() -> dict:
+    """IPv6 forms that carry an IPv4 address without being v4-mapped: off-host IPv6."""
+    host = CTX["offhost4"]
+    return {
+        form: connect_to(address, 80, socket.AF_INET6)
+        for form, address in (
+            ("compatible", f"::{host}"),
+            ("nat64", f"64:ff9b::{host}"),
+            ("translated", f"::ffff:0:{host}"),
+            ("6to4", "2002:cb00:7107::1"),
+            ("teredo", "2001:0:cb00:7107::1"),
+        )
+    }
+
+
+def _raw_connect(fd: int, pointer: int, length: int) -> str:
+    return syscall(NR_CONNECT, fd, pointer, length)
+
+
+def case_malformed_sockaddr() -> dict:
+    """Lengths and pointers the kernel rejects: the supervisor answers as the kernel does."""
+    good = ctypes.create_string_buffer(sockaddr(CTX["offhost4"], 80), 4096)
+    inet6 = ctypes.create_string_buffer(sockaddr(CTX["offhost4"], 80), 28)
+    out = {}
+    with socket.socket() as sock:
+        fd = sock.fileno()
+        out["addrlen_4096"] = _raw_connect(fd, ctypes.addressof(good), 4096)
+        out["addrlen_0"] = _raw_connect(fd, ctypes.addressof(good), 0)
+        out["addrlen_short"] = _raw_connect(fd, ctypes.addressof(good), 8)
+        out["addrlen_negative"] = _raw_connect(fd, ctypes.addressof(good), -1)
+        out["null"] = _raw_connect(fd, 0, 16)
+        out["unmapped"] = _raw_connect(fd, 8, 16)
+    with socket.socket(socket.AF_INET6) as sock:  # an AF_INET address on an IPv6 socket
+        out["family_mismatch"] = _raw_connect(sock.fileno(), ctypes.addressof(inet6), 16)
+    return out
+
+
+def case_unaddressed_send() -> dict:
+    """No address at all (allowed in-kernel): an unconnected socket has nowhere to send."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+        refused = connect_to(CTX["offhost4"], 9)
+        sent = libc.send(sock.fileno(), b"x", 1, 0)
+        unconnected = "OK" if sent >= 0 else name(ctypes.get_errno())
+        written = "OK" if libc.write(sock.fileno(), b"x", 1) >= 0 else name(ctypes.get_errno())
+    return {"connect_first": refused, "send": unconnected, "write": written}
+
+
+def case_netlink_route() -> dict:
+    """A route to the internet through rtnetlink: the capability it needs is dropped."""
+    rtm = struct.pack("=BBBBBBBBI", socket.AF_INET, 0, 0, 0, 254, 3, 0, 1, 0)  # main, boot, unicast
+    gateway = struct.pack("=HH4s", 8, 5, socket.inet_aton(CTX["peer4"]))  # RTA_GATEWAY
+    body = rtm + gateway
+    header = struct.pack("=IHHII", 16 + len(body), 24, 0x405, 1, 0)  # RTM_NEWROUTE, REQ|ACK|CREATE
+    with socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, 0) as sock:
+        sock.settimeout(5)
+        sent = libc.send(sock.fileno(), header + body, len(header + body), 0)
+        if sent < 0:
+            return {"route_add": name(ctypes.get_errno())}
+        reply = sock.recv(4096)
+    (error,) = struct.unpack_from("=i", reply, 16)  # struct nlmsgerr after the header
+    return {"route_add": name(-error)}
+
+
+def case_interface_choice_high_bits() -> dict:
+    """setsockopt's level and name are C ints: garbage in the upper 32 bits changes nothing."""
+    device = ctypes.create_string_buffer(b"veth0")
+    with socket.socket() as sock:
+        level = (0xDEAD << 32) | socket.SOL_SOCKET
+        option = (0xBEEF << 32) | SO_BINDTODEVICE
+        return {
+            "bindtodevice": syscall(
+                NR_SETSOCKOPT, sock.fileno(), level, option, ctypes.addressof(device), 6
+            ),
+            "connect_loopback": c_connect(sock.fileno(), sockaddr(*local())),
+        }
 
 
 def case_noop() -> dict:

@@ -161,11 +161,123 @@ def test_raw_and_sctp_sockets_refused() -> None:
 def test_af_vsock_refused() -> None:
     outcome = lab("vsock")
     assert outcome["result"] == {"vsock": "EAFNOSUPPORT"}
+    assert_nothing_left(outcome)
 
 
 def test_multicast_join_refused() -> None:
     outcome = lab("multicast_join")
     assert outcome["result"] == {"join": "EPERM"}
+    assert_nothing_left(outcome)
+
+
+def test_choosing_the_outgoing_interface_is_refused() -> None:
+    """127.0.0.1 is exempt, so a socket bound to veth0 would carry 'loopback' traffic out of
+    the host: SO_BINDTODEVICE, SO_BINDTOIFINDEX and IP(V6)_UNICAST_IF are refused."""
+    outcome = lab("bind_to_device")
+    assert outcome["result"] == {
+        "bindtodevice": "EPERM",
+        "tcp_loopback": "OK",  # the socket stayed unbound: it reached the local server
+        "bindtodevice_lo": "EPERM",
+        "bindtoifindex": "EPERM",
+        "unicast_if": "EPERM",
+        "udp_loopback": "OK",
+        "unicast_if6": "EPERM",
+    }
+    assert_nothing_left(outcome)
+    assert outcome["local"] == {"tcp": 1, "udp": 1, "unix": 0}
+
+
+def test_a_send_choosing_its_interface_in_control_data_is_refused() -> None:
+    outcome = lab("pktinfo_interface")
+    assert outcome["result"] == {
+        "v4_named": "ECONNREFUSED",
+        "v4_connected": "ECONNREFUSED",
+        "v6_named": "ECONNREFUSED",
+        "v4_through_lo": "OK",
+        "dontroute": "OK",
+    }
+    assert_nothing_left(outcome)
+    assert outcome["local"]["udp"] == 2  # through lo, and MSG_DONTROUTE: both stayed local
+    assert [b["syscall"] for b in outcome["report"]["blocked"]] == ["sendmsg"] * 3
+
+
+def test_interface_choice_with_high_garbage_bits_is_still_refused() -> None:
+    outcome = lab("interface_choice_high_bits")
+    assert outcome["result"] == {"bindtodevice": "EPERM", "connect_loopback": "OK"}
+    assert_nothing_left(outcome)
+
+
+def test_sendmsg_fastopen_refused() -> None:
+    outcome = lab("sendmsg_fastopen")
+    assert outcome["result"] == {"fastopen_sendmsg": "ECONNREFUSED"}
+    assert_nothing_left(outcome)
+    assert blocked(outcome) == [f"tcp {OFFHOST4}:80 (sendmsg)"]
+
+
+def test_an_address_on_a_connected_loopback_stream_is_refused() -> None:
+    """The kernel would ignore it (and send to the loopback peer); it is refused, recorded."""
+    outcome = lab("address_on_connected_stream")
+    assert outcome["result"] == {"sendto_offhost": "ECONNREFUSED"}
+    assert_nothing_left(outcome)
+    assert blocked(outcome) == [f"tcp {OFFHOST4}:80 (sendto)"]
+
+
+def test_metadata_link_local_broadcast_and_multicast_are_off_host() -> None:
+    outcome = lab("special_addresses")
+    assert outcome["result"] == {
+        "metadata": "ECONNREFUSED",
+        "link_local4": "ECONNREFUSED",
+        "link_local6_scoped": "ECONNREFUSED",
+        "broadcast": "ECONNREFUSED",
+        "subnet_broadcast": "ECONNREFUSED",
+        "multicast": "ECONNREFUSED",
+        "multicast6": "ECONNREFUSED",
+    }
+    assert_nothing_left(outcome)
+    assert len(blocked(outcome)) == 7
+
+
+def test_ipv6_forms_embedding_an_ipv4_address_are_off_host() -> None:
+    """Only ::ffff:a.b.c.d is the IPv4 address; compatible, NAT64, SIIT, 6to4 and Teredo
+    forms are IPv6 destinations routed off-host, each refused."""
+    outcome = lab("ipv6_embeddings")
+    assert outcome["result"] == dict.fromkeys(
+        ("compatible", "nat64", "translated", "6to4", "teredo"), "ECONNREFUSED"
+    )
+    assert_nothing_left(outcome)
+    assert len(blocked(outcome)) == 5
+
+
+def test_malformed_sockaddrs_get_the_kernels_errno() -> None:
+    """Lengths and pointers the kernel rejects are rejected alike; an IPv4 address on an
+    IPv6 socket, which the kernel would reject as EINVAL, is refused as a destination."""
+    outcome = lab("malformed_sockaddr")
+    assert outcome["result"] == {
+        "addrlen_4096": "EINVAL",
+        "addrlen_0": "EINVAL",
+        "addrlen_short": "EINVAL",
+        "addrlen_negative": "EINVAL",
+        "null": "EFAULT",
+        "unmapped": "EFAULT",
+        "family_mismatch": "ECONNREFUSED",
+    }
+    assert_nothing_left(outcome)
+
+
+def test_a_send_without_address_on_an_unconnected_socket_goes_nowhere() -> None:
+    outcome = lab("unaddressed_send")
+    assert outcome["result"] == {
+        "connect_first": "ECONNREFUSED",
+        "send": "EDESTADDRREQ",
+        "write": "EDESTADDRREQ",
+    }
+    assert_nothing_left(outcome)
+
+
+def test_a_route_through_netlink_is_refused() -> None:
+    """rtnetlink needs CAP_NET_ADMIN, which a privileged agent runs without."""
+    outcome = lab("netlink_route")
+    assert outcome["result"] == {"route_add": "EPERM"}
     assert_nothing_left(outcome)
 
 
@@ -402,7 +514,8 @@ def test_non_blocking_connect_returns_einprogress_then_completes() -> None:
 def test_unconnected_udp_offhost_is_refused_even_when_declared() -> None:
     outcome = lab("udp_connected", allow=[f"{PEER4}:8081"])
     assert outcome["result"] == {"unconnected": "ECONNREFUSED", "connect": "OK", "reply": "echo:c"}
-    assert outcome["peer"]["udp_received"] == 1  # the connected datagram only
+    assert outcome["tx"] == 1, outcome  # the connected datagram, and nothing else
+    assert outcome["peer"]["udp_received"] == 1
     assert blocked(outcome) == [f"udp {PEER4}:8081 (sendto)"]
 
 
@@ -448,7 +561,9 @@ def test_a_stream_send_beyond_1_mib_returns_a_short_count() -> None:
 @pytest.mark.parametrize(
     "case",
     ["connect_v4", "connect_v6", "connect_v4mapped", "udp_sendto", "udp_unspec", "sendmsg_name",
-     "sendmmsg", "fastopen", "thread", "fork", "exec"],
+     "sendmmsg", "fastopen", "thread", "fork", "exec", "bind_to_device", "pktinfo_interface",
+     "interface_choice_high_bits", "sendmsg_fastopen", "special_addresses", "ipv6_embeddings",
+     "unaddressed_send"],
 )  # fmt: skip
 def test_control_uncontained_packets_do_leave(case: str) -> None:
     outcome = lab(case, contained=False)

@@ -17,6 +17,7 @@ from flowproof_cli.egress.msghdr import (
     MAX_PAYLOAD,
     MSGHDR,
     UIO_MAXIOV,
+    foreign_interface,
     msg_len_address,
     read_msghdr,
     sending_address,
@@ -159,6 +160,22 @@ def test_a_failed_duplicate_closes_the_ones_already_made() -> None:
     with pytest.raises(OSError) as caught:
         os.fstat(made[0])
     assert caught.value.errno == errno.EBADF
+
+
+def test_a_pktinfo_naming_an_interface_other_than_lo_is_found() -> None:
+    def v4(index: int) -> bytes:
+        return cmsg(c.IPPROTO_IP, c.IP_PKTINFO, struct.pack("<i4s4s", index, bytes(4), bytes(4)))
+
+    def v6(index: int, kind: int = c.IPV6_PKTINFO) -> bytes:
+        return cmsg(c.IPPROTO_IPV6, kind, bytes(16) + struct.pack("<i", index))
+
+    rights = cmsg(socket.SOL_SOCKET, 1, struct.pack("<i", 2))
+    assert foreign_interface(rights + v4(2)) == 2
+    assert foreign_interface(v6(3)) == 3
+    assert foreign_interface(v6(4, c.IPV6_2292PKTINFO)) == 4
+    assert foreign_interface(v4(0) + v4(c.LOOPBACK_IFINDEX) + v6(0)) is None  # route's; lo
+    assert foreign_interface(rights) is None
+    assert foreign_interface(v4(2)[:20]) is None  # truncated: the kernel stops there too
 
 
 def test_sendmmsg_reports_each_msg_len_after_its_msghdr() -> None:

@@ -117,6 +117,16 @@ def test_multicast_joins_are_refused() -> None:
     assert verdict("setsockopt", 3, c.IPPROTO_TCP, 35) == ALLOW
 
 
+def test_choosing_the_outgoing_interface_is_refused() -> None:
+    for level, options in c.INTERFACE_CHOICE:
+        for option in options:
+            assert verdict("setsockopt", 3, level, option) == refused(errno.EPERM)
+            high = verdict("setsockopt", 3, (7 << 32) | level, (9 << 32) | option)
+            assert high == refused(errno.EPERM)  # the kernel reads both as C ints
+    assert verdict("setsockopt", 3, c.IPPROTO_IP, c.IP_PKTINFO) == ALLOW  # a receive option
+    assert verdict("setsockopt", 3, c.SOL_SOCKET, 24) == ALLOW  # SO_SNDLOWAT, beside 25
+
+
 @pytest.mark.parametrize(
     "name",
     ["unlink", "unlinkat", "rmdir", "rename", "renameat", "renameat2", "truncate", "ftruncate",

@@ -918,6 +918,8 @@ class _Handler(BaseHTTPRequestHandler):
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
+    # socketserver's default backlog of 5 drops connections when a proxy opens dozens at once
+    request_queue_size = 256
 
     def __init__(self, fake: FakeUpstream, port: int) -> None:
         self.fake = fake

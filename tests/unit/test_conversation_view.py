@@ -312,9 +312,9 @@ def test_a_trace_with_an_unknown_protocol_names_the_turn(tmp_path: Path) -> None
     )
     bad = tmp_path / "bad.trace.yaml"
     bad.write_text(text)
-    with pytest.raises(TraceError) as info:
+    with pytest.raises(TraceError) as info:  # refused when the trace loads, at its line
         trace_flows(traces.load(bad), str(bad))
-    assert f"{bad}: turn 1: unknown protocol 'smoke-signals'" in str(info.value)
+    assert f"{bad}:9: turn 1 is malformed: unknown protocol 'smoke-signals'" in str(info.value)
 
 
 def test_a_non_object_answer_at_status_200_steps_aside() -> None:

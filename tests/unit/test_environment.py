@@ -212,7 +212,11 @@ def test_missing_upstream(environ: dict[str, str]) -> None:
 def test_non_http_upstream() -> None:
     with pytest.raises(ConfigError) as info:
         upstream_from_environment({"FLOWPROOF_AGENT_UPSTREAM": "api.openai.com/v1"})
-    assert str(info.value) == "the upstream 'api.openai.com/v1' is not an http(s) URL"
+    assert str(info.value) == (
+        "FLOWPROOF_AGENT_UPSTREAM is not an http(s) URL (its value is not shown, in case it "
+        "is a key). Fix: set FLOWPROOF_AGENT_UPSTREAM to the model's base URL, e.g. "
+        "https://api.openai.com/v1"
+    )
 
 
 # --- Upstream -----------------------------------------------------------------------------

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 
 from flowproof_cli import errors
@@ -48,9 +51,7 @@ def test_the_cli_maps_a_flowproof_error_to_2(
         raise errors.TraceError("no trace at x.trace.yaml")
 
     monkeypatch.setattr(cli_main.cli, "main", fail)
-    with pytest.raises(SystemExit) as exited:
-        cli_main.main()
-    assert exited.value.code == 2
+    assert cli_main.exit_code() == 2
     assert capsys.readouterr().err == "error: no trace at x.trace.yaml\n"
 
 
@@ -61,7 +62,34 @@ def test_the_cli_maps_ctrl_c_to_130(
         raise KeyboardInterrupt
 
     monkeypatch.setattr(cli_main.cli, "main", interrupt)
-    with pytest.raises(SystemExit) as exited:
-        cli_main.main()
-    assert exited.value.code == ExitCode.INTERRUPTED == 130
+    assert cli_main.exit_code() == ExitCode.INTERRUPTED == 130
     assert capsys.readouterr().err == "interrupted\n"
+
+
+def test_the_fast_exit_flushes_output_and_runs_atexit_handlers() -> None:
+    """`_exit` skips the interpreter's teardown, not what a normal exit promises: buffered
+    output and atexit handlers (temporary folders, the process keeper) still happen."""
+    script = (
+        "import atexit, sys\n"
+        "atexit.register(lambda: print('cleaned up'))\n"
+        "from flowproof_cli.cli.main import _exit\n"
+        "print('verdict', end=' ')\n"
+        "sys.stderr.write('warning')\n"
+        "_exit(3)\n"
+        "print('never')\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert (done.returncode, done.stdout, done.stderr) == (3, "verdict cleaned up\n", "warning")
+
+
+@pytest.mark.parametrize(("raised", "code"), [(None, 0), (1, 1), (3, 3), ("bad", 1)])
+def test_a_command_ending_with_sys_exit_keeps_its_code(
+    monkeypatch: pytest.MonkeyPatch, raised: int | str | None, code: int
+) -> None:
+    def verdict(**_: object) -> None:
+        sys.exit(raised)
+
+    monkeypatch.setattr(cli_main.cli, "main", verdict)
+    assert cli_main.exit_code() == code

@@ -54,10 +54,10 @@ PRELUDE
 code = None
 out, args = sys.argv[1], json.loads(sys.argv[2])
 sys.argv = ["flowproof", *args]
-from flowproof_cli.cli.main import main
+from flowproof_cli.cli.main import exit_code
 try:
-    main()
-except SystemExit as exc:
+    code = exit_code()
+except SystemExit as exc:  # a command that exits by itself
     code = exc.code
 with open(out, "w") as handle:
     json.dump({"code": code, "modules": sorted(set(sys.modules) - before)}, handle)

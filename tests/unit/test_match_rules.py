@@ -10,7 +10,7 @@ import pytest
 
 from flowproof_cli.cassette import CassetteSession, Forward, Mode, Turn, Upstream
 from flowproof_cli.dialects import dialect_named
-from flowproof_cli.match.build import Declared, build_rules
+from flowproof_cli.match.build import Declared, build_rules, snapshot_rules
 from flowproof_cli.match.paths import GlobError, PathGlob, map_strings
 from flowproof_cli.match.presets import NormalizeEntry, load_preset, preset_names
 from flowproof_cli.match.relocate import Relocation
@@ -183,6 +183,15 @@ def test_dates_preset_normalizes_both_forms() -> None:
     b = rules.matched(CHAT, chat_request("Today's date is 2027-02-03.\nLog 2027-02-03T23:59:59Z"))
     assert a == b
     assert a["messages"][0]["content"] == "Today's date is <date>.\nLog <date>"
+
+
+def test_dates_preset_needs_a_date_after_the_phrase() -> None:
+    """A tool description that only mentions "the current date" is not a date to relax."""
+    rules, _ = build_rules([Declared("spec", presets=("dates",))], cwd=Path("/"), home=None)
+    text = "Get the current date and time (UTC, ISO 8601)."
+    assert rules.matched(CHAT, chat_request(text))["messages"][0]["content"] == text
+    spoken = rules.matched(CHAT, chat_request("Today's date is Tuesday, December 1, 2026 (UTC)"))
+    assert spoken["messages"][0]["content"] == "Today's date is <date> (UTC)"
 
 
 def test_unknown_preset_is_a_config_error() -> None:
@@ -420,3 +429,45 @@ def test_rules_added_after_recording_rewrite_the_stored_requests_too() -> None:
     session = CassetteSession(Mode.REPLAY, recorded=[turn], rules=_growing_rule())
     rendered = session.on_request("/v1/chat/completions", json.dumps(live).encode())
     assert getattr(rendered, "status", None) == 409
+
+
+# -- a trace's snapshot rebuilt (stock mitmdump replaying a trace with declared rules) ---------
+
+
+def test_snapshot_rules_rebuild_what_the_trace_recorded() -> None:
+    rules, _ = build_rules(
+        [Declared("spec", presets=("dates",), ignore=("metadata",))], cwd=Path("/"), home=None
+    )
+    rebuilt = snapshot_rules(rules.snapshot(), "x.trace.yaml")
+    assert [rule.snapshot() for rule in rebuilt.rules] == rules.snapshot()
+    assert (rebuilt.relocate, rebuilt.addons) == (False, [])
+    again = MatchRules(rebuilt.rules)
+    live = chat_request("Log 2026-12-01T10:00:00Z")
+    assert again.matched(CHAT, live) == rules.matched(CHAT, live)
+
+
+def test_snapshot_rules_keep_relocation_and_addon_names() -> None:
+    entries = [{"relocate": True, "from": "spec"}, {"addon": "StripSession", "from": "spec"}]
+    rebuilt = snapshot_rules(entries, "x.trace.yaml")
+    assert (rebuilt.rules, rebuilt.relocate, rebuilt.addons) == ([], True, ["StripSession"])
+
+
+@pytest.mark.parametrize(
+    "entry",
+    [{"normalize": {"pattern": "(", "replace": ""}}, {"ignore": ""}, {"what": 1}, {"normalize": 3}],
+)
+def test_a_snapshot_rule_that_cannot_be_rebuilt_names_the_trace(entry: dict[str, object]) -> None:
+    from flowproof_cli.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"^x\.trace\.yaml: match rule .* cannot be rebuilt"):
+        snapshot_rules([entry], "x.trace.yaml")
+
+
+def test_stock_replay_refuses_a_trace_whose_addon_is_not_loaded(tmp_path: Path) -> None:
+    from flowproof_addons.model import _replay_rules
+    from flowproof_cli.errors import ConfigError
+    from flowproof_cli.trace import Trace
+
+    trace = Trace(flow="x", turns=[], match=[{"addon": "StripSession", "from": "spec"}])
+    with pytest.raises(ConfigError, match=r"matcher addon\(s\) StripSession\. Fix: load"):
+        _replay_rules(trace, tmp_path / "x.trace.yaml", [])

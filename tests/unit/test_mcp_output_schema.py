@@ -238,6 +238,11 @@ class _Paced(io.BytesIO):
         assert self._stdout.listed.wait(30), "the server never answered tools/list"
         yield (json.dumps(self._call) + "\n").encode()
 
+    def readline(self, limit: int | None = -1) -> bytes:  # how the stand-in reads its stdin
+        if not hasattr(self, "_paced"):
+            self._paced = iter(self)
+        return next(self._paced, b"")
+
 
 def http_record(mock: Any) -> tuple[dict[str, Any], list[str]]:
     session = HttpRecordSession("files", url="http://real/mcp", mocks={"write_file": mock})

@@ -50,6 +50,7 @@ def test_model_addon_module_defines_an_addons_list() -> None:
         guard.RequestGuard,
         model.ModelBoundary,
         conversation.ConversationViews,
+        guard.Backstop,
     ]
     assert isinstance(guard.addons, list)
     assert [type(addon) for addon in guard.addons] == [guard.RequestGuard]

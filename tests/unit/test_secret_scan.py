@@ -12,13 +12,13 @@ from urllib.parse import quote, quote_plus
 import pytest
 
 from flowproof_cli.cassette import CassetteSession, Forward, Mode, Turn, Upstream
+from flowproof_cli.cassette.secret_forms import base64_cores
 from flowproof_cli.errors import ConfigError
 from flowproof_cli.evidence.secrets import (
     MAX_LOCATIONS,
     Scope,
     Secret,
     Unit,
-    base64_cores,
     failure_lines,
     judge_leaks,
     leak_failures,

@@ -480,13 +480,10 @@ def test_light_commands_do_not_load_the_proxy_engine_or_the_egress_package() -> 
     the egress package; importing them at start-up is paid by every run of these paths."""
     probe = (
         "import sys\n"
-        "from flowproof_cli.cli.main import main\n"
+        "from flowproof_cli.cli.main import exit_code\n"
         "import flowproof_cli.runner.parallel\n"
         "sys.argv = ['flowproof', 'schema']\n"
-        "try:\n"
-        "    main()\n"
-        "except SystemExit:\n"
-        "    pass\n"
+        "exit_code()\n"
         "loaded = [m for m in ('mitmproxy', 'flowproof_cli.egress') if m in sys.modules]\n"
         "print('LOADED', loaded, file=sys.stderr)\n"
     )

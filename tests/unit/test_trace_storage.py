@@ -155,9 +155,9 @@ def test_one_word_edit_with_a_single_turn_changes_exactly_one_line() -> None:
 def test_protocol_key_omitted_for_openai_chat_and_kept_for_others() -> None:
     text = dumps(make_trace())
     assert "protocol:" not in text
-    other = dumps(make_trace(protocol="anthropic-messages"))
-    assert other.count("- protocol: anthropic-messages\n") == 2
-    assert loads(other).turns[0].protocol == "anthropic-messages"
+    other = dumps(make_trace(protocol="anthropic"))
+    assert other.count("- protocol: anthropic\n") == 2
+    assert loads(other).turns[0].protocol == "anthropic"
     assert loads(text).turns[0].protocol == "openai-chat"
 
 
@@ -167,7 +167,8 @@ def test_unknown_version_is_refused_with_a_re_record_hint() -> None:
         loads(text, "x.trace.yaml")
     assert str(info.value) == (
         "x.trace.yaml: trace format version 7 is not supported by this flowproof "
-        f"(it reads version {FORMAT_VERSION}); re-record it with `flowproof record`"
+        f"(it reads version {FORMAT_VERSION}). Fix: re-record it with `flowproof record <spec>`, "
+        "or read it with the flowproof that wrote it"
     )
 
 
@@ -190,7 +191,11 @@ def test_malformed_turn_names_its_number() -> None:
     text = "flowproof_trace: 1\nflow: f\nturns:\n  - request: {}\n    response: {status: 200}\n"
     with pytest.raises(TraceError) as info:
         loads(text, "m.trace.yaml")
-    assert str(info.value) == "m.trace.yaml: turn 1 is malformed (KeyError('body'))"
+    assert str(info.value) == (
+        "m.trace.yaml:4: turn 1 is malformed: its `response` has no `body`. Fix: undo the edit "
+        "(restore the file from version control), or re-record the flow with "
+        "`flowproof record <spec>`"
+    )
 
 
 def test_load_missing_file(tmp_path: Path) -> None:
@@ -354,5 +359,6 @@ def test_a_file_that_is_not_utf8_is_named(tmp_path: Path) -> None:
     with pytest.raises(TraceError) as info:
         load(path)
     assert str(info.value) == (
-        f"{path}: not UTF-8 text (invalid continuation byte); save it as UTF-8"
+        f"{path}:2: not UTF-8 text: byte 0xe9 at column 10 (invalid continuation byte). "
+        "Fix: save it as UTF-8, or restore it from version control"
     )

@@ -11,7 +11,7 @@ import pytest
 from tests.conftest import REPO
 
 PAGE = REPO / "docs" / "troubleshooting.md"
-SOURCES = ("flowproof_cli", "flowproof_addons")
+SOURCES = ("flowproof_cli", "addons")  # addons/ installs as flowproof_addons
 #: Adjacent string literals split over lines (`"... "\n    f"..."`): joined, as Python does.
 _CONTINUATION = re.compile(r"""(["'])\s*\n\s*(?:rf|fr|f|r)?\1""")
 _PLACEHOLDER = re.compile(r"\{[^}]*\}")

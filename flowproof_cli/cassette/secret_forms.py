@@ -1,0 +1,90 @@
+"""Every form a secret value takes in a message: raw, JSON-escaped, base64 and base64url at
+each alignment, URL-encoded, hex.
+
+Two boundaries need them. The model boundary takes the record key out of an upstream answer
+(`Upstream.without_key`) before the agent or the trace sees it, and the secret-leak scan
+(`evidence/secrets.py`) searches a trajectory for declared values. Both must agree on what
+"the value, encoded" means, so the forms live here, below both.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from dataclasses import dataclass, field
+from urllib.parse import quote, quote_plus
+
+#: Shorter values would match by chance somewhere in a long message.
+MIN_LENGTH = 8
+_URLSAFE = str.maketrans("+/", "-_")
+
+
+@dataclass(frozen=True)
+class Needle:
+    """One string to search for, and the encoding it stands for in a message."""
+
+    text: str = field(repr=False)
+    encoding: str
+
+
+def _json_escaped(value: str) -> list[str]:
+    """The value as it appears inside a JSON string (a tool's arguments are one)."""
+    forms = [json.dumps(value)[1:-1], json.dumps(value, ensure_ascii=False)[1:-1]]
+    return forms + [form.replace("/", "\\/") for form in forms]
+
+
+def base64_cores(data: bytes) -> list[str]:
+    """For each alignment (the secret starts at byte offset 0, 1 or 2 of a 3-byte group of
+    the encoded blob), the base64 characters fixed by the secret's bytes alone, whatever
+    precedes or follows them. Padding is never part of a core."""
+    cores = []
+    for alignment in range(3):
+        blob = base64.b64encode(bytes(alignment) + data + bytes(3)).decode()
+        start = -(-8 * alignment // 6)  # first character whose 6 bits are all the secret's
+        end = 8 * (alignment + len(data)) // 6
+        cores.append(blob[start:end])
+    return cores
+
+
+def _url_encoded(value: str) -> list[str]:
+    forms = [quote(value, safe=""), quote(value), quote_plus(value)]
+    lowered = [_lower_escapes(form) for form in forms]
+    return forms + lowered
+
+
+def _lower_escapes(text: str) -> str:
+    """`%2F` as `%2f`: some encoders write lowercase escapes."""
+    parts = text.split("%")
+    return parts[0] + "".join("%" + part[:2].lower() + part[2:] for part in parts[1:])
+
+
+def needles(value: str) -> tuple[Needle, ...]:
+    """Every form of `value` to search for, each string once (the first encoding wins)."""
+    found: dict[str, str] = {}
+
+    def add(text: str, encoding: str) -> None:
+        if text and text not in found:
+            found[text] = encoding
+
+    add(value, "raw")
+    for escaped in _json_escaped(value):
+        add(escaped, "JSON-escaped")
+    data = value.encode()
+    for alignment, core in enumerate(base64_cores(data)):
+        add(core, f"base64, alignment {alignment}")
+        add(core.translate(_URLSAFE), f"base64url, alignment {alignment}")
+    for encoded in _url_encoded(value):
+        add(encoded, "URL-encoded")
+    add(data.hex(), "hex")
+    add(data.hex().upper(), "hex")
+    return tuple(Needle(text, encoding) for text, encoding in found.items())
+
+
+def without(raw: bytes, value: str, marker: bytes) -> bytes:
+    """`raw` with every form of `value` replaced by `marker`, longest form first (a value
+    shorter than MIN_LENGTH is left alone: it would match by chance)."""
+    if len(value) < MIN_LENGTH:
+        return raw
+    for needle in sorted(needles(value), key=lambda n: -len(n.text)):
+        raw = raw.replace(needle.text.encode(), marker)
+    return raw

@@ -1,0 +1,477 @@
+"""The proxy boundary fails closed: whatever goes wrong while a request is handled, the agent
+gets a flowproof error, the flow fails, and nothing is forwarded anywhere.
+
+Each defect here was first seen as a request that slipped past the boundaries and went on to
+mitmproxy's placeholder reverse target (127.0.0.1:9), answered by mitmproxy's own 502 page
+while the flow's verdict and a recording knew nothing of it. The proxy under test is the
+run's own (`runner.boundaries.ProxyHub`), with a spy counting every server connection the
+proxy opens: a request that fails closed opens none.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator, Mapping
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from mitmproxy import ctx, http
+from mitmproxy.test import taddons, tflow
+
+from flowproof_addons.guard import RequestGuard
+from flowproof_addons.mcp_http import McpHttpBoundary
+from flowproof_addons.model import ModelBoundary
+from flowproof_cli.cassette import CassetteSession, Mode
+from flowproof_cli.mcp.http import HttpMcpSession
+from flowproof_cli.mcp.http_record import HttpRecordSession
+from flowproof_cli.mcp.http_replay import HttpReplaySession
+from flowproof_cli.mcp.lane import Lane
+from flowproof_cli.runner.proxy import ProxyHost
+from tests.conftest import REPO, clean_environ, run_cli
+from tests.e2e.sockets_and_pids import accepts, free_port
+from tests.falsifiability.proxy_harness import (
+    ANSWER,
+    CHAT,
+    MCP_HEADERS,
+    MODEL_ROUTES,
+    PING,
+    REQUEST,
+    DialSpy,
+    Harness,
+    message_of,
+    one_test,
+    post,
+    running_harness,
+    turn,
+)
+from tests.unit.test_proxy_guard import LoopThread, request
+
+DEPTH = 100_000
+
+
+def deep_json(depth: int = DEPTH) -> bytes:
+    """A JSON object whose one field nests `depth` arrays: valid JSON, too deep to parse."""
+    return b'{"model": "m", "messages": ' + b"[" * depth + b"]" * depth + b"}"
+
+
+@pytest.fixture(scope="module")
+def proxy() -> Iterator[Harness]:
+    with running_harness() as running:
+        yield running
+
+
+@pytest.fixture
+def harness(proxy: Harness) -> Iterator[Harness]:
+    with one_test(proxy) as running:
+        yield running
+
+
+# -- the model boundary ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("path", MODEL_ROUTES)
+def test_json_nested_100000_deep_is_refused_on_every_model_route(
+    harness: Harness, path: str
+) -> None:
+    flow = harness.open_flow()
+    status, headers, body = post(flow.model_port, path, deep_json())
+    expected = f"flowproof: the request to {path} is JSON nested too deeply to read"
+    assert (status, message_of(body)) == (400, expected)
+    assert headers["x-should-retry"] == "false"
+    assert flow.session.errors == [expected]  # the flow fails with this message
+    assert harness.spy.dials == []
+
+
+def test_a_body_that_claims_gzip_but_is_not_is_refused(harness: Harness) -> None:
+    flow = harness.open_flow()
+    status, _, body = post(
+        flow.model_port, CHAT, json.dumps(REQUEST).encode(), {"content-encoding": "gzip"}
+    )
+    expected = (
+        f"flowproof: the request to {CHAT} says Content-Encoding: gzip, but its body is "
+        "not gzip data"
+    )
+    assert (status, message_of(body)) == (400, expected)
+    assert flow.session.errors == [expected]
+    assert flow.session.served == [] and harness.spy.dials == []
+
+
+@pytest.mark.parametrize("encoding", ["compress", "x-unknown", "gzip, gzip"])
+def test_an_encoding_flowproof_cannot_decode_is_refused(harness: Harness, encoding: str) -> None:
+    """mitmproxy hands such a body on undecoded; read as JSON it would be a lie."""
+    flow = harness.open_flow()
+    status, _, body = post(
+        flow.model_port, CHAT, json.dumps(REQUEST).encode(), {"content-encoding": encoding}
+    )
+    assert status == 415
+    assert message_of(body) == (
+        f"flowproof: the request to {CHAT} says Content-Encoding: {encoding}, which flowproof "
+        "cannot decode (send it as identity, gzip, deflate, br or zstd)"
+    )
+    assert flow.session.errors == [message_of(body)]
+    assert flow.session.served == [] and harness.spy.dials == []
+
+
+@pytest.mark.parametrize(
+    ("path", "fields"),
+    [
+        (CHAT, {"model": "m", "messages": 5}),
+        ("/v1/messages", {"model": "m", "max_tokens": 5, "messages": 5}),
+        ("/v1beta/models/g:generateContent", {"contents": 5}),
+    ],
+    ids=["chat-messages-5", "anthropic-messages-5", "gemini-contents-5"],
+)
+def test_wrong_typed_fields_are_a_named_500_that_fails_the_flow(
+    harness: Harness, path: str, fields: dict[str, Any]
+) -> None:
+    flow = harness.open_flow()
+    status, headers, body = post(flow.model_port, path, json.dumps(fields).encode())
+    assert status == 500
+    assert headers["x-should-retry"] == "false"  # SDKs retry a 500 otherwise
+    text = message_of(body)
+    assert text.startswith(f"flowproof: could not handle the request to {path} (TypeError: ")
+    assert text.endswith("); it was refused, not forwarded")
+    assert flow.session.errors == [text]
+    assert harness.spy.dials == []
+
+
+class ExplodingSession(CassetteSession):
+    """A session whose own request handling raises, as any future bug would."""
+
+    def on_request(self, path: str, raw_body: bytes, dialect: Any = None) -> Any:
+        raise RuntimeError("boom")
+
+
+def test_an_exception_escaping_the_session_is_answered_not_forwarded(harness: Harness) -> None:
+    flow = harness.open_flow(session=ExplodingSession(Mode.REPLAY, recorded=[turn()]))
+    status, _, body = post(flow.model_port, CHAT, json.dumps(REQUEST).encode())
+    expected = (
+        f"flowproof: could not handle the request to {CHAT} (RuntimeError: boom); "
+        "it was refused, not forwarded"
+    )
+    assert (status, message_of(body)) == (500, expected)
+    assert flow.session.errors == [expected]
+    assert harness.spy.dials == []
+
+
+class FixedUpstream:
+    """A loopback model upstream answering every POST with one body (record's far end)."""
+
+    def __init__(self, body: bytes, content_type: str = "application/json") -> None:
+        answer = (body, content_type)
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                self.rfile.read(int(self.headers.get("content-length", "0")))
+                self.send_response(200)
+                self.send_header("content-type", answer[1])
+                self.send_header("content-length", str(len(answer[0])))
+                self.end_headers()
+                self.wfile.write(answer[0])
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+# -- the guard at the end of the chain -------------------------------------------------------
+
+
+def test_a_model_route_on_an_mcp_listener_is_refused_and_fails_that_flow(
+    harness: Harness,
+) -> None:
+    """No model session answers there: the backstop refuses it, and counts it."""
+    flow = harness.open_flow()
+    status, headers, body = post(flow.mcp_port, CHAT, json.dumps(REQUEST).encode())
+    text = (
+        f"POST {CHAT} reached no flowproof boundary on this listener "
+        f"(127.0.0.1:{flow.mcp_port}); it was refused, not forwarded"
+    )
+    assert (status, message_of(body)) == (500, f"flowproof: {text}")
+    assert headers["x-should-retry"] == "false"
+    assert flow.mcp.errors == [f"the MCP server 'files': {text}"]
+    assert flow.session.errors == []  # the model listener of the same flow was not involved
+    assert harness.spy.dials == []
+
+
+def test_every_in_process_proxy_ends_with_the_backstop(proxy: Harness) -> None:
+    """A proxy built with the front guard alone (no boundary) still forwards nothing."""
+    spy = DialSpy()
+    loop = LoopThread()
+    proxy = ProxyHost([RequestGuard(), spy])
+    shared = ctx.master, ctx.options  # mitmproxy's one master per process: this module's
+    try:
+        port = loop.run(proxy.start())
+        status, _, body = post(port, CHAT, json.dumps(REQUEST).encode())
+    finally:
+        loop.run(proxy.stop())
+        loop.close()
+        ctx.master, ctx.options = shared
+    assert status == 500
+    assert "reached no flowproof boundary on this listener" in message_of(body)
+    assert spy.dials == []
+
+
+# -- the MCP boundary ------------------------------------------------------------------------
+
+
+def test_mcp_json_nested_too_deep_is_refused_and_fails_the_flow(harness: Harness) -> None:
+    flow = harness.open_flow()
+    status, _, body = post(flow.mcp_port, "/mcp", b"[" * DEPTH + b"]" * DEPTH, MCP_HEADERS)
+    assert status == 400
+    assert message_of(body) == "flowproof: the body is JSON nested too deeply to read"
+    assert body["error"]["code"] == -32700
+    assert flow.mcp.errors == ["the MCP server 'files': the body is JSON nested too deeply to read"]
+    assert harness.spy.dials == []
+
+
+def test_mcp_body_that_claims_gzip_but_is_not_is_refused(harness: Harness) -> None:
+    flow = harness.open_flow()
+    status, _, body = post(flow.mcp_port, "/mcp", PING, {**MCP_HEADERS, "content-encoding": "gzip"})
+    assert status == 400
+    text = "the request to /mcp says Content-Encoding: gzip, but its body is not gzip data"
+    assert message_of(body) == f"flowproof: {text}"
+    assert flow.mcp.errors == [f"the MCP server 'files': {text}"]
+    assert harness.spy.dials == []
+
+
+class ExplodingMcp(HttpReplaySession):
+    def _message(self, message: dict[str, Any], headers: Mapping[str, str]) -> Any:
+        raise KeyError("params")
+
+
+class ExplodingMcpFront(HttpReplaySession):
+    def on_request(self, *args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("boom")
+
+
+@pytest.mark.parametrize(
+    ("session", "detail"),
+    [
+        (ExplodingMcp("files", lane=Lane()), "KeyError: 'params'"),
+        (ExplodingMcpFront("files", lane=Lane()), "RuntimeError: boom"),
+    ],
+    ids=["in-the-session", "escaping-the-session"],
+)
+def test_mcp_exception_is_a_named_500_not_a_forward(
+    harness: Harness, session: HttpMcpSession, detail: str
+) -> None:
+    flow = harness.open_flow(mcp=session)
+    status, _, body = post(flow.mcp_port, "/mcp", PING, MCP_HEADERS)
+    text = f"could not handle the request to /mcp ({detail}); it was refused, not forwarded"
+    assert (status, message_of(body), body["error"]["code"]) == (500, f"flowproof: {text}", -32603)
+    assert session.errors == [f"the MCP server 'files': {text}"]
+    assert harness.spy.dials == []
+
+
+def test_mcp_record_an_answer_too_deep_to_read_fails_the_record(harness: Harness) -> None:
+    upstream = FixedUpstream(b"[" * DEPTH + b"]" * DEPTH)
+    try:
+        session = HttpRecordSession("files", url=upstream.url + "/mcp")
+        flow = harness.open_flow(mcp=session)
+        status, _, body = post(flow.mcp_port, "/mcp", PING, MCP_HEADERS)
+    finally:
+        upstream.close()
+    assert {port for _, port in harness.spy.dials} == {upstream.server.server_address[1]}
+    harness.spy.dials.clear()  # the one server record may reach
+    assert status == 500
+    text = message_of(body).removeprefix("flowproof: ")
+    assert text.startswith("could not handle the real server's answer (RecursionError: ")
+    assert session.errors == [f"the MCP server 'files': {text}"]  # the lane is not written
+
+
+# -- stock mitmdump record: a refused request leaves no recording behind --------------------
+
+
+def _stock_post(path: str, body: bytes, headers: Mapping[str, str]) -> http.HTTPFlow:
+    made = http.Request.make("POST", f"http://127.0.0.1:8080{path}", body, dict(headers))
+    return tflow.tflow(req=made, resp=False)
+
+
+def test_stock_mcp_record_with_a_refused_request_writes_no_lane(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Before: the lane was written without the request the agent was refused."""
+    trace = tmp_path / "new.trace.yaml"
+
+    async def scenario() -> http.HTTPFlow:
+        addon = McpHttpBoundary()
+        with taddons.context(addon) as tctx:
+            tctx.configure(
+                addon,
+                flowproof_mcp_trace=str(trace),
+                flowproof_mcp_server="files",
+                flowproof_mcp_mode="record",
+                flowproof_mcp_url="http://127.0.0.1:9/mcp",
+            )
+            flow = _stock_post("/mcp", b"{not json", MCP_HEADERS)
+            await tctx.cycle(addon, flow)
+            await addon.done()
+            return flow
+
+    flow = asyncio.run(scenario())
+    assert flow.response is not None and flow.response.status_code == 400
+    assert not trace.exists()
+    assert (
+        "flowproof: the MCP lane was not written: the MCP server 'files': the body is not JSON"
+        in caplog.text
+    )
+
+
+def test_stock_model_record_with_a_refused_request_says_why_no_trace(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    trace = tmp_path / "new.trace.yaml"
+    addon = ModelBoundary()
+    with taddons.context(addon) as tctx:
+        tctx.configure(
+            addon,
+            flowproof_trace=str(trace),
+            flowproof_mode="record",
+            flowproof_upstream="http://127.0.0.1:9/v1",
+        )
+        addon.running()
+        flow = _stock_post(CHAT, deep_json(), {"content-type": "application/json"})
+        addon.request(flow)
+        addon.done()
+    assert flow.response is not None and flow.response.status_code == 400
+    assert not trace.exists()
+    assert (
+        f"flowproof: no trace was written: the request to {CHAT} is JSON nested "
+        "too deeply to read" in caplog.text
+    )
+
+
+# -- stock mitmdump: both scripts at once ----------------------------------------------------
+
+
+def _both_scripts_trace(path: Path) -> Path:
+    lane = {"calls": [{"method": "ping", "result": {}}]}
+    document = {
+        "flowproof_trace": 1,
+        "flow": "stock",
+        "turns": [{"request": REQUEST, "response": {"status": 200, "body": ANSWER}}],
+        "mcp": {"files": lane},
+    }
+    path.write_text(yaml.safe_dump(document, sort_keys=False))
+    return path
+
+
+@contextlib.contextmanager
+def stock_mitmdump(tmp_path: Path, *scripts: str, options: tuple[str, ...] = ()) -> Iterator[int]:
+    """Stock mitmdump with the given addon scripts, on a fresh loopback port."""
+    port = free_port()
+    command = [str(Path(sys.executable).with_name("mitmdump")), "-q"]
+    for script in scripts:
+        command += ["-s", str(REPO / "addons" / script)]
+    command += ["--mode", f"reverse:http://127.0.0.1:9@127.0.0.1:{port}"]
+    command += ["--set", "connection_strategy=lazy", *options]
+    proxy = subprocess.Popen(
+        command,
+        env=clean_environ({"HOME": str(tmp_path)}),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while not accepts(port):
+            assert proxy.poll() is None, proxy.communicate()[0]
+            assert time.monotonic() < deadline, "mitmdump never listened"
+            time.sleep(0.1)
+        yield port
+    finally:
+        proxy.terminate()
+        output = proxy.communicate(timeout=10)[0]
+    assert "Traceback" not in output and "already exists" not in output, output
+
+
+def test_stock_mitmdump_loads_the_model_and_mcp_scripts_together(tmp_path: Path) -> None:
+    """Before: "An addon called 'requestguard' already exists" (both scripts had one)."""
+    trace = _both_scripts_trace(tmp_path / "t.trace.yaml")
+    options = (
+        "--set",
+        f"flowproof_trace={trace}",
+        "--set",
+        f"flowproof_mcp_trace={trace}",
+        "--set",
+        "flowproof_mcp_server=files",
+    )
+    with stock_mitmdump(tmp_path, "model.py", "mcp_http.py", options=options) as port:
+        model = post(port, CHAT, json.dumps(REQUEST).encode())
+        mcp = post(port, "/mcp", PING, MCP_HEADERS)
+        deep = post(port, CHAT, deep_json())
+        other = request(port, "GET", "/elsewhere")
+    assert model[0] == 200 and model[2]["choices"][0]["message"]["content"] == "ok"
+    assert mcp[0] == 200 and mcp[2] == {"jsonrpc": "2.0", "id": 1, "result": {}}
+    assert deep[0] == 400 and "nested too deeply" in message_of(deep[2])
+    assert other[0] == 404
+
+
+# -- the verdict: `flowproof run` fails the flow, with the message, and no traceback ---------
+
+
+AGENT = """\
+import os, sys, urllib.error, urllib.request
+body = open(sys.argv[1], "rb").read()
+url = os.environ["OPENAI_BASE_URL"].rstrip("/") + "/chat/completions"
+try:
+    urllib.request.urlopen(urllib.request.Request(url, data=body), timeout=60)
+except urllib.error.HTTPError as exc:
+    print("agent got", exc.code)
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        (deep_json(), f"flowproof: the request to {CHAT} is JSON nested too deeply to read"),
+        (
+            json.dumps({"model": "m", "messages": 5}).encode(),
+            f"flowproof: could not handle the request to {CHAT} (TypeError: ",
+        ),
+    ],
+    ids=["too-deep", "wrong-type"],
+)
+def test_flowproof_run_fails_the_flow_naming_the_refused_request(
+    tmp_path: Path, body: bytes, message: str
+) -> None:
+    (tmp_path / "agent.py").write_text(AGENT)
+    (tmp_path / "body.json").write_bytes(body)
+    spec = {
+        "name": "hostile",
+        "app": "agent",
+        "agent": {"command": f"{sys.executable} agent.py body.json"},
+        "steps": [{"prompt": "hi"}, {"assert": "reply contains ok"}],
+    }
+    (tmp_path / "hostile.flow.yaml").write_text(yaml.safe_dump(spec))
+    trace = {
+        "flowproof_trace": 1,
+        "flow": "hostile",
+        "turns": [{"request": REQUEST, "response": {"status": 200, "body": ANSWER}}],
+    }
+    (tmp_path / "hostile.trace.yaml").write_text(yaml.safe_dump(trace))
+    before = (tmp_path / "hostile.trace.yaml").read_bytes()
+    done = run_cli("run", tmp_path / "hostile.flow.yaml", cwd=tmp_path, timeout=120)
+    assert done.code == 1, done.output
+    assert "FAIL: hostile" in done.output and message in done.output, done.output
+    assert "Traceback" not in done.output
+    assert (tmp_path / "hostile.trace.yaml").read_bytes() == before

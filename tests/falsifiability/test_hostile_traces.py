@@ -1,0 +1,586 @@
+"""Hostile input to the trace loader, and proof that `run` never rewrites a trace.
+
+The property: whatever a trace file holds, loading it gives a Trace that the rest of
+flowproof can use (show, diff, the trajectory, rendering) or a TraceError naming the file,
+the line where there is one, and a fix; never another exception. The named cases are the
+ones a probe found (each failed before its fix); hypothesis mutates the committed traces,
+line by line and value by value, through the loader in-process; a few go through the CLI.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from flowproof_cli.dialects import dialect_named
+from flowproof_cli.errors import TraceError
+from flowproof_cli.evidence.timeline import timeline
+from flowproof_cli.spec.yaml_limits import MAX_TRACE_BYTES, MAX_TRACE_DEPTH
+from flowproof_cli.trace import Trace
+from flowproof_cli.trace.envelope import other_flow_note
+from flowproof_cli.trace.storage import dumps, load, loads
+from tests.conftest import REPO, run_cli
+
+#: FLOWPROOF_FUZZ_EXAMPLES=5000 explores further than the default run does.
+PROPERTY = settings(
+    max_examples=int(os.environ.get("FLOWPROOF_FUZZ_EXAMPLES", "150")),
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+TRACE_FILES = sorted([*REPO.glob("examples/*/*.trace.yaml"), *REPO.glob("specs/*.trace.yaml")])
+CHAT = REPO / "specs" / "chat.trace.yaml"
+BASE = CHAT.read_text(encoding="utf-8")
+#: The one refusal that names no fix: the file is no trace at all.
+NOT_A_TRACE = "not a flowproof trace (no 'flowproof_trace' version key)"
+
+
+def refused(text: str, source: str = "x.trace.yaml") -> str:
+    """The message of the TraceError `loads` raises: the file first, and a fix."""
+    with pytest.raises(TraceError) as info:
+        loads(text, source)
+    message = str(info.value)
+    assert message.startswith(source), message
+    assert "Fix:" in message, message
+    return message
+
+
+def edited(old: str, new: str, text: str = BASE) -> str:
+    assert old in text, old
+    return text.replace(old, new, 1)
+
+
+def line_of(text: str, fragment: str) -> int:
+    return text[: text.index(fragment)].count("\n") + 1
+
+
+def usable(trace: Trace, source: str) -> None:
+    """What show, diff, the judge and a re-record do with a loaded trace: none may crash.
+    (Rendering a hand-edited body at replay is the model boundary's: it answers any failure
+    with a flowproof error that fails the flow, see test_boundary_fail_closed.py.)"""
+    timeline(trace, source)
+    dumps(trace)
+    for number, turn in enumerate(trace.turns, start=1):
+        dialect = dialect_named(turn.protocol)
+        dialect.outline(turn.request)
+        if turn.status == 200 and isinstance(turn.response, dict):
+            dialect.assistant_turn(turn.request, turn.response, number)
+
+
+def loads_or_refuses(text: str) -> None:
+    """The hostile-input property: a usable Trace, or a TraceError with the file and a fix."""
+    try:
+        trace = loads(text, "h.trace.yaml")
+    except TraceError as error:
+        message = str(error)
+        assert message.startswith("h.trace.yaml"), message
+        assert "Fix:" in message or NOT_A_TRACE in message, message
+    else:
+        usable(trace, "h.trace.yaml")
+
+
+# --- the cases the probe found ---------------------------------------------------------
+
+_HEAD_END = BASE.index("turns:")
+
+
+@pytest.mark.parametrize(
+    ("text", "fragment", "words"),
+    [
+        (BASE[:_HEAD_END] + "turns: 5\n", "turns: 5", "`turns` must be a list"),
+        (
+            edited("mocks:\n  get_time:", "mocks: [1]\nxmocks:\n  get_time:"),
+            "mocks: [1]",
+            "`mocks`",
+        ),
+        (
+            edited("flowproof_trace: 1", "flowproof_trace: true"),
+            "flowproof_trace",
+            "format version",
+        ),
+        (edited("flowproof_trace: 1", "flowproof_trace: 1.0"), "flowproof_trace", "format version"),
+        (edited("flow: Chat", "flow: [Chat]\nxflow: Chat"), "flow: [", "`flow`"),
+        (edited("- request:\n", "- request: [1]\n  xrequest:\n"), "- request: [1]", "`request`"),
+        (edited("    status: 200", "    status: '200'"), "- request:", "`response.status`"),
+        (edited("    status: 200", "    status: true"), "- request:", "`response.status`"),
+        (edited("- request:\n", "- protocol: 5\n  request:\n"), "- protocol: 5", "protocol"),
+        (
+            edited("- request:\n", "- protocol: bogus\n  request:\n"),
+            "- protocol: bogus",
+            "protocol",
+        ),
+    ],
+    ids=[
+        "turns-5",
+        "mocks-list",
+        "version-true",
+        "version-float",
+        "flow-list",
+        "request-list",
+        "status-text",
+        "status-bool",
+        "protocol-int",
+        "protocol-unknown",
+    ],
+)
+def test_hand_edited_wrong_types_are_refused_at_their_line(
+    text: str, fragment: str, words: str
+) -> None:
+    message = refused(text)
+    assert message.startswith(f"x.trace.yaml:{line_of(text, fragment)}: "), message
+    assert words in message
+
+
+_BODY = "      choices:\n      - finish_reason: tool_calls\n        index: 0\n"
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        (
+            "        message:\n          annotations: []",
+            "        message: 5\n        xmessage:\n          annotations: []",
+        ),
+        (
+            "          tool_calls:\n          - function:",
+            "          tool_calls: 5\n          xtool_calls:\n          - function:",
+        ),
+        ("- request:\n    messages:\n", "- request:\n    messages: 5\n    xmessages:\n"),
+        (
+            '          - function:\n              arguments: \'{"city"',
+            '          - function: x\n            xfunction:\n              arguments: \'{"city"',
+        ),
+    ],
+    ids=["message-5", "tool-calls-5", "messages-5", "function-text"],
+)
+def test_an_edited_body_its_dialect_cannot_read_is_refused_at_its_turn(old: str, new: str) -> None:
+    text = edited(old, new)
+    message = refused(text)
+    assert message.startswith(f"x.trace.yaml:{line_of(text, '- request:')}: turn 1"), message
+    assert "openai-chat" in message
+
+
+def test_a_tool_call_id_that_is_not_text_is_refused_at_its_turn() -> None:
+    text = edited("            id: call_", "            id: [1]\n            xid: call_")
+    message = refused(text)
+    assert message.startswith(f"x.trace.yaml:{line_of(text, '- request:')}: turn 1"), message
+    assert "is [1], not text" in message
+
+
+def test_a_tool_result_id_that_is_not_text_still_shows() -> None:
+    """Found by the mutation property: `flowproof show` keyed a dict by the edited id."""
+    anthropic = (REPO / "specs" / "anthropic.trace.yaml").read_text(encoding="utf-8")
+    text = edited("tool_use_id: toolu_", "tool_use_id: [1]\n        x: toolu_", anthropic)
+    lines = timeline(loads(text), "a.trace.yaml")
+    assert any(line.strip().startswith("tool result: ") for line in lines)
+    gemini = (REPO / "specs" / "gemini.trace.yaml").read_text(encoding="utf-8")
+    text = edited("name: get_time\n          response:", "name: [1]\n          response:", gemini)
+    lines = timeline(loads(text), "g.trace.yaml")
+    assert any(line.strip().startswith("tool result: ") for line in lines)
+
+
+@pytest.mark.parametrize(
+    ("text", "key"),
+    [
+        (edited("flowproof_trace: 1", "flowproof_trace: 1\nflow: dup"), "flow"),
+        (edited("    model: gpt-4o-mini", "    model: gpt-4o-mini\n    model: gpt-4o"), "model"),
+        (BASE + BASE[_HEAD_END:], "turns"),
+        (edited("flowproof_trace: 1", "flowproof_trace: 1\nmocks: {}"), "mocks"),
+    ],
+    ids=["top-level", "inside-a-turn", "turns-twice", "head-key-twice"],
+)
+def test_a_key_written_twice_is_refused(text: str, key: str) -> None:
+    message = refused(text)
+    assert f"the key `{key}` is written twice" in message
+
+
+@pytest.mark.parametrize("cut", [0.3, 0.5, 0.77, 0.99])
+def test_a_trace_cut_mid_line_is_refused_as_truncated(tmp_path: Path, cut: float) -> None:
+    text = BASE[: int(len(BASE) * cut)]
+    text = text if not text.endswith("\n") else text[:-1]
+    path = tmp_path / "cut.trace.yaml"
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(TraceError) as info:
+        load(path)
+    message = str(info.value)
+    assert message.startswith(f"{path}:{text.count(chr(10)) + 1}: ")
+    assert "truncated" in message and "Fix:" in message
+
+
+def test_a_trace_cut_at_a_turn_boundary_without_its_response_is_refused() -> None:
+    text = BASE[: BASE.index("  response:")]
+    message = refused(text)
+    assert "turn 1" in message and "`response`" in message
+
+
+@pytest.mark.parametrize(
+    ("section", "words"),
+    [
+        ("mcp:\n  s: {calls: 5}\n", "`calls`"),
+        ("mcp:\n  s: {calls: [], server: 5}\n", "`server`"),
+        ("mcp:\n  s: {calls: [x]}\n", "call 1"),
+        ("mcp:\n  s: {calls: [{params: {}}]}\n", "call 1"),
+        ("mcp:\n  s: {calls: [{method: 5}]}\n", "call 1"),
+    ],
+    ids=["calls-5", "server-5", "call-text", "call-no-method", "method-5"],
+)
+def test_a_broken_mcp_lane_is_refused_at_its_server(section: str, words: str) -> None:
+    text = BASE + section
+    message = refused(text)
+    assert message.startswith(f"x.trace.yaml:{line_of(text, '  s: ')}: "), message
+    assert "MCP lane 's'" in message and words in message
+
+
+def test_an_alias_bomb_in_a_trace_is_refused_without_expanding_it() -> None:
+    bomb = ["l0: &l0 [lol, lol, lol, lol, lol, lol, lol, lol, lol]"]
+    bomb += [f"l{n}: &l{n} [{', '.join([f'*l{n - 1}'] * 9)}]" for n in range(1, 12)]
+    text = edited("mocks:\n", "mocks:\n" + "".join(f"  {line}\n" for line in bomb))
+    assert "alias bomb" in refused(text)
+    turn = edited(
+        "    model: gpt-4o-mini\n",
+        "    model: gpt-4o-mini\n" + "".join(f"    {line}\n" for line in bomb),
+    )
+    assert "alias bomb" in refused(turn)
+
+
+def test_nesting_beyond_the_limit_is_refused_at_its_line() -> None:
+    deep = "[" * 900 + "]" * 900
+    for text in (
+        edited("mocks:\n", f"nested: {deep}\nmocks:\n"),
+        edited("    model: gpt", f"    deep: {deep}\n    model: gpt"),
+    ):
+        message = refused(text)
+        assert f"deeper than {MAX_TRACE_DEPTH} levels" in message
+        assert message.startswith(f"x.trace.yaml:{line_of(text, deep)}: "), message
+
+
+@pytest.mark.parametrize("character", ["\x00", "\x1b", "\x7f"])
+def test_a_control_character_is_refused_at_its_line_after_non_ascii_text(character: str) -> None:
+    text = edited("    model: gpt-4o-mini", f"    model: gpt-4o-mini-{character}")
+    text = text.replace("Kyoto right now", "Kyōto — ünïcödé right now")
+    message = refused(text)
+    assert message.startswith(f"x.trace.yaml:{line_of(text, character)}: the character U+00"), (
+        message
+    )
+
+
+@pytest.mark.parametrize(
+    ("value", "words"),
+    [
+        ("!!int x", "cannot be read as `!!int`"),
+        ("!!python/object/apply:os.system [true]", "is not allowed"),
+    ],
+)
+def test_tags_are_refused_at_their_line(value: str, words: str) -> None:
+    text = edited("    model: gpt-4o-mini", f"    model: {value}")
+    message = refused(text)
+    assert message.startswith(f"x.trace.yaml:{line_of(text, value)}: "), message
+    assert words in message
+
+
+def test_a_trace_that_is_not_utf8_is_refused_at_its_line(tmp_path: Path) -> None:
+    path = tmp_path / "latin.trace.yaml"
+    path.write_bytes(BASE.replace("Kyoto right now", "Ky\xf6to right now").encode("latin-1"))
+    with pytest.raises(TraceError) as info:
+        load(path)
+    message = str(info.value)
+    line = line_of(BASE, "Kyoto right now")
+    assert message.startswith(f"{path}:{line}: not UTF-8 text: byte 0xf6"), message
+    assert "Fix:" in message
+
+
+def test_a_huge_trace_is_refused_before_it_is_read(tmp_path: Path) -> None:
+    path = tmp_path / "huge.trace.yaml"
+    with path.open("wb") as stream:  # sparse: nothing is written but the size
+        stream.truncate(MAX_TRACE_BYTES + 1)
+    with pytest.raises(TraceError) as info:
+        load(path)
+    assert f"the limit is {MAX_TRACE_BYTES >> 20} MiB" in str(info.value)
+    assert "Fix:" in str(info.value)
+
+
+def test_a_fifo_trace_is_refused_without_waiting_for_a_writer(tmp_path: Path) -> None:
+    fifo = tmp_path / "pipe.trace.yaml"
+    os.mkfifo(fifo)
+    outcome: list[BaseException | None] = []
+
+    def attempt() -> None:
+        try:
+            load(fifo)
+            outcome.append(None)
+        except BaseException as exc:  # handed to the test thread
+            outcome.append(exc)
+
+    reader = threading.Thread(target=attempt, daemon=True)
+    reader.start()
+    reader.join(30)
+    if reader.is_alive():  # blocked in open(): release it, then fail
+        with open(fifo, "w", encoding="utf-8"):
+            pass
+        reader.join(5)
+        pytest.fail("loading a FIFO trace blocked waiting for a writer")
+    (error,) = outcome
+    assert isinstance(error, TraceError)
+    assert "not a regular file" in str(error)
+
+
+def test_every_committed_trace_still_loads() -> None:
+    for path in TRACE_FILES:
+        usable(load(path), str(path))
+
+
+def test_a_trace_of_another_flow_is_named_when_the_replay_fails() -> None:
+    trace = loads(BASE)
+    assert other_flow_note(trace, trace.flow, "t.trace.yaml") is None
+    note = other_flow_note(trace, "Another flow", "t.trace.yaml")
+    assert note == (
+        f"t.trace.yaml was recorded for the flow `{trace.flow}`, not `Another flow`: is it the "
+        "trace of another flow? Fix: replay this flow's own trace, or re-record it; if you "
+        "only renamed the flow, set `flow: Another flow` in the trace"
+    )
+
+
+# --- properties ------------------------------------------------------------------------
+
+_TEXTS = [path.read_text(encoding="utf-8") for path in TRACE_FILES]
+_DOCUMENTS = [yaml.safe_load(text) for text in _TEXTS]
+_SCALARS = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(min_value=-(2**70), max_value=2**70),
+    st.floats(),
+    st.text(max_size=20),
+    st.sampled_from(["openai-chat", "anthropic", "gemini", "tools/call", "200", "", "-"]),
+)
+_TREES = st.recursive(
+    _SCALARS,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=4),
+        st.dictionaries(
+            st.one_of(
+                st.sampled_from(
+                    [
+                        "turns",
+                        "request",
+                        "response",
+                        "status",
+                        "body",
+                        "protocol",
+                        "mocks",
+                        "calls",
+                        "server",
+                        "method",
+                        "params",
+                        "result",
+                        "error",
+                        "choices",
+                        "message",
+                        "content",
+                        "tool_calls",
+                        "function",
+                        "messages",
+                        "after",
+                    ]
+                ),
+                st.text(max_size=6),
+            ),
+            inner,
+            max_size=4,
+        ),
+    ),
+    max_leaves=20,
+)
+
+
+def _paths(value: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    found = [prefix]
+    if isinstance(value, dict):
+        for key, child in value.items():
+            found += _paths(child, (*prefix, key))
+    elif isinstance(value, list):
+        for index, child in enumerate(value):
+            found += _paths(child, (*prefix, index))
+    return found
+
+
+def _replace(value: Any, path: tuple[Any, ...], new: Any) -> Any:
+    if not path:
+        return new
+    head, *rest = path
+    if isinstance(value, dict):
+        return {**value, head: _replace(value[head], tuple(rest), new)}
+    return [_replace(item, tuple(rest), new) if i == head else item for i, item in enumerate(value)]
+
+
+@st.composite
+def mutated_documents(draw: st.DrawFn) -> str:
+    """A committed trace with one or two values replaced by random YAML, in the layout the
+    writer uses (so the turn-by-turn reader, not only the whole parse, meets it)."""
+    document = draw(st.sampled_from(_DOCUMENTS))
+    for _ in range(draw(st.integers(1, 2))):
+        path = draw(st.sampled_from(_paths(document)))
+        document = _replace(document, path, draw(_TREES))
+    return yaml.safe_dump(document, sort_keys=False, allow_unicode=True, width=1 << 30)
+
+
+_SNIPPETS = st.sampled_from(
+    [
+        "\x00",
+        "\x1b",
+        "\ufeff",
+        "\t",
+        "\r",
+        "\n",
+        ": ",
+        "- ",
+        "&a ",
+        "*a",
+        "!!int ",
+        "!!binary ",
+        "!!python/object:os.system ",
+        "<<: ",
+        "? ",
+        "{",
+        "}",
+        "[",
+        "]",
+        '"',
+        "'",
+        "|",
+        "#",
+        "---\n",
+        "...\n",
+        "  ",
+        "1e400",
+        "\u2028",
+        "turns:\n",
+        "flowproof_trace: 1\n",
+    ]
+)
+
+
+@st.composite
+def mutated_texts(draw: st.DrawFn) -> str:
+    """A committed trace's text with lines dropped, repeated or swapped, characters or
+    snippets inserted, or the end cut off."""
+    lines = draw(st.sampled_from(_TEXTS)).splitlines(keepends=True)
+    for _ in range(draw(st.integers(1, 3))):
+        at = draw(st.integers(0, len(lines) - 1))
+        action = draw(st.sampled_from(["drop", "repeat", "swap", "insert", "cut"]))
+        if action == "drop":
+            del lines[at]
+        elif action == "repeat":
+            lines.insert(at, lines[at])
+        elif action == "swap":
+            other = draw(st.integers(0, len(lines) - 1))
+            lines[at], lines[other] = lines[other], lines[at]
+        elif action == "insert":
+            column = draw(st.integers(0, len(lines[at])))
+            snippet = draw(st.one_of(_SNIPPETS, st.text(max_size=5)))
+            lines[at] = lines[at][:column] + snippet + lines[at][column:]
+        else:
+            lines = lines[:at]
+        if not lines:
+            break
+    return "".join(lines)
+
+
+@PROPERTY
+@given(mutated_documents())
+def test_mutated_traces_load_usably_or_are_refused(text: str) -> None:
+    loads_or_refuses(text)
+
+
+@PROPERTY
+@given(mutated_texts())
+def test_mutated_trace_texts_load_usably_or_are_refused(text: str) -> None:
+    loads_or_refuses(text)
+
+
+@PROPERTY
+@given(st.one_of(st.text(max_size=200), _TREES.map(lambda tree: yaml.safe_dump(tree))))
+def test_random_text_and_trees_load_usably_or_are_refused(text: str) -> None:
+    loads_or_refuses(text)
+
+
+# --- through the real CLI: refusals, and `run` never rewrites a trace -------------------
+
+
+def _chat_flow(folder: Path, prompt: str = "in Kyoto right now") -> Path:
+    """specs/chat.flow.yaml and its trace in `folder`, its agent run by this Python."""
+    agent = REPO / "examples" / "agent-demo" / "weather_agent.py"
+    text = (REPO / "specs" / "chat.flow.yaml").read_text(encoding="utf-8")
+    text = text.replace(
+        "python ../examples/agent-demo/weather_agent.py", f"{sys.executable} {agent}"
+    )
+    spec = folder / "chat.flow.yaml"
+    spec.write_text(text.replace("in Kyoto right now", prompt), encoding="utf-8")
+    shutil.copy(CHAT, folder / "chat.trace.yaml")
+    return spec
+
+
+_CLI_TRACES = {
+    "turns-5": BASE[:_HEAD_END] + "turns: 5\n",
+    "mocks-list": edited("mocks:\n  get_time:", "mocks: [1]\nxmocks:\n  get_time:"),
+    "message-5": edited(
+        "        message:\n          annotations: []",
+        "        message: 5\n        xmessage:\n          annotations: []",
+    ),
+    "duplicate": edited("flowproof_trace: 1", "flowproof_trace: 1\nflow: dup"),
+    "truncated": BASE[: len(BASE) // 2].rstrip("\n"),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", list(_CLI_TRACES))
+def test_run_show_and_diff_refuse_a_broken_trace_with_exit_2(tmp_path: Path, case: str) -> None:
+    spec = _chat_flow(tmp_path)
+    trace = tmp_path / "chat.trace.yaml"
+    trace.write_text(_CLI_TRACES[case], encoding="utf-8")
+    before = trace.stat().st_mtime_ns
+    for args in (("run", spec), ("show", trace), ("diff", CHAT, trace)):
+        result = run_cli(*args)
+        assert result.code == 2, (args, result.output)
+        assert "Traceback" not in result.output
+        assert result.stderr.startswith(f"error: {trace}"), result.stderr
+        assert "Fix:" in result.stderr
+    assert trace.read_text(encoding="utf-8") == _CLI_TRACES[case]
+    assert trace.stat().st_mtime_ns == before
+
+
+@pytest.mark.slow
+def test_run_never_rewrites_the_trace_it_replays(tmp_path: Path) -> None:
+    """A passing replay, a failing one (an edited prompt diverges) and a directory run: the
+    trace keeps its bytes and its mtime."""
+    spec = _chat_flow(tmp_path)
+    trace = tmp_path / "chat.trace.yaml"
+    original, mtime = trace.read_bytes(), trace.stat().st_mtime_ns
+    passing = run_cli("run", spec)
+    assert passing.code == 0, passing.output
+    spec.write_text(spec.read_text().replace("in Kyoto right now", "in Quito now"))
+    failing = run_cli("run", spec)
+    assert failing.code == 1 and "divergence at turn 1" in failing.stdout, failing.output
+    directory = run_cli("run", tmp_path)
+    assert directory.code == 1, directory.output
+    assert trace.read_bytes() == original
+    assert trace.stat().st_mtime_ns == mtime
+    assert sorted(p.name for p in tmp_path.iterdir() if "trace" in p.name) == ["chat.trace.yaml"]
+
+
+@pytest.mark.slow
+def test_a_failing_replay_names_a_trace_of_another_flow(tmp_path: Path) -> None:
+    spec = _chat_flow(tmp_path, prompt="in Quito now")
+    trace = tmp_path / "chat.trace.yaml"
+    trace.write_text(BASE.replace("flow: Chat Completions", "flow: Someone else's", 1))
+    result = run_cli("run", spec)
+    assert result.code == 1, result.output
+    assert "was recorded for the flow `Someone else's agent (openai SDK)" in result.stdout
+    assert "is it the trace of another flow?" in result.stdout
