@@ -292,7 +292,9 @@ def interrupted_while_starting(stderr: str) -> bool:
     on it yet. Nothing had started, so nothing is left; the traceback is Python's (a known
     limit: only a handler set before those imports could hide it, and that would take Ctrl-C
     from every program that imports flowproof as a library)."""
-    if not re.search(r"^KeyboardInterrupt$", stderr, re.MULTILINE):
+    # Raised into an import, or into a callback Python then reports as "Exception ignored"
+    # (`KeyboardInterrupt: ` with an empty message) while the start-up carries on.
+    if not re.search(r"^KeyboardInterrupt:?\s*$", stderr, re.MULTILINE):
         return False
     frames = re.findall(r'File "([^"]+)", line \d+, in (\S+)', stderr)
     ours = str(REPO / "flowproof_cli")
@@ -690,3 +692,13 @@ def test_a_keeper_that_cannot_start_never_fails_the_run(monkeypatch: pytest.Monk
     keeper.release(PATH, "/nonexistent/held")
     with keeper.holding(PATH, "/nonexistent/other"):
         assert keeper.pids() == set()
+
+
+def test_only_pythons_own_start_up_interrupt_is_tolerated() -> None:
+    ignored = (
+        "Exception ignored in: <function KeyedRef.remove at 0x1>\nTraceback (most recent call "
+        'last):\n  File "<frozen importlib._bootstrap>", line 86, in remove\nKeyboardInterrupt: \n'
+    )
+    assert interrupted_while_starting(ignored)
+    ours = f'Traceback:\n  File "{REPO}/flowproof_cli/runner/job.py", line 9, in run\nKeyboardInterrupt\n'
+    assert not interrupted_while_starting(ours)
