@@ -27,6 +27,7 @@ from typing import Any
 from mitmproxy import addonmanager, http
 
 from flowproof_cli.dialects import DIALECTS, route
+from flowproof_cli.quoting import quoted
 from flowproof_cli.routes import CLAIMED, is_mcp_path
 
 ROUTES_ANSWERED = (
@@ -64,9 +65,7 @@ def refuse(flow: http.HTTPFlow, status: int, message: str, kind: str = "flowproo
 
 def shown(raw: bytes | str, limit: int = _SHOWN_LIMIT) -> str:
     """Bytes of a request as a message may quote them: control characters escaped, clipped."""
-    text = raw.decode("latin-1") if isinstance(raw, bytes) else raw
-    clipped = "".join(c if c.isprintable() else repr(c)[1:-1] for c in text[:limit])
-    return clipped + ("..." if len(text) > limit else "")
+    return quoted(raw, limit, encoding="latin-1")  # header bytes: latin-1, as HTTP has them
 
 
 @dataclass(frozen=True)

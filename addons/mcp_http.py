@@ -30,10 +30,9 @@ from flowproof_addons.conversation import ConversationViews
 from flowproof_addons.guard import Backstop, Refusal, RequestGuard, mark_forwarded, request_body
 from flowproof_cli import trace as traces
 from flowproof_cli.canonical import parse_or
-from flowproof_cli.cassette.session import could_not_handle, failure
 from flowproof_cli.errors import FlowproofError
+from flowproof_cli.mcp.canonical import INTERNAL_ERROR
 from flowproof_cli.mcp.http import (
-    INTERNAL_ERROR,
     ForwardRequest,
     HttpMcpSession,
     Reply,
@@ -45,6 +44,7 @@ from flowproof_cli.mcp.http_replay import HttpReplaySession
 from flowproof_cli.mcp.recorder import is_json_rpc, quote_line
 from flowproof_cli.mcp.sse import STREAM_PATH, SseParser, StreamServer
 from flowproof_cli.mode import Mode
+from flowproof_cli.quoting import could_not_handle, failure
 from flowproof_cli.routes import CLAIMED, is_mcp_path
 
 log = logging.getLogger(__name__)

@@ -38,7 +38,7 @@ from flowproof_addons.guard import (
 )
 from flowproof_cli import trace as traces
 from flowproof_cli.cassette import CassetteSession, Forward, Upstream
-from flowproof_cli.cassette.session import INTERNAL_KIND, could_not_handle
+from flowproof_cli.cassette.session import INTERNAL_KIND
 from flowproof_cli.cassette.upstream import (
     CLIENT_GONE_REASON,
     timeout_reason,
@@ -51,6 +51,7 @@ from flowproof_cli.match.build import snapshot_rules
 from flowproof_cli.match.relocate import Relocation
 from flowproof_cli.match.rules import MatcherAddonError, MatchRules, Rule
 from flowproof_cli.mode import Mode
+from flowproof_cli.quoting import could_not_handle
 
 log = logging.getLogger(__name__)
 
@@ -243,10 +244,11 @@ class ModelBoundary:
             _respond(flow, session.refuse(dialect, 500, message, INTERNAL_KIND))
 
     def _answer(self, flow: http.HTTPFlow, session: CassetteSession, dialect: Dialect) -> None:
-        if session.mocks:  # the conversation view marks their results
-            flow.metadata[MOCKED_TOOLS] = sorted(session.mocks)
-        fields = flow.request.headers.fields  # for the secret-leak scan, before any rewrite
-        session.headers.append([(n.decode("latin-1"), v.decode("latin-1")) for n, v in fields])
+        if session.mocked_tools:  # the conversation view marks their results
+            flow.metadata[MOCKED_TOOLS] = session.mocked_tools
+        # For the secret-leak scan, as the agent sent them: a rewrite of the headers makes a
+        # new tuple, so keeping this one costs nothing (decoded only if a scan reads it).
+        session.headers.append(flow.request.headers.fields)
         body = request_body(flow.request)
         if isinstance(body, Refusal):
             outcome: Rendered | Forward = session.on_refused(

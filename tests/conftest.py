@@ -6,7 +6,7 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -63,8 +63,10 @@ def start_cli(
     env: Mapping[str, str] | None = None,
     cwd: Path | None = None,
     text: bool = True,
+    preexec_fn: Callable[[], None] = default_signals,
 ) -> subprocess.Popen[Any]:
-    """Start `flowproof ARGS` to signal it: no stdin, piped output, default signal handling."""
+    """Start `flowproof ARGS` to signal it: no stdin, piped output, default signal handling
+    (or the dispositions `preexec_fn` sets in the child)."""
     return subprocess.Popen(
         [sys.executable, "-m", "flowproof_cli", *map(str, args)],
         env=clean_environ(env),
@@ -73,7 +75,7 @@ def start_cli(
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=text,
-        preexec_fn=default_signals,  # two syscalls in the child, no lock taken
+        preexec_fn=preexec_fn,  # default_signals: two syscalls in the child, no lock taken
     )
 
 
@@ -84,8 +86,20 @@ def run_cli(
     timeout: float = 120,
 ) -> CliResult:
     """Run `flowproof ARGS` as a real process, the way a user or CI does."""
+    command = [sys.executable, "-m", "flowproof_cli", *args]
+    return run_command(command, env=env, cwd=cwd, timeout=timeout)
+
+
+def run_command(
+    command: Sequence[str | Path],
+    env: Mapping[str, str] | None = None,
+    cwd: Path | None = None,
+    timeout: float = 120,
+) -> CliResult:
+    """Run any command (the CLI wrapped in `unshare`, a patched `python -c`) as `run_cli`
+    runs the CLI: the clean environment, from the repository, never on a terminal."""
     completed = subprocess.run(
-        [sys.executable, "-m", "flowproof_cli", *map(str, args)],
+        [str(part) for part in command],
         env=clean_environ(env),
         cwd=cwd or REPO,
         stdin=subprocess.DEVNULL,  # never the developer's terminal: record would ask on it

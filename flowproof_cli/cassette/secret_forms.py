@@ -10,6 +10,7 @@ Two boundaries need them. The model boundary takes the record key out of an upst
 from __future__ import annotations
 
 import base64
+import functools
 import json
 from dataclasses import dataclass, field
 from urllib.parse import quote, quote_plus
@@ -58,8 +59,10 @@ def _lower_escapes(text: str) -> str:
     return parts[0] + "".join("%" + part[:2].lower() + part[2:] for part in parts[1:])
 
 
+@functools.lru_cache(maxsize=64)
 def needles(value: str) -> tuple[Needle, ...]:
-    """Every form of `value` to search for, each string once (the first encoding wins)."""
+    """Every form of `value` to search for, each string once (the first encoding wins).
+    Cached: record takes the key out of every upstream answer with the same forms."""
     found: dict[str, str] = {}
 
     def add(text: str, encoding: str) -> None:

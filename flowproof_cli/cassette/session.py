@@ -20,6 +20,7 @@ from flowproof_cli.dialects import Dialect, Rendered, dialect_named, route
 from flowproof_cli.dialects.base import MockText, ResultSequence, ResultsExhausted, bare_key
 from flowproof_cli.match.rules import MatcherAddonError, MatchRules
 from flowproof_cli.mode import Mode
+from flowproof_cli.quoting import could_not_handle, printable, quoted
 from flowproof_cli.trajectory import Trajectory
 
 DIVERGENCE_STATUS = 409
@@ -97,16 +98,9 @@ _QUOTE_LIMIT = 300
 
 
 def _quote(raw: bytes | str, key: str | None = None) -> str:
-    """Upstream text as a message may show it: the key redacted, control characters escaped
-    (no terminal escapes reach the user's screen), clipped."""
+    """Upstream text as a message may show it: the key redacted, escaped, clipped."""
     text = raw if isinstance(raw, str) else raw.decode("utf-8", "replace")
-    if key:
-        text = text.replace(key, "[redacted]")
-    clipped = text[:_QUOTE_LIMIT]
-    shown = "".join(
-        c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in clipped
-    )
-    return shown + ("..." if len(text) > _QUOTE_LIMIT else "")
+    return quoted(text.replace(key, "[redacted]") if key else text, _QUOTE_LIMIT)
 
 
 def _answer_problem(
@@ -169,28 +163,6 @@ def _holds_more_than(value: Any, limit: int) -> bool:
 
 #: The error type of a request flowproof could not handle (an exception, any cause).
 INTERNAL_KIND = "flowproof_internal_error"
-_DETAIL_LIMIT = 200
-
-
-def printable(text: str) -> str:
-    """Text a message quotes, its control characters escaped: no terminal escape reaches
-    the screen the verdict is printed on."""
-    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
-
-
-def failure(exc: BaseException) -> str:
-    """An exception as a message quotes it: its type and text, on one line, escaped, clipped."""
-    text = " ".join(str(exc).split()) or "no detail"
-    clipped = printable(text[:_DETAIL_LIMIT])
-    return f"{type(exc).__name__}: {clipped}{'...' if len(text) > _DETAIL_LIMIT else ''}"
-
-
-def could_not_handle(path: str, exc: BaseException) -> str:
-    """What the agent and the verdict are told when handling a request to `path` raised."""
-    shown = printable(path)
-    return (
-        f"could not handle the request to {shown} ({failure(exc)}); it was refused, not forwarded"
-    )
 
 
 def _error(dialect: Dialect | None, status: int, message: str, kind: str) -> Rendered:
@@ -218,12 +190,14 @@ class CassetteSession:
     # Recorded position -> the canonical request as the agent sent it, kept only where match
     # rules changed it (at most one per turn): the secret-leak scan reads what was sent.
     sent: dict[int, dict[str, Any]] = field(default_factory=dict)
-    # Every request's headers as the agent sent them, in arrival order (latin-1 text): record
-    # forwards all but the auth headers, so the secret-leak scan reads them. Never stored.
-    headers: list[list[tuple[str, str]]] = field(default_factory=list)
+    # Every request's header fields as the agent sent them (name, value bytes), in arrival
+    # order: record forwards all but the auth headers, so the secret-leak scan reads them.
+    # Never stored.
+    headers: list[tuple[tuple[bytes, bytes], ...]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self._mock_text = {name: mock_text(value) for name, value in self.mocks.items()}
+        self.mocked_tools = sorted(self.mocks)  # the mocks are fixed: sorted once, not per call
         # Replay matches against the recorded requests with today's rules applied, so a rule
         # added after recording works on an existing trace.
         self._matched = self._matchable_turns() if self.mode is Mode.REPLAY else []

@@ -9,6 +9,7 @@ import math
 from collections.abc import Mapping
 from urllib.parse import urlsplit
 
+from flowproof_cli.cassette.secret_forms import MIN_LENGTH
 from flowproof_cli.cassette.session import DEFAULT_UPSTREAM_TIMEOUT_S, Upstream
 from flowproof_cli.dialects.base import bare_key
 from flowproof_cli.errors import ConfigError
@@ -20,6 +21,14 @@ TIMEOUT_VARIABLE = "FLOWPROOF_UPSTREAM_TIMEOUT"
 #: Why a forwarded call got no answer when the agent itself went away first (the flow's
 #: timeout stopped it, or its own client gave up).
 CLIENT_GONE_REASON = "the agent closed its connection before the upstream model answered"
+
+
+def record_keys(environ: Mapping[str, str]) -> dict[str, str]:
+    """The values of the variables flowproof reads a record key from, by variable, long
+    enough to be told apart from ordinary text (shorter ones would match by chance)."""
+    return {
+        name: environ[name] for name in KEY_VARIABLES if len(environ.get(name) or "") >= MIN_LENGTH
+    }
 
 
 def timeout_reason(seconds: float) -> str:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import math
 import os
 import sys
 from pathlib import Path
@@ -25,20 +24,16 @@ from flowproof_cli.mode import Mode
 if TYPE_CHECKING:
     from flowproof_cli.verdict import FlowResult
 
-#: What `--upstream-timeout` sets (flowproof_cli.cassette.upstream.TIMEOUT_VARIABLE, spelt out
-#: so that parsing the command line imports no cassette).
-UPSTREAM_TIMEOUT_VARIABLE = "FLOWPROOF_UPSTREAM_TIMEOUT"
-
 
 def _seconds(ctx: click.Context, param: click.Parameter, value: str | None) -> float | None:
-    """A finite number > 0: click's FloatRange lets `nan` through."""
+    """A finite number > 0 (click's FloatRange lets `nan` through); imported only when the
+    option is given, so parsing the command line loads no cassette."""
     if value is None:
         return None
-    try:
-        seconds = float(value)
-    except ValueError:
-        seconds = math.nan
-    if not (math.isfinite(seconds) and seconds > 0):
+    from flowproof_cli.cassette.upstream import parse_seconds  # noqa: PLC0415
+
+    seconds = parse_seconds(value)
+    if seconds is None:
         raise click.BadParameter(f"{value!r} is not a number of seconds > 0 (e.g. 120)")
     return seconds
 
@@ -49,7 +44,7 @@ upstream_timeout_option = click.option(
     callback=_seconds,
     help=(
         "Seconds to wait for each answer of the upstream model before the record fails "
-        f"(default: {UPSTREAM_TIMEOUT_VARIABLE}, else 120)."
+        "(default: FLOWPROOF_UPSTREAM_TIMEOUT, else 120)."
     ),
 )
 
@@ -90,7 +85,9 @@ def record(
         [spec_path], mode=Mode.RECORD, environ=os.environ, timeout_s=timeout, trace_path=output
     )
     if upstream_timeout is not None:  # over the suite's env too: the command line wins
-        environ = {**job.environ, UPSTREAM_TIMEOUT_VARIABLE: repr(upstream_timeout)}
+        from flowproof_cli.cassette.upstream import TIMEOUT_VARIABLE  # noqa: PLC0415
+
+        environ = {**job.environ, TIMEOUT_VARIABLE: repr(upstream_timeout)}
         job = dataclasses.replace(job, environ=environ)
     with RunRecord(spec_path.parent, [job]) as record:  # written however this ends
         record.results = [execute(job)]

@@ -67,12 +67,12 @@ def record_key_secrets(environ: Mapping[str, str], declared: Sequence[str] = ())
     """The record keys set in flowproof's environment (FLOWPROOF_AGENT_KEY, ...), as secrets
     every flow scans for and redacts, declared or not: a key in a request body, a message
     or a trace is a leak whether or not a step names it."""
-    from flowproof_cli.cassette.upstream import KEY_VARIABLES  # noqa: PLC0415 (the session)
+    from flowproof_cli.cassette.upstream import record_keys  # noqa: PLC0415 (the session)
 
     return [
-        Secret.of(name, environ[name])
-        for name in KEY_VARIABLES
-        if name not in declared and len(environ.get(name) or "") >= MIN_LENGTH
+        Secret.of(name, value)
+        for name, value in record_keys(environ).items()
+        if name not in declared
     ]
 
 
@@ -195,8 +195,9 @@ def header_units(session: CassetteSession) -> Iterator[Unit]:
     """Each model request's headers as the agent sent them: record forwards every one but
     the auth headers to the upstream. A value is read as latin-1 and as UTF-8."""
     for number, headers in enumerate(session.headers, start=1):
-        for name, value in headers:
-            as_utf8 = value.encode("latin-1").decode("utf-8", "replace")
+        for raw_name, raw_value in headers:
+            name, value = raw_name.decode("latin-1"), raw_value.decode("latin-1")
+            as_utf8 = raw_value.decode("utf-8", "replace")
             yield Unit(f"model request {number}, header {name.lower()}", [value, as_utf8])
 
 

@@ -26,6 +26,11 @@ DROPPED_INITIALIZE_PARAMS = frozenset({"clientInfo", "capabilities"})
 #: Liveness checks, sent on timers by either side: answered at once, never in a lane (a
 #: keep-alive ping between two calls must not shift every later position).
 PING = "ping"
+#: JSON-RPC's error codes flowproof answers with: a body that is not JSON, a message that
+#: is not a valid request, and a failure on the server's side (it died, it sent garbage).
+PARSE_ERROR = -32700
+INVALID_REQUEST = -32600
+INTERNAL_ERROR = -32603
 #: Only this revision allows a top-level JSON-RPC batch.
 BATCH_PROTOCOL_VERSION = "2025-03-26"
 #: The handshake era, whose streamable HTTP has SSE event ids and `Last-Event-ID` resumption.

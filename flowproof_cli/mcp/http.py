@@ -20,15 +20,20 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from flowproof_cli.canonical import compact_json
-from flowproof_cli.cassette.session import could_not_handle
-from flowproof_cli.mcp.canonical import Kind, batch_refusal, error_message, kind_of
+from flowproof_cli.mcp.canonical import (
+    INTERNAL_ERROR,
+    INVALID_REQUEST,
+    PARSE_ERROR,
+    Kind,
+    batch_refusal,
+    error_message,
+    kind_of,
+)
 from flowproof_cli.mcp.lane import Lane
 from flowproof_cli.mcp.sse import Channel
 from flowproof_cli.mode import Mode
+from flowproof_cli.quoting import could_not_handle
 
-#: JSON-RPC's codes for a body that is not JSON, and for a failure of the server's own.
-PARSE_ERROR = -32700
-INTERNAL_ERROR = -32603
 #: The 2026-07-28 headers that must agree with the body, and the param each mirrors.
 NAME_PARAMS = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
 
@@ -62,7 +67,9 @@ def json_reply(status: int, message: Any, headers: Mapping[str, str] | None = No
     return Reply(status, body, {"content-type": "application/json", **(headers or {})})
 
 
-def refusal_reply(status: int, text: str, request_id: Any = None, code: int = -32600) -> Reply:
+def refusal_reply(
+    status: int, text: str, request_id: Any = None, code: int = INVALID_REQUEST
+) -> Reply:
     return json_reply(status, error_message(request_id, code, f"flowproof: {text}"))
 
 
@@ -143,7 +150,7 @@ class HttpMcpSession(ABC):
         return self._message(message, headers)
 
     def refuse(
-        self, text: str, *, status: int = 400, code: int = -32600, request_id: Any = None
+        self, text: str, *, status: int = 400, code: int = INVALID_REQUEST, request_id: Any = None
     ) -> Reply:
         """A refusal that fails the flow too (the agent is told why)."""
         self.errors.append(f"the MCP server '{self.server}': {text}")

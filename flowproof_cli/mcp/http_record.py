@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from flowproof_cli.mcp.canonical import Kind, kind_of, with_id
+from flowproof_cli.mcp.canonical import INTERNAL_ERROR, Kind, kind_of, with_id
 from flowproof_cli.mcp.http import ForwardRequest, HttpMcpSession, Outcome, Reply, json_reply
 from flowproof_cli.mcp.lane import Lane
 from flowproof_cli.mcp.mocks import (
@@ -106,7 +106,7 @@ class HttpRecordSession(HttpMcpSession):
         """A request answered with an HTTP error and no JSON-RPC body: keep it as an error."""
         if via is None:
             return
-        error = {"code": -32603, "message": f"HTTP {status}: {text[:200]}"}
+        error = {"code": INTERNAL_ERROR, "message": f"HTTP {status}: {text[:200]}"}
         self.recorder.server({"jsonrpc": "2.0", "id": via, "error": error}, status=status)
 
     def on_upstream_unreachable(self, reason: str) -> None:

@@ -138,9 +138,24 @@ def _int(value: Any, what: str) -> int:
     return value
 
 
-def lane_from_document(document: Any, source: str) -> Lane:
+def _shape_problem(document: Any) -> str | None:
+    """What the reader would trip on before naming a call: the lists and the methods."""
     if not isinstance(document, dict):
-        raise TraceError(f"{source}: not a mapping with `calls`")
+        return f"it is a {type(document).__name__}, not a mapping with `calls`"
+    for key in ("calls", "server"):
+        if document.get(key) is not None and not isinstance(document[key], list):
+            return f"`{key}` must be a list, got {type(document[key]).__name__}"
+    for number, call in enumerate(document.get("calls") or [], start=1):
+        if not isinstance(call, dict) or not isinstance(call.get("method"), str):
+            return f"call {number} is malformed: it needs a `method` (text)"
+    return None
+
+
+def lane_from_document(document: Any, source: str) -> Lane:
+    """A lane from its trace document; TraceError naming `source` and what is wrong."""
+    problem = _shape_problem(document)
+    if problem is not None:
+        raise TraceError(f"{source} is malformed: {problem}")
     lane = Lane()
     for number, entry in enumerate(document.get("calls") or [], start=1):
         try:

@@ -25,20 +25,16 @@ from flowproof_cli.mcp.canonical import (
     progress_token,
 )
 from flowproof_cli.mcp.lane import Call, Lane, ServerEvent
+from flowproof_cli.quoting import quoted
 
 _QUOTE_LIMIT = 200
 
 
 def quote_line(raw: bytes | str) -> str:
-    """What a server sent, as an error message may show it: decoded, control characters
-    escaped (no terminal escapes reach the user's screen), clipped."""
+    """What a server sent, as an error message may show it: its line break dropped, escaped,
+    clipped."""
     text = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw
-    text = text.rstrip("\r\n")
-    shown = "".join(
-        c if c.isprintable() else c.encode("unicode_escape").decode("ascii")
-        for c in text[:_QUOTE_LIMIT]
-    )
-    return shown + ("..." if len(text) > _QUOTE_LIMIT else "")
+    return quoted(text.rstrip("\r\n"), _QUOTE_LIMIT)
 
 
 def is_json_rpc(message: Any) -> bool:

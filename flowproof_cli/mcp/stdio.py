@@ -31,6 +31,9 @@ from typing import IO, Any
 from flowproof_cli.canonical import parse_or
 from flowproof_cli.dialects.base import ResultSequence
 from flowproof_cli.mcp.canonical import (
+    INTERNAL_ERROR,
+    INVALID_REQUEST,
+    PARSE_ERROR,
     Kind,
     batch_refusal,
     canonical_request,
@@ -52,8 +55,6 @@ STOP_GRACE_S = 2.0
 #: The longest line read from either side: a longer one is cut there and refused, so an
 #: endless line cannot fill the stand-in's memory. A 10 MB tool result fits with room.
 MAX_LINE_BYTES = 64 * 1024 * 1024
-INVALID_REQUEST = -32600
-INTERNAL_ERROR = -32603  # the real server failed: the call gets this instead of silence
 _OVERLONG = f"flowproof: the line is longer than {MAX_LINE_BYTES} bytes"
 _NOT_RPC = "flowproof: the message is not a JSON-RPC request, notification or response"
 _NOT_JSON = object()  # what parse_or gives for a line that is not JSON (`null` is JSON)
@@ -183,7 +184,7 @@ def _record(
             if fits:
                 relay.from_agent(raw)
             else:
-                output.write(_line(error_message(None, -32600, _OVERLONG)))
+                output.write(_line(error_message(None, INVALID_REQUEST, _OVERLONG)))
     except (BrokenPipeError, OSError):
         pass
     finally:
@@ -474,7 +475,7 @@ def _replay_message(
     message: Any, replayer: Replayer, capture: CaptureFile, mine: set[int]
 ) -> list[bytes]:
     if message is _NOT_JSON:
-        return [_line(error_message(None, -32700, "flowproof: the line is not JSON"))]
+        return [_line(error_message(None, PARSE_ERROR, "flowproof: the line is not JSON"))]
     if message == []:
         return [_line(error_message(None, INVALID_REQUEST, "flowproof: the batch is empty"))]
     if isinstance(message, list):

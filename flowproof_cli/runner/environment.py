@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from flowproof_cli.cassette.secret_forms import MIN_LENGTH
-from flowproof_cli.cassette.upstream import KEY_VARIABLES, UPSTREAM_VARIABLES
+from flowproof_cli.cassette.upstream import KEY_VARIABLES, UPSTREAM_VARIABLES, record_keys
 from flowproof_cli.errors import ConfigError
 from flowproof_cli.spec.variables import PROMPT_HANDLE
 
@@ -51,14 +50,6 @@ def injected_variables(port: int, prompt: str) -> dict[str, str]:
     injected.update(dict.fromkeys(PLACEHOLDER_KEY_VARIABLES, PLACEHOLDER_KEY))
     injected["FLOWPROOF_PROMPT"] = prompt
     return injected
-
-
-def record_keys(environ: Mapping[str, str]) -> dict[str, str]:
-    """The values of the variables flowproof reads a record key from, by variable, long
-    enough to be told apart from ordinary text (shorter ones would match by chance)."""
-    return {
-        name: environ[name] for name in KEY_VARIABLES if len(environ.get(name) or "") >= MIN_LENGTH
-    }
 
 
 def _placeholder_for_keys(value: str, keys: Mapping[str, str]) -> str:

@@ -81,8 +81,7 @@ def compose_yaml(text: str, path: str) -> tuple[yaml.Node | None, Any]:
     with the file and the line, before any cost is paid for them."""
     if len(text) > limits.MAX_SPEC_BYTES:  # text handed over in-process, not read here
         raise SpecError(
-            f"the text is over {limits.mb(limits.MAX_SPEC_BYTES)}, the limit. Fix: keep the "
-            "file small; large mock data belongs in the agent's own fixtures",
+            f"the text is over {limits.mb(limits.MAX_SPEC_BYTES)}, the limit. {limits.TOO_BIG_FIX}",
             path=path,
             line=1,
         )

@@ -52,7 +52,7 @@ class YamlRefused(Exception):
 
 
 _NOT_REGULAR = "Fix: pass the YAML file itself"
-_TOO_BIG = "Fix: keep the file small; large mock data belongs in the agent's own fixtures"
+TOO_BIG_FIX = "Fix: keep the file small; large mock data belongs in the agent's own fixtures"
 _FLATTEN = "Fix: flatten the data (a mock result may also be a JSON string)"
 
 
@@ -70,7 +70,9 @@ def check_regular(path: Path, limit: int) -> None:
             "it is not a regular file (a folder, a FIFO or a device?)", fix=_NOT_REGULAR
         )
     if info.st_size > limit:
-        raise YamlRefused(f"it is {info.st_size:,} bytes; the limit is {mb(limit)}", fix=_TOO_BIG)
+        raise YamlRefused(
+            f"it is {info.st_size:,} bytes; the limit is {mb(limit)}", fix=TOO_BIG_FIX
+        )
 
 
 def read_limited(path: Path, limit: int) -> bytes:
@@ -79,7 +81,7 @@ def read_limited(path: Path, limit: int) -> bytes:
     with open(path, "rb") as stream:
         data = stream.read(limit + 1)
     if len(data) > limit:  # it grew after the stat
-        raise YamlRefused(f"it is over {mb(limit)}, the limit", fix=_TOO_BIG)
+        raise YamlRefused(f"it is over {mb(limit)}, the limit", fix=TOO_BIG_FIX)
     return data
 
 

@@ -291,27 +291,11 @@ def _mcp_lanes(section: Any, where: _Where) -> dict[str, Lane]:
     lanes = {}
     for name, lane in section.items():
         at = where.server(str(name))
-        problem = _lane_shape(lane)
-        if problem:
-            raise trace_error(at, f"the MCP lane '{name}' is malformed: {problem}")
         try:
             lanes[str(name)] = lane_from_document(lane, f"{at}: the MCP lane '{name}'")
         except TraceError as exc:
             raise TraceError(f"{exc}. {FIX}") from None
     return lanes
-
-
-def _lane_shape(lane: Any) -> str | None:
-    """What the lane reader would trip on before naming a call: the lists and the methods."""
-    if not isinstance(lane, dict):
-        return f"it is a {type(lane).__name__}, not a mapping with `calls`"
-    for key in ("calls", "server"):
-        if lane.get(key) is not None and not isinstance(lane[key], list):
-            return f"`{key}` must be a list, got {type(lane[key]).__name__}"
-    for number, call in enumerate(lane.get("calls") or [], start=1):
-        if not isinstance(call, dict) or not isinstance(call.get("method"), str):
-            return f"call {number} is malformed: it needs a `method` (text)"
-    return None
 
 
 def _egress_blocked(section: Any, where: _Where) -> list[dict[str, Any]]:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO, clean_environ, run_cli
+from tests.conftest import REPO, run_cli, run_command
 
 pytestmark = pytest.mark.slow
 
@@ -123,17 +123,10 @@ def _why_no_netns() -> str | None:
 def test_claude_code_replays_with_no_network_at_all() -> None:
     spec = REPO / "examples" / "claude-code-demo" / "notes.flow.yaml"
     inner = 'ip link set lo up && exec "$0" -m flowproof_cli run --quiet "$1"'
-    done = subprocess.run(
-        ["unshare", "-n", "sh", "-c", inner, sys.executable, str(spec)],
-        env=clean_environ(DEMO_ENV),
-        cwd=REPO,
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
+    done = run_command(
+        ["unshare", "-n", "sh", "-c", inner, sys.executable, spec], env=DEMO_ENV, timeout=300
     )
-    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.code == 0, done.output
     assert done.stdout.startswith("PASS: Claude Code reads the notes")
 
 

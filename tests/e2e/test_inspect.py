@@ -29,7 +29,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from tests.conftest import REPO, clean_environ, run_cli
+from tests.conftest import REPO, run_cli, run_command, start_cli
 from tests.unit.test_conversation_view import MCP_TRACE_COMMENTS
 
 _WAIT_S = 90.0
@@ -89,15 +89,7 @@ class Served:
 @contextmanager
 def serving(*args: str | Path, stream: str = "stdout") -> Iterator[Served]:
     """`flowproof ARGS` started, its URL read from `stream`; killed if the test did not stop it."""
-    process = subprocess.Popen(
-        [sys.executable, "-m", "flowproof_cli", *map(str, args)],
-        env=clean_environ(),
-        cwd=REPO,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    process = start_cli(*args)
     assert process.stdout is not None and process.stderr is not None
     outputs = {"stdout": Output(process.stdout), "stderr": Output(process.stderr)}
     try:
@@ -344,7 +336,7 @@ def test_chromium_shows_the_flow_list_and_the_conversation_view(tmp_path: Path) 
         pytest.skip(reason)
     profile = tmp_path / "chromium"
     profile.mkdir()
-    done = subprocess.run(
+    done = run_command(
         [
             "unshare",
             "-n",
@@ -356,17 +348,11 @@ def test_chromium_shows_the_flow_list_and_the_conversation_view(tmp_path: Path) 
             "-c",
             _DRIVER,
             "specs/chat.trace.yaml",
-            str(profile),
+            profile,
         ],
-        env=clean_environ(),
-        cwd=REPO,
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
         timeout=300,
-        check=False,
     )
-    assert done.returncode == 0, done.stderr
+    assert done.code == 0, done.stderr
     report = json.loads(done.stdout.splitlines()[-1])
     assert report["browser"] == 0, report["browser_err"]
     dom = report["dom"]

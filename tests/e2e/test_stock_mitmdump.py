@@ -12,7 +12,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -29,20 +29,22 @@ PROMPT = "What's the weather in Nairobi right now? Use both tools."  # as in wea
 MITMDUMP = Path(sys.executable).with_name("mitmdump")
 
 
-def _mitmdump(port: int, trace: Path, home: Path) -> subprocess.Popen[str]:
+def trace_option(trace: Path = TRACE) -> tuple[str, str]:
+    """The option that points the model addon at `trace`."""
+    return ("--set", f"flowproof_trace={trace}")
+
+
+def mitmdump(
+    port: int, home: Path, *scripts: str, options: Sequence[str] = ()
+) -> subprocess.Popen[str]:
+    """Stock mitmdump with the given scripts of addons/, a reverse proxy on `port`."""
+    command = [str(MITMDUMP), "-q"]
+    for script in scripts:
+        command += ["-s", str(REPO / "addons" / script)]
+    command += ["--mode", f"reverse:http://127.0.0.1:9@127.0.0.1:{port}"]
+    command += ["--set", "connection_strategy=lazy", *options]
     return subprocess.Popen(
-        [
-            str(MITMDUMP),
-            "-q",
-            "-s",
-            str(REPO / "addons" / "model.py"),
-            "--mode",
-            f"reverse:http://127.0.0.1:9@127.0.0.1:{port}",
-            "--set",
-            "connection_strategy=lazy",
-            "--set",
-            f"flowproof_trace={trace}",
-        ],
+        command,
         env=clean_environ({"HOME": str(home)}),
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
@@ -52,10 +54,16 @@ def _mitmdump(port: int, trace: Path, home: Path) -> subprocess.Popen[str]:
 
 
 @contextmanager
-def stock_proxy(tmp_path: Path, trace: Path = TRACE) -> Iterator[int]:
-    """mitmdump with only the model addon, listening on a fresh loopback port."""
+def stock_proxy(
+    home: Path,
+    *scripts: str,
+    options: Sequence[str] = (),
+    absent: Sequence[str] = ("Traceback",),
+) -> Iterator[int]:
+    """mitmdump with the scripts, listening on a fresh loopback port; once it is stopped, its
+    output must hold none of `absent`."""
     port = free_port()
-    proxy = _mitmdump(port, trace, tmp_path)
+    proxy = mitmdump(port, home, *scripts, options=options)
     try:
         deadline = time.monotonic() + 30
         while not accepts(port):
@@ -66,7 +74,8 @@ def stock_proxy(tmp_path: Path, trace: Path = TRACE) -> Iterator[int]:
     finally:
         proxy.terminate()
         output = proxy.communicate(timeout=10)[0]
-    assert "Traceback" not in output, output
+    for words in absent:
+        assert words not in output, output
 
 
 def _agent(port: int, home: Path, prompt: str) -> subprocess.CompletedProcess[str]:
@@ -93,7 +102,7 @@ def test_stock_mitmdump_answers_the_weather_agent_from_its_trace(tmp_path: Path)
     """Two tool rounds: the get_time result differs every run, yet the trace's `match:`
     rules (the flow's `dates` preset, rebuilt by the addon) compare it as <date>."""
     before = TRACE.read_text()
-    with stock_proxy(tmp_path) as port:
+    with stock_proxy(tmp_path, "model.py", options=trace_option()) as port:
         done = _agent(port, tmp_path, PROMPT)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "sunny" in done.stdout.lower()
@@ -101,7 +110,7 @@ def test_stock_mitmdump_answers_the_weather_agent_from_its_trace(tmp_path: Path)
 
 
 def test_stock_mitmdump_refuses_a_prompt_the_trace_never_saw(tmp_path: Path) -> None:
-    with stock_proxy(tmp_path) as port:
+    with stock_proxy(tmp_path, "model.py", options=trace_option()) as port:
         done = _agent(port, tmp_path, "What's the weather in Oslo?")
     assert done.returncode != 0
     assert "409" in done.stderr  # the SDK's ConflictError: x-should-retry stops its retries
@@ -110,7 +119,7 @@ def test_stock_mitmdump_refuses_a_prompt_the_trace_never_saw(tmp_path: Path) -> 
 
 def test_stock_mitmdump_with_a_missing_trace_exits_naming_it(tmp_path: Path) -> None:
     missing = tmp_path / "nowhere.trace.yaml"
-    proxy = _mitmdump(free_port(), missing, tmp_path)
+    proxy = mitmdump(free_port(), tmp_path, "model.py", options=trace_option(missing))
     output = proxy.communicate(timeout=60)[0]
     assert proxy.returncode == 1
     assert f"no trace at {missing}" in output

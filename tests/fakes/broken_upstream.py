@@ -21,7 +21,7 @@ Importable::
 
 As a process::
 
-    python tests/fakes/broken_upstream.py --mode hang
+    python -m tests.fakes.broken_upstream --mode hang    # from the repository root
     # first stdout line: "listening on http://127.0.0.1:PORT"; serves until killed.
 """
 
@@ -34,10 +34,10 @@ import socketserver
 import sys
 import threading
 from dataclasses import dataclass, field
-from types import TracebackType
-from typing import Any, Self
+from typing import Any
 
-HOST = "127.0.0.1"
+from tests.fakes.fake_upstream import HOST, ThreadServed
+
 MODES = ("garbage", "sse-cut", "status", "drop", "close", "hang")
 GARBAGE = b"\x00\xff<html>upstream \xfe exploded{{{"
 SSE_CUT = b'data: {"id":"chatcmpl-1","object":"chat.completion.chunk","choices":[{"delta":{"cont'
@@ -133,62 +133,24 @@ class _Server(socketserver.ThreadingTCPServer):
         super().__init__((HOST, port), _Handler)
 
 
-class BrokenUpstream:
+class BrokenUpstream(ThreadServed):
     """A model upstream on 127.0.0.1 that answers every request with one failure mode."""
 
+    thread_name = "broken-upstream"
+
     def __init__(self, mode: str, *, port: int = 0, **failure: Any) -> None:
+        super().__init__(port)
         self.failure = Failure(mode, **failure)
         self.requests: list[str] = []
         self.stopping = threading.Event()
-        self._port = port
-        self._server: _Server | None = None
-        self._thread: threading.Thread | None = None
 
-    def start(self) -> str:
-        """Serve in a daemon thread; returns ``http://127.0.0.1:PORT``."""
-        if self._server is None:
-            self._server = _Server(self, self._port)
-            self._thread = threading.Thread(
-                target=self._server.serve_forever,
-                kwargs={"poll_interval": 0.05},
-                name="broken-upstream",
-                daemon=True,
-            )
-            self._thread.start()
-        return self.base_url
+    def make_server(self, port: int) -> socketserver.TCPServer:
+        return _Server(self, port)
 
     def stop(self) -> None:
         """Stop accepting and release every hanging handler."""
         self.stopping.set()
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-            self._server = None
-        if self._thread is not None:
-            self._thread.join(timeout=5)
-            self._thread = None
-
-    def __enter__(self) -> Self:
-        self.start()
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
-
-    @property
-    def port(self) -> int:
-        if self._server is None:
-            raise RuntimeError("BrokenUpstream is not started")
-        return int(self._server.server_address[1])
-
-    @property
-    def base_url(self) -> str:
-        return f"http://{HOST}:{self.port}"
+        super().stop()
 
 
 def main(argv: list[str] | None = None) -> int:

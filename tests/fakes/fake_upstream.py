@@ -39,6 +39,7 @@ import itertools
 import json
 import random
 import re
+import socketserver
 import string
 import sys
 import threading
@@ -926,28 +927,25 @@ class _Server(ThreadingHTTPServer):
         super().__init__((HOST, port), _Handler)
 
 
-class FakeUpstream:
-    """A scripted fake model API on 127.0.0.1 (see the module docstring)."""
+class ThreadServed:
+    """A server on 127.0.0.1 served from a daemon thread: the lifecycle every fake upstream
+    shares. A subclass says which server (`make_server`) and names its thread."""
 
-    def __init__(
-        self, script: Script | None = None, seed: int | None = None, *, port: int = 0
-    ) -> None:
-        self.script = script
-        self.seed = seed
-        self.requests: list[RecordedRequest] = []
+    thread_name = "fake-upstream"
+
+    def __init__(self, port: int = 0) -> None:
         self._port = port
-        self._rng = random.Random(seed)  # seed None: seeded from os.urandom
-        self._lock = threading.Lock()
-        self._history: dict[str, list[Any]] = {}
-        self._server: _Server | None = None
+        self._server: socketserver.TCPServer | None = None
         self._thread: threading.Thread | None = None
 
-    # ---- lifecycle ----
+    def make_server(self, port: int) -> socketserver.TCPServer:
+        """The server to bind on 127.0.0.1:`port` (0: any free port)."""
+        raise NotImplementedError
 
     def bind(self) -> str:
         """Open the listening socket (without serving yet); returns the base URL."""
         if self._server is None:
-            self._server = _Server(self, self._port)
+            self._server = self.make_server(self._port)
         return self.base_url
 
     def start(self) -> str:
@@ -958,7 +956,7 @@ class FakeUpstream:
             self._thread = threading.Thread(
                 target=self._server.serve_forever,
                 kwargs={"poll_interval": 0.05},
-                name="fake-upstream",
+                name=self.thread_name,
                 daemon=True,
             )
             self._thread.start()
@@ -988,12 +986,30 @@ class FakeUpstream:
     @property
     def port(self) -> int:
         if self._server is None:
-            raise RuntimeError("FakeUpstream is not started")
+            raise RuntimeError(f"{type(self).__name__} is not started")
         return int(self._server.server_address[1])
 
     @property
     def base_url(self) -> str:
         return f"http://{HOST}:{self.port}"
+
+
+class FakeUpstream(ThreadServed):
+    """A scripted fake model API on 127.0.0.1 (see the module docstring)."""
+
+    def __init__(
+        self, script: Script | None = None, seed: int | None = None, *, port: int = 0
+    ) -> None:
+        super().__init__(port)
+        self.script = script
+        self.seed = seed
+        self.requests: list[RecordedRequest] = []
+        self._rng = random.Random(seed)  # seed None: seeded from os.urandom
+        self._lock = threading.Lock()
+        self._history: dict[str, list[Any]] = {}
+
+    def make_server(self, port: int) -> socketserver.TCPServer:
+        return _Server(self, port)
 
     def serve_forever(self) -> None:
         """Serve in the calling thread (process mode) until interrupted."""

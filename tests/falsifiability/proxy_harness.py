@@ -12,6 +12,8 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import pytest
+
 from flowproof_cli.cassette import CassetteSession, Mode, Turn
 from flowproof_cli.mcp.http import HttpMcpSession
 from flowproof_cli.mcp.http_replay import HttpReplaySession
@@ -158,6 +160,20 @@ def running_harness() -> Iterator[Harness]:
     finally:
         running.close()
         mitmproxy_log.removeHandler(errors)
+
+
+@pytest.fixture(scope="module", name="proxy")
+def shared_proxy() -> Iterator[Harness]:
+    """One proxy for a whole test module: a module imports this and `clean_harness`."""
+    with running_harness() as running:
+        yield running
+
+
+@pytest.fixture(name="harness")
+def clean_harness(proxy: Harness) -> Iterator[Harness]:
+    """The module's proxy for one test, left clean by it (see `one_test`)."""
+    with one_test(proxy) as running:
+        yield running
 
 
 def post(port: int, path: str, body: bytes, headers: Mapping[str, str] | None = None) -> Any:

@@ -10,14 +10,10 @@ proxy opens: a request that fails closed opens none.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import json
-import subprocess
 import sys
 import threading
-import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -36,8 +32,8 @@ from flowproof_cli.mcp.http_record import HttpRecordSession
 from flowproof_cli.mcp.http_replay import HttpReplaySession
 from flowproof_cli.mcp.lane import Lane
 from flowproof_cli.runner.proxy import ProxyHost
-from tests.conftest import REPO, clean_environ, run_cli
-from tests.e2e.sockets_and_pids import accepts, free_port
+from tests.conftest import run_cli
+from tests.e2e.test_stock_mitmdump import stock_proxy
 from tests.falsifiability.proxy_harness import (
     ANSWER,
     CHAT,
@@ -47,12 +43,13 @@ from tests.falsifiability.proxy_harness import (
     REQUEST,
     DialSpy,
     Harness,
+    clean_harness,  # noqa: F401 (a fixture)
     message_of,
-    one_test,
     post,
-    running_harness,
+    shared_proxy,  # noqa: F401 (a fixture)
     turn,
 )
+from tests.unit.test_addons_stock import mcp_recording, recording, with_mcp
 from tests.unit.test_proxy_guard import LoopThread, request
 
 DEPTH = 100_000
@@ -61,18 +58,6 @@ DEPTH = 100_000
 def deep_json(depth: int = DEPTH) -> bytes:
     """A JSON object whose one field nests `depth` arrays: valid JSON, too deep to parse."""
     return b'{"model": "m", "messages": ' + b"[" * depth + b"]" * depth + b"}"
-
-
-@pytest.fixture(scope="module")
-def proxy() -> Iterator[Harness]:
-    with running_harness() as running:
-        yield running
-
-
-@pytest.fixture
-def harness(proxy: Harness) -> Iterator[Harness]:
-    with one_test(proxy) as running:
-        yield running
 
 
 # -- the model boundary ----------------------------------------------------------------------
@@ -310,22 +295,13 @@ def test_stock_mcp_record_with_a_refused_request_writes_no_lane(
     """Before: the lane was written without the request the agent was refused."""
     trace = tmp_path / "new.trace.yaml"
 
-    async def scenario() -> http.HTTPFlow:
-        addon = McpHttpBoundary()
-        with taddons.context(addon) as tctx:
-            tctx.configure(
-                addon,
-                flowproof_mcp_trace=str(trace),
-                flowproof_mcp_server="files",
-                flowproof_mcp_mode="record",
-                flowproof_mcp_url="http://127.0.0.1:9/mcp",
-            )
-            flow = _stock_post("/mcp", b"{not json", MCP_HEADERS)
-            await tctx.cycle(addon, flow)
-            await addon.done()
-            return flow
+    async def scenario(addon: McpHttpBoundary, tctx: taddons.context) -> http.HTTPFlow:
+        mcp_recording(tctx, addon, trace)
+        flow = _stock_post("/mcp", b"{not json", MCP_HEADERS)
+        await tctx.cycle(addon, flow)
+        return flow
 
-    flow = asyncio.run(scenario())
+    flow = with_mcp(scenario)  # `done` runs on the way out
     assert flow.response is not None and flow.response.status_code == 400
     assert not trace.exists()
     assert (
@@ -340,13 +316,7 @@ def test_stock_model_record_with_a_refused_request_says_why_no_trace(
     trace = tmp_path / "new.trace.yaml"
     addon = ModelBoundary()
     with taddons.context(addon) as tctx:
-        tctx.configure(
-            addon,
-            flowproof_trace=str(trace),
-            flowproof_mode="record",
-            flowproof_upstream="http://127.0.0.1:9/v1",
-        )
-        addon.running()
+        recording(tctx, addon, trace)
         flow = _stock_post(CHAT, deep_json(), {"content-type": "application/json"})
         addon.request(flow)
         addon.done()
@@ -373,36 +343,6 @@ def _both_scripts_trace(path: Path) -> Path:
     return path
 
 
-@contextlib.contextmanager
-def stock_mitmdump(tmp_path: Path, *scripts: str, options: tuple[str, ...] = ()) -> Iterator[int]:
-    """Stock mitmdump with the given addon scripts, on a fresh loopback port."""
-    port = free_port()
-    command = [str(Path(sys.executable).with_name("mitmdump")), "-q"]
-    for script in scripts:
-        command += ["-s", str(REPO / "addons" / script)]
-    command += ["--mode", f"reverse:http://127.0.0.1:9@127.0.0.1:{port}"]
-    command += ["--set", "connection_strategy=lazy", *options]
-    proxy = subprocess.Popen(
-        command,
-        env=clean_environ({"HOME": str(tmp_path)}),
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    try:
-        deadline = time.monotonic() + 30
-        while not accepts(port):
-            assert proxy.poll() is None, proxy.communicate()[0]
-            assert time.monotonic() < deadline, "mitmdump never listened"
-            time.sleep(0.1)
-        yield port
-    finally:
-        proxy.terminate()
-        output = proxy.communicate(timeout=10)[0]
-    assert "Traceback" not in output and "already exists" not in output, output
-
-
 def test_stock_mitmdump_loads_the_model_and_mcp_scripts_together(tmp_path: Path) -> None:
     """Before: "An addon called 'requestguard' already exists" (both scripts had one)."""
     trace = _both_scripts_trace(tmp_path / "t.trace.yaml")
@@ -414,7 +354,8 @@ def test_stock_mitmdump_loads_the_model_and_mcp_scripts_together(tmp_path: Path)
         "--set",
         "flowproof_mcp_server=files",
     )
-    with stock_mitmdump(tmp_path, "model.py", "mcp_http.py", options=options) as port:
+    scripts, absent = ("model.py", "mcp_http.py"), ("Traceback", "already exists")
+    with stock_proxy(tmp_path, *scripts, options=options, absent=absent) as port:
         model = post(port, CHAT, json.dumps(REQUEST).encode())
         mcp = post(port, "/mcp", PING, MCP_HEADERS)
         deep = post(port, CHAT, deep_json())

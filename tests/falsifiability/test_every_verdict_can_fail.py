@@ -26,7 +26,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.conftest import REPO, CliResult, clean_environ, run_cli, start_cli
+from tests.conftest import CliResult, run_cli, run_command, start_cli
 from tests.fakes.fake_upstream import FakeUpstream, Reply, sequence
 from tests.falsifiability import cases
 from tests.falsifiability.cases import (
@@ -219,17 +219,7 @@ def run_in_netns(*args: str | Path, env: Mapping[str, str]) -> CliResult:
         "flowproof_cli",
         *map(str, args),
     ]
-    done = subprocess.run(
-        command,
-        env=clean_environ(env),
-        cwd=REPO,
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    return CliResult(done.returncode, done.stdout, done.stderr)
+    return run_command(command, env=env, timeout=300)
 
 
 @pytest.fixture(scope="module")
@@ -454,17 +444,7 @@ main()
 
 
 def _faulted(fault: str, *args: str | Path) -> CliResult:
-    done = subprocess.run(
-        [sys.executable, "-c", _FAULTS[fault] + _RUN_CLI, *map(str, args)],
-        env=clean_environ(),
-        cwd=REPO,
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    return CliResult(done.returncode, done.stdout, done.stderr)
+    return run_command([sys.executable, "-c", _FAULTS[fault] + _RUN_CLI, *args])
 
 
 def _record_with_header_leak(root: Path, recordings: Mapping[str, Any]) -> CliResult:

@@ -35,7 +35,7 @@ import pytest
 import yaml
 
 from flowproof_cli.process import PATH, Keeper
-from tests.conftest import REPO, clean_environ, default_signals, run_cli
+from tests.conftest import REPO, clean_environ, default_signals, run_cli, start_cli
 from tests.e2e.flows import AGENTS, agent_command, set_agent_env, write_flow
 from tests.e2e.mcp_flows import NOTES_V2, PY
 from tests.e2e.sockets_and_pids import eventually, is_gone, is_listening
@@ -452,6 +452,21 @@ def wait_for_probe(probe: Path, process: subprocess.Popen[bytes]) -> dict[str, i
     return {n: int((probe / n).read_text()) for n in ("agent.pid", "orphan.pid", "proxy.port")}
 
 
+@contextlib.contextmanager
+def hanging_run(
+    mode: str, spec: Path, probe: Path, folder: Path
+) -> Iterator[tuple[Started, dict[str, int]]]:
+    """flowproof MODE on `hanging_probe`'s flow (record: against the seeded fake), once its
+    agent hangs: the run, and the pids and port the probe wrote."""
+    scratch = folder / "scratch"
+    scratch.mkdir()
+    with fake_for("quick") as fake:
+        started = start(
+            mode, "quick", folder, scratch, fake if mode == "record" else None, spec=spec
+        )
+        yield started, wait_for_probe(probe, started.process)
+
+
 @pytest.fixture
 def reap() -> Iterator[list[int]]:
     """Pids to SIGKILL after the test, whatever it found: never leak a hanging agent."""
@@ -470,13 +485,7 @@ def test_sigkill_of_flowproof_ends_its_agent_and_removes_its_temp_folders(
     """Before the keeper, the agent lived on to its own timeout (10 minutes by default) and
     the proxy's CA folder stayed in the temp folder."""
     spec, probe = hanging_probe(tmp_path)
-    scratch = tmp_path / "scratch"
-    scratch.mkdir()
-    with fake_for("quick") as fake:
-        started = start(
-            mode, "quick", tmp_path, scratch, fake if mode == "record" else None, spec=spec
-        )
-        pids = wait_for_probe(probe, started.process)
+    with hanging_run(mode, spec, probe, tmp_path) as (started, pids):
         reap.extend([pids["agent.pid"], pids["orphan.pid"]])
         # The proxy's folder appears once its engine is up (the agent starts before that).
         assert eventually(lambda: any(started.tmpdir.iterdir()), 30), "no temp folder to lose"
@@ -502,15 +511,7 @@ def test_sigterm_stops_flowproof_when_its_output_pipes_are_closed(
     """A CI runner that gave up reading, then sent SIGTERM: the stop notice could not be
     written, and before the fix that error swallowed the SIGTERM (flowproof ran on)."""
     spec, probe = hanging_probe(tmp_path)
-    process = subprocess.Popen(
-        [sys.executable, "-m", "flowproof_cli", "run", str(spec)],
-        env=clean_environ(),
-        cwd=tmp_path,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        preexec_fn=default_signals,
-    )
+    process = start_cli("run", spec, cwd=tmp_path, text=False)
     pids = wait_for_probe(probe, process)
     reap.extend([process.pid, pids["agent.pid"], pids["orphan.pid"]])
     assert process.stdout is not None and process.stderr is not None
@@ -531,13 +532,7 @@ def test_ctrl_c_again_during_the_cleanup_does_not_cut_it_short(
     event loop: the cleanup stopped halfway, the agent lived on, and flowproof hung."""
     spec, probe = hanging_probe(tmp_path)
     set_agent_env(spec, HYGIENE_IGNORE_TERM="1")
-    scratch = tmp_path / "scratch"
-    scratch.mkdir()
-    with fake_for("quick") as fake:
-        started = start(
-            mode, "quick", tmp_path, scratch, fake if mode == "record" else None, spec=spec
-        )
-        pids = wait_for_probe(probe, started.process)
+    with hanging_run(mode, spec, probe, tmp_path) as (started, pids):
         reap.extend([started.process.pid, pids["agent.pid"], pids["orphan.pid"]])
         for _ in range(3):
             started.process.send_signal(signal.SIGINT)
@@ -562,16 +557,7 @@ def test_a_sigint_flowproof_was_told_to_ignore_stays_ignored(tmp_path: Path) -> 
     """Started as a background job would be (SIGINT ignored), flowproof ignores a Ctrl-C as
     asked and the run goes on to pass; its agent inherits the same disposition, unchanged."""
     spec, probe = hanging_probe(tmp_path, hang=False)
-    process = subprocess.Popen(
-        [sys.executable, "-m", "flowproof_cli", "run", str(spec)],
-        env=clean_environ(),
-        cwd=tmp_path,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        preexec_fn=_ignore_sigint,
-    )
+    process = start_cli("run", spec, cwd=tmp_path, preexec_fn=_ignore_sigint)
     assert eventually(lambda: (probe / "agent.pid").exists(), 30), "the agent did not start"
     # Its orphan (forked by the agent, alive until the flow ends) has the agent's disposition.
     ignored = int(_status_field(int((probe / "orphan.pid").read_text()), "SigIgn"), 16)

@@ -35,10 +35,11 @@ from tests.falsifiability.proxy_harness import (
     Harness,
     OneFlow,
     answered_ok,
+    clean_harness,  # noqa: F401 (a fixture)
     message_of,
     one_test,
     post,
-    running_harness,
+    shared_proxy,  # noqa: F401 (a fixture)
     turn,
 )
 from tests.unit.test_proxy_guard import Listener, raw_exchange, request
@@ -51,18 +52,6 @@ FUZZ = settings(
 )
 #: What a refused model request may be answered with; each fails the flow.
 REFUSALS = {400, 415, 422, 500}
-
-
-@pytest.fixture(scope="module")
-def proxy() -> Iterator[Harness]:
-    with running_harness() as running:
-        yield running
-
-
-@pytest.fixture
-def harness(proxy: Harness) -> Iterator[Harness]:
-    with one_test(proxy) as running:
-        yield running
 
 
 def head(path: str = CHAT, *lines: str, body: bytes = BODY, method: str = "POST") -> bytes:

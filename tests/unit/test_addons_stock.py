@@ -452,6 +452,18 @@ def with_mcp(scenario: Any) -> Any:
     return asyncio.run(run())
 
 
+def mcp_recording(tctx: taddons.context, addon: McpHttpBoundary, trace: Path) -> None:
+    """Set the options that record the MCP server `files` into `trace`; its real server's
+    URL is a port nothing listens on (a test answers in its place)."""
+    tctx.configure(
+        addon,
+        flowproof_mcp_trace=str(trace),
+        flowproof_mcp_server="files",
+        flowproof_mcp_mode="record",
+        flowproof_mcp_url="http://127.0.0.1:9/mcp",
+    )
+
+
 @pytest.fixture
 def mcp() -> Iterator[tuple[McpHttpBoundary, taddons.context]]:
     addon = McpHttpBoundary()
@@ -564,13 +576,7 @@ def test_mcp_record_forwards_and_done_adds_the_lane_to_an_existing_trace(tmp_pat
     trace = write_trace(tmp_path / "t.trace.yaml", [chat()])
 
     async def scenario(addon: McpHttpBoundary, tctx: taddons.context) -> http.HTTPFlow:
-        tctx.configure(
-            addon,
-            flowproof_mcp_trace=str(trace),
-            flowproof_mcp_server="files",
-            flowproof_mcp_mode="record",
-            flowproof_mcp_url="http://127.0.0.1:9/mcp",
-        )
+        mcp_recording(tctx, addon, trace)
         flow = mcp_post(rpc(1, "initialize", INITIALIZE))
         await tctx.cycle(addon, flow)
         assert flow.response is None  # mitmproxy sends it on to the real server
@@ -593,13 +599,7 @@ def test_mcp_record_reads_an_sse_answer_as_it_streams_through(tmp_path) -> None:
     event = b'event: message\ndata: {"jsonrpc":"2.0","id":1,"result":{"tools":[]}}\n\n'
 
     async def scenario(addon: McpHttpBoundary, tctx: taddons.context) -> bytes:
-        tctx.configure(
-            addon,
-            flowproof_mcp_trace=str(trace),
-            flowproof_mcp_server="files",
-            flowproof_mcp_mode="record",
-            flowproof_mcp_url="http://127.0.0.1:9/mcp",
-        )
+        mcp_recording(tctx, addon, trace)
         flow = mcp_post(rpc(1, "tools/list"))
         await tctx.cycle(addon, flow)
         flow.response = http.Response.make(200, b"", {"content-type": "text/event-stream"})

@@ -11,7 +11,6 @@ The embedded proxy, for its part, must import mitmproxy without its ~30 default 
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 from pathlib import Path
 
@@ -20,7 +19,7 @@ import pytest
 
 from flowproof_cli.cli.main import COMMANDS, cli
 from flowproof_cli.evidence.records import FORMAT, REPORT, RUNS
-from tests.conftest import REPO, clean_environ
+from tests.conftest import run_command
 
 #: Never loaded by a light path: the proxy engine and what only a replay or a record uses.
 HEAVY = (
@@ -68,21 +67,9 @@ def loaded_by(tmp_path: Path, *args: str | Path, prelude: str = "") -> list[str]
     """The modules `flowproof ARGS` adds to a fresh interpreter's sys.modules; the command
     must succeed (a budget met by failing early proves nothing)."""
     out = tmp_path / "modules.json"
-    subprocess.run(
-        [
-            sys.executable,
-            "-c",
-            _CLI_PROBE.replace("PRELUDE", prelude),
-            str(out),
-            json.dumps([str(arg) for arg in args]),
-        ],
-        env=clean_environ(),
-        cwd=REPO,
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        check=True,
-        timeout=120,
-    )
+    probe = _CLI_PROBE.replace("PRELUDE", prelude)
+    done = run_command([sys.executable, "-c", probe, out, json.dumps([str(arg) for arg in args])])
+    assert done.code == 0, done.output
     found = json.loads(out.read_text())
     assert found["code"] == 0, f"flowproof {' '.join(map(str, args))} exited {found['code']}"
     modules: list[str] = found["modules"]
@@ -186,15 +173,8 @@ def loaded_after(code: str) -> dict[str, object]:
         f"{code}\n"
         "print(json.dumps({'modules': sorted(sys.modules), 'result': locals().get('result')}))\n"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", probe],
-        env=clean_environ(),
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=120,
-    )
+    done = run_command([sys.executable, "-c", probe])
+    assert done.code == 0, done.output
     found: dict[str, object] = json.loads(done.stdout.splitlines()[-1])
     return found
 

@@ -20,6 +20,7 @@ from flowproof_cli.evidence.secrets import (
     Secret,
     Unit,
     failure_lines,
+    header_units,
     judge_leaks,
     leak_failures,
     mcp_units,
@@ -452,3 +453,20 @@ def test_without_rules_nothing_extra_is_kept() -> None:
     session.on_request("/v1/chat/completions", json.dumps(chat_request(VALUE)).encode())
     assert session.served == [0]
     assert session.sent == {}
+
+
+def test_request_headers_are_scanned_as_the_agent_sent_them() -> None:
+    """The header fields are kept as mitmproxy's raw bytes and decoded only here: a value
+    read as latin-1 and as UTF-8, each request numbered, the name lower-cased."""
+    session = recorded_session((chat_request("nothing"), chat_response("ok")))
+    session.headers.append(((b"Content-Type", b"application/json"),))
+    session.headers.append(((b"X-Debug-Token", f"caf\u00e9 {VALUE}".encode()),))
+    units = list(header_units(session))
+    assert [unit.where for unit in units] == [
+        "model request 1, header content-type",
+        "model request 2, header x-debug-token",
+    ]
+    assert units[1].value == [f"caf\u00c3\u00a9 {VALUE}", f"caf\u00e9 {VALUE}"]
+    findings = scan([secret()], units)
+    assert findings == {"STRIPE_KEY": {"model request 2, header x-debug-token": ["raw"]}}
+    assert scan([secret()], units[:1]) == {}  # a clean header is not a leak

@@ -1,0 +1,138 @@
+"""What the hostile spec and trace probes share: the hypothesis settings, YAML builders and
+mutators, the FIFO probe, and the check that the real CLI refuses input with exit 2."""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+
+from tests.conftest import CliResult
+
+#: FLOWPROOF_FUZZ_EXAMPLES=5000 explores further than the default run does.
+PROPERTY = settings(
+    max_examples=int(os.environ.get("FLOWPROOF_FUZZ_EXAMPLES", "150")),
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+
+#: Characters and bits of YAML syntax a mutation inserts into a committed file's text.
+YAML_SNIPPETS = [
+    "\x00",
+    "\x1b",
+    "\ufeff",
+    "\t",
+    "\r",
+    "\n",
+    ": ",
+    "- ",
+    "&a ",
+    "*a",
+    "!!int ",
+    "!!python/object:os.system ",
+    "<<: ",
+    "? ",
+    "{",
+    "}",
+    "[",
+    "]",
+    '"',
+    "'",
+    "|",
+    "#",
+    "---\n",
+    "...\n",
+    "  ",
+    "1e400",
+    "\u2028",
+]
+
+
+def alias_bomb(levels: int, indent: str = "") -> str:
+    """Billion laughs: each level is a list of nine aliases of the level below."""
+    lines = [f"{indent}l0: &l0 [lol, lol, lol, lol, lol, lol, lol, lol, lol]"]
+    for level in range(1, levels):
+        below = ", ".join([f"*l{level - 1}"] * 9)
+        lines.append(f"{indent}l{level}: &l{level} [{below}]")
+    return "\n".join(lines) + "\n"
+
+
+def paths(value: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    """Every key path into a YAML document, the document itself (`()`) first."""
+    found = [prefix]
+    if isinstance(value, dict):
+        for key, child in value.items():
+            found += paths(child, (*prefix, key))
+    elif isinstance(value, list):
+        for index, child in enumerate(value):
+            found += paths(child, (*prefix, index))
+    return found
+
+
+def replace(value: Any, path: tuple[Any, ...], new: Any) -> Any:
+    """A copy of `value` with what is at `path` replaced by `new` (the input is kept)."""
+    if not path:
+        return new
+    head, *rest = path
+    if isinstance(value, dict):
+        return {**value, head: replace(value[head], tuple(rest), new)}
+    return [replace(item, tuple(rest), new) if i == head else item for i, item in enumerate(value)]
+
+
+@st.composite
+def mutated_documents(
+    draw: st.DrawFn,
+    documents: Sequence[Any],
+    trees: st.SearchStrategy[Any],
+    edits: int,
+    **dump: Any,
+) -> str:
+    """One of `documents` with 1 to `edits` values replaced by a random tree, dumped as YAML
+    (`dump`: more `yaml.safe_dump` options)."""
+    document = draw(st.sampled_from(documents))
+    for _ in range(draw(st.integers(1, edits))):
+        path = draw(st.sampled_from(paths(document)))
+        document = replace(document, path, draw(trees))
+    return yaml.safe_dump(document, sort_keys=False, allow_unicode=True, **dump)
+
+
+def load_a_fifo(load: Callable[[Path], object], fifo: Path, what: str) -> BaseException | None:
+    """What `load` raised on a new FIFO nobody writes to (None: it returned). A load that
+    blocks in open() waiting for a writer is released, then fails the test naming `what`."""
+    os.mkfifo(fifo)
+    outcome: list[BaseException | None] = []
+
+    def attempt() -> None:
+        try:
+            load(fifo)
+            outcome.append(None)
+        except BaseException as exc:  # handed to the test thread
+            outcome.append(exc)
+
+    reader = threading.Thread(target=attempt, daemon=True)
+    reader.start()
+    reader.join(30)
+    if reader.is_alive():  # blocked in open(): release it, then fail
+        with open(fifo, "w", encoding="utf-8"):
+            pass
+        reader.join(5)
+        pytest.fail(f"loading {what} blocked waiting for a writer")
+    (error,) = outcome
+    return error
+
+
+def refused_by_the_cli(
+    result: CliResult, stderr_start: str | None = None, note: object = None
+) -> None:
+    """The CLI refused its input: exit 2, no traceback, and (given) the start of stderr."""
+    assert result.code == 2, result.output if note is None else (note, result.output)
+    assert "Traceback" not in result.output
+    if stderr_start is not None:
+        assert result.stderr.startswith(stderr_start), result.stderr
