@@ -144,13 +144,14 @@ class _State:
         self._plan_error: str | None = None
 
     def run(self, job: FlowJob) -> FlowResult:
+        from flowproof_cli.mode import Mode  # noqa: PLC0415
         from flowproof_cli.runner import orphans  # noqa: PLC0415
         from flowproof_cli.runner.job import LazyHub, execute_async  # noqa: PLC0415
 
         if self._runner is None:
             self._adopted = orphans.children()
             self._runner = asyncio.Runner()
-            self._hub = LazyHub()
+            self._hub = LazyHub(upstream_tls=job.mode is Mode.RECORD)
         assert self._hub is not None
         return self._runner.run(execute_async(job, self._hub))
 

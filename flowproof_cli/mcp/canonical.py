@@ -55,6 +55,14 @@ def kind_of(message: Any) -> Kind:
     return Kind.INVALID
 
 
+def usable_id(message: Any) -> Any:
+    """The id of an invalid message when it can be told (a string or a number), else None:
+    the error then reaches the call that is waiting for it, as JSON-RPC asks."""
+    value = message.get("id") if isinstance(message, dict) else None
+    valid = isinstance(value, (str, int, float)) and not isinstance(value, bool)
+    return value if valid else None
+
+
 def id_key(value: Any) -> str:
     """Ids compare by type and value: `1` and `"1"` are different requests."""
     return f"{type(value).__name__}:{value}"

@@ -28,6 +28,7 @@ from flowproof_cli.mcp.canonical import (
     batch_refusal,
     error_message,
     kind_of,
+    usable_id,
 )
 from flowproof_cli.mcp.lane import Lane
 from flowproof_cli.mcp.sse import Channel
@@ -143,7 +144,7 @@ class HttpMcpSession(ABC):
             text = batch_refusal(self.negotiated)
             return self._batch(message) if text is None else self.refuse(text)
         if kind_of(message) is Kind.INVALID:
-            return self.refuse("the body is not a JSON-RPC message")
+            return self.refuse("the body is not a JSON-RPC message", request_id=usable_id(message))
         mismatch = header_mismatch(message, headers)
         if mismatch is not None:
             return self.refuse(mismatch, request_id=message.get("id"))

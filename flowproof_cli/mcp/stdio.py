@@ -40,6 +40,7 @@ from flowproof_cli.mcp.canonical import (
     error_message,
     id_key,
     kind_of,
+    usable_id,
     with_id,
 )
 from flowproof_cli.mcp.capture import CLIENT, SERVER, START, CaptureFile
@@ -500,7 +501,7 @@ def _receive(
     message: Any, replayer: Replayer, capture: CaptureFile, mine: set[int]
 ) -> list[tuple[dict[str, Any], bool]]:
     if kind_of(message) is Kind.INVALID:  # answered as JSON-RPC says, never silence
-        return [(error_message(_usable_id(message), INVALID_REQUEST, _NOT_RPC), True)]
+        return [(error_message(usable_id(message), INVALID_REQUEST, _NOT_RPC), True)]
     capture.append(CLIENT, message)
     emissions = replayer.receive(message)
     if kind_of(message) is Kind.REQUEST and replayer.last_position is not None:
@@ -510,10 +511,3 @@ def _receive(
         for emission in emissions
         if emission.channel is None or emission.channel in mine
     ]
-
-
-def _usable_id(message: Any) -> Any:
-    """The id of an invalid message when it can be told (a string or a number), else None."""
-    value = message.get("id") if isinstance(message, dict) else None
-    valid = isinstance(value, (str, int, float)) and not isinstance(value, bool)
-    return value if valid else None

@@ -86,6 +86,35 @@ class PortScoped:
         return update
 
 
+class _StopOnFailure:
+    """Cancels the task driving a flow when its listeners cannot be served (the engine did
+    not start): the agent's calls would wait in the listen backlog until the flow's timeout.
+    The failure itself is raised when the listeners close."""
+
+    def __init__(self, serving: asyncio.Future[None]) -> None:
+        self.fired = False
+        self._settled = False
+        self._task = asyncio.current_task()
+        serving.add_done_callback(self._on_done)
+
+    def _on_done(self, serving: asyncio.Future[None]) -> None:
+        # Runs while the task waits somewhere in the flow's body, where the cancellation
+        # lands; once the body is over (`settle`), the closing raises the failure instead.
+        if self._settled or self._task is None:
+            return
+        if serving.cancelled() or serving.exception() is None:
+            return
+        self.fired = True
+        self._task.cancel()
+
+    def settle(self) -> None:
+        """The body is over: take back the cancellation this sent, so the task goes on to
+        close the listeners and raise the failure."""
+        self._settled = True
+        if self.fired and self._task is not None and self._task.cancelling():
+            self._task.uncancel()
+
+
 class ProxyHub:
     """One embedded mitmproxy for a whole run, loaded and started on first use.
 
@@ -93,8 +122,9 @@ class ProxyHub:
     starts while mitmproxy loads; the engine then accepts on them (`runner/listeners.py`).
     """
 
-    def __init__(self, addons: Sequence[Any] = ()) -> None:
+    def __init__(self, addons: Sequence[Any] = (), *, upstream_tls: bool = True) -> None:
         self._extra = list(addons)  # after the boundaries (`run --inspect`'s tap)
+        self._upstream_tls = upstream_tls  # False when no flow of the run records
         # Shared with the boundaries once they exist: each request finds its session here
         # by the port it arrived on.
         self.model_sessions: dict[int, CassetteSession] = {}
@@ -118,7 +148,11 @@ class ProxyHub:
         model, mcp_http = ModelBoundary(), McpHttpBoundary()
         model.sessions = self.model_sessions
         mcp_http.sessions = self.mcp_sessions
-        host = ProxyHost([RequestGuard(), mcp_http, model, *self._extra, Backstop()], port=None)
+        host = ProxyHost(
+            [RequestGuard(), mcp_http, model, *self._extra, Backstop()],
+            port=None,
+            upstream_tls=self._upstream_tls,
+        )
         await host.start()
         return host
 
@@ -160,9 +194,14 @@ class ProxyHub:
         self.model_sessions[bound] = session
         scoped: list[PortScoped] = []
         serving = asyncio.ensure_future(self._serve(sockets, user_addons, ports, scoped))
+        stopped = _StopOnFailure(serving)
         try:
             yield bound
+        except asyncio.CancelledError:
+            if not stopped.fired:
+                raise
         finally:
+            stopped.settle()
             await self._close(serving, sockets, ports, scoped)
 
     def _bind_mcp(self, mcp: McpServers) -> list[socket.socket]:

@@ -69,7 +69,7 @@ async def diagnose(
     environ = dict(os.environ if environ is None else environ)
     canned = canned or CannedReplies()  # `flowproof init` passes one that keeps the tools
     with cancelled_by_sigterm():
-        async with ProxyHost([RequestGuard(), canned]) as proxy:
+        async with ProxyHost([RequestGuard(), canned], upstream_tls=False) as proxy:
             port = proxy.port
             argv = resolve_argv(command, environ, runtime_handles(port, prompt), where="--agent")
             env = agent_environment(environ, port=port, prompt=prompt, spec_env={})

@@ -126,7 +126,7 @@ async def run_flow(
         if hub is None:  # a run of one: its own proxy, and the run's last orphan sweep
             adopted_before = orphans.children()
             try:
-                async with ProxyHub() as own:
+                async with ProxyHub(upstream_tls=mode is Mode.RECORD) as own:
                     driven, mcp = await _drive(setup, own)
             finally:
                 await asyncio.to_thread(orphans.sweep, adopted_before)

@@ -113,9 +113,10 @@ class LazyHub:
     """The run's proxy, imported and started only when a flow first needs it: a run whose
     flows are all skipped never loads mitmproxy."""
 
-    def __init__(self, addons: Sequence[Any] = ()) -> None:
+    def __init__(self, addons: Sequence[Any] = (), *, upstream_tls: bool = True) -> None:
         self._hub: ProxyHub | None = None
         self._addons = addons  # joined after the boundaries (`run --inspect`)
+        self._upstream_tls = upstream_tls  # a run that only replays dials nothing
 
     def get(self) -> ProxyHub:
         """The hub, its start begun in the background: it overlaps the flow's own setup
@@ -123,7 +124,7 @@ class LazyHub:
         if self._hub is None:
             from flowproof_cli.runner.boundaries import ProxyHub  # noqa: PLC0415
 
-            self._hub = ProxyHub(self._addons)
+            self._hub = ProxyHub(self._addons, upstream_tls=self._upstream_tls)
             starting = asyncio.ensure_future(self._hub.start())
             # A failed start is raised again by the listener that needs it; not logged here.
             starting.add_done_callback(lambda task: task.cancelled() or task.exception())

@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from flowproof_cli.errors import Terminated
+from flowproof_cli.mode import Mode
 from flowproof_cli.runner import orphans
 from flowproof_cli.runner.job import FlowJob, LazyHub, execute_async
 from flowproof_cli.runner.termination import stopping_once_on_ctrl_c
@@ -69,7 +70,7 @@ async def _run_all(
     adopted_before = orphans.children()
     ordered = _InOrder(len(jobs), on_result)
     gate = asyncio.Semaphore(workers)
-    hub = LazyHub(addons)
+    hub = LazyHub(addons, upstream_tls=any(job.mode is Mode.RECORD for job in jobs))
 
     terminated = False
 

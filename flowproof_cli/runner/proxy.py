@@ -23,9 +23,10 @@ from flowproof_cli.runner import minimal_mitmproxy
 
 minimal_mitmproxy.install()  # before mitmproxy.master: skips the ~30 default addons' imports
 
-from mitmproxy import addonmanager, exceptions, hooks, master, options  # noqa: E402
+from mitmproxy import addonmanager, exceptions, hooks, master, options, tls  # noqa: E402
 from mitmproxy.addons import core, disable_h2c, next_layer, proxyserver, tlsconfig  # noqa: E402
 from mitmproxy.proxy import mode_servers, mode_specs  # noqa: E402
+from OpenSSL import SSL  # noqa: E402
 
 from flowproof_addons.guard import Backstop  # noqa: E402
 from flowproof_cli.errors import ConfigError  # noqa: E402
@@ -79,6 +80,19 @@ class _Started:
         self.event.set()
 
 
+class _TlsRefused:
+    """For a master without mitmproxy's TLS addon: a client's TLS handshake fails at once.
+
+    With no TLS context mitmproxy logs an error and leaves the client waiting for its
+    handshake until the client's own timeout. A context without a certificate makes the
+    handshake fail with an alert instead, so an agent pointed at `https://` learns at once.
+    """
+
+    def tls_start_client(self, data: tls.TlsData) -> None:
+        data.ssl_conn = SSL.Connection(SSL.Context(SSL.TLS_SERVER_METHOD))
+        data.ssl_conn.set_accept_state()
+
+
 class _CachedDispatch(addonmanager.AddonManager):
     """mitmproxy's addon manager, finding each event's handlers once, not per event.
 
@@ -122,15 +136,21 @@ class ProxyHost:
 
     One master may carry many loopback listeners (`add_listener`, `remove_listener`): a whole
     `flowproof run` shares one, each flow on listeners of its own. With `port=None` the
-    master starts with none.
+    master starts with none. With `upstream_tls=False` (a replay: it dials nothing) the
+    master loads no TLS addon, so no certificate authority is generated for it: an RSA key,
+    a tenth of a second or more of CPU on every run. A client that speaks TLS to such a
+    listener has its connection closed.
     """
 
-    def __init__(self, addons: Sequence[Any], *, port: int | None = 0):
+    def __init__(
+        self, addons: Sequence[Any], *, port: int | None = 0, upstream_tls: bool = True
+    ) -> None:
         # Always last: a request nothing answered is refused, never sent to the placeholder.
         self._addons = list(addons)
         if not any(isinstance(addon, Backstop) for addon in self._addons):
             self._addons.append(Backstop())
         self._requested_port = port
+        self._upstream_tls = upstream_tls
         self._master: master.Master | None = None
         self._task: asyncio.Task[None] | None = None
         self._confdir = tempfile.TemporaryDirectory(prefix="flowproof-mitm-")
@@ -150,12 +170,13 @@ class ProxyHost:
         started = _Started()
         self._master = master.Master(opts, event_loop=asyncio.get_running_loop())
         self._master.addons = _CachedDispatch(self._master)
+        tls_addon = tlsconfig.TlsConfig() if self._upstream_tls else _TlsRefused()
         self._master.addons.add(
             core.Core(),
             disable_h2c.DisableH2C(),
             proxyserver.Proxyserver(),
             next_layer.NextLayer(),
-            tlsconfig.TlsConfig(),
+            tls_addon,
             started,
             *self._addons,
         )

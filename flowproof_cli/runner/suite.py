@@ -6,8 +6,9 @@ that), then the `KEY=VALUE` lines `env_from` prints (run in the environment so f
 the environ each flow runs with, so it reaches the agent and every `${VAR}` in the spec.
 
 Hooks are plain shell commands, run in the suite's folder with that environment and
-`FLOWPROOF_SPEC` naming the flow's spec. A failing hook is reported, never raised: the caller
-decides whether it fails the flow (`before_each`) and still runs `after_each` regardless.
+`FLOWPROOF_SPEC` naming the flow's spec (and a marker the keeper ends them by). A failing
+hook is reported, never raised: the caller decides whether it fails the flow
+(`before_each`) and still runs `after_each` regardless.
 """
 
 from __future__ import annotations
@@ -16,15 +17,17 @@ import asyncio
 import contextlib
 import os
 import re
+import secrets
 import signal
 import subprocess
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
 from flowproof_cli.errors import ConfigError
 from flowproof_cli.match.build import Declared
+from flowproof_cli.process import GROUP, KEEPER, MARKER
 from flowproof_cli.runner.command import tail_lines
 from flowproof_cli.runner.termination import raising_on_sigterm
 from flowproof_cli.spec.suite import load_suite
@@ -34,6 +37,8 @@ HOOK_TIMEOUT_S = 600.0  # a hook may start services; it may not hang a CI job fo
 SHELL = "/bin/sh"
 
 HookName = Literal["before_each", "after_each"]
+#: In the environment of each suite command (hook or env_from) while it runs, unique to it.
+HOOK_MARKER_VARIABLE = "FLOWPROOF_HOOK_RUN"
 _ASSIGNMENT = re.compile(r"(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)=(.*)")
 
 
@@ -136,18 +141,30 @@ async def _hook_shell(
     command: str, *, cwd: Path, environ: Mapping[str, str]
 ) -> tuple[int | None, str]:
     """(exit code or None on timeout, stderr) of `sh -c command`, in its own group."""
-    process = await asyncio.create_subprocess_exec(
-        SHELL, "-c", command, **_in_own_group(cwd, environ), stdout=subprocess.DEVNULL
-    )
-    try:
-        _, stderr = await asyncio.wait_for(process.communicate(), HOOK_TIMEOUT_S)
-    except TimeoutError:
-        await _end_hook_group(process)
-        return None, ""
-    except BaseException:
-        await _end_hook_group(process)
-        raise
+    with _kept(environ) as env:
+        process = await asyncio.create_subprocess_exec(
+            SHELL, "-c", command, **_in_own_group(cwd, env), stdout=subprocess.DEVNULL
+        )
+        with KEEPER.holding(GROUP, process.pid):
+            try:
+                _, stderr = await asyncio.wait_for(process.communicate(), HOOK_TIMEOUT_S)
+            except TimeoutError:
+                await _end_hook_group(process)
+                return None, ""
+            except BaseException:
+                await _end_hook_group(process)
+                raise
     return process.returncode, stderr.decode(errors="replace")
+
+
+@contextlib.contextmanager
+def _kept(environ: Mapping[str, str]) -> Iterator[dict[str, str]]:
+    """The environment for one suite command, carrying a marker of its own that the keeper
+    holds from before the spawn until the command is done: if flowproof dies meanwhile,
+    however, every process carrying it is ended (its group is held too, once known)."""
+    marker = secrets.token_hex(8)
+    with KEEPER.holding(MARKER, f"{HOOK_MARKER_VARIABLE}={marker}"):
+        yield {**environ, HOOK_MARKER_VARIABLE: marker}
 
 
 async def _end_hook_group(process: asyncio.subprocess.Process) -> None:
@@ -170,21 +187,23 @@ def _shell(command: str, *, cwd: Path, environ: Mapping[str, str]) -> tuple[int 
 def _communicate(
     command: str, *, cwd: Path, environ: Mapping[str, str]
 ) -> tuple[int | None, str, str]:
-    process = subprocess.Popen(
-        [SHELL, "-c", command],
-        **_in_own_group(cwd, environ),
-        stdout=subprocess.PIPE,
-        text=True,
-        errors="replace",
-    )
-    try:
-        stdout, stderr = process.communicate(timeout=HOOK_TIMEOUT_S)
-    except subprocess.TimeoutExpired:
-        _kill_group(process)
-        return None, "", ""
-    except BaseException:
-        _kill_group(process)
-        raise
+    with _kept(environ) as env:
+        process = subprocess.Popen(
+            [SHELL, "-c", command],
+            **_in_own_group(cwd, env),
+            stdout=subprocess.PIPE,
+            text=True,
+            errors="replace",
+        )
+        with KEEPER.holding(GROUP, process.pid):
+            try:
+                stdout, stderr = process.communicate(timeout=HOOK_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                _kill_group(process)
+                return None, "", ""
+            except BaseException:
+                _kill_group(process)
+                raise
     return process.returncode, stdout, stderr
 
 

@@ -505,6 +505,33 @@ def test_sigkill_of_flowproof_ends_its_agent_and_removes_its_temp_folders(
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("hook", ["env_from", "before_each"])
+def test_sigkill_of_flowproof_ends_a_running_suite_hook(
+    hook: str, tmp_path: Path, reap: list[int]
+) -> None:
+    """Before, the keeper held agents' process groups but not the suite's hooks': a hook
+    running when flowproof was SIGKILLed lived on (here: for five minutes)."""
+    pid_file = tmp_path / "hook.pid"
+    spec = write_flow(tmp_path, command="true")
+    (tmp_path / "suite.yaml").write_text(
+        yaml.safe_dump({hook: f"echo $$ > {pid_file}; exec sleep 300"})
+    )
+    process = start_cli(
+        "record", spec, cwd=tmp_path, env={"FLOWPROOF_AGENT_UPSTREAM": "http://127.0.0.1:9/v1"}
+    )
+    reap.append(process.pid)
+    assert eventually(lambda: pid_file.exists() and pid_file.read_text().strip(), 30), (
+        "the hook did not start"
+    )
+    hook_pid = int(pid_file.read_text())
+    reap.append(hook_pid)
+    assert not is_gone(hook_pid)
+    process.kill()
+    assert process.wait(timeout=EXIT_WAIT_S) == -signal.SIGKILL
+    assert eventually(lambda: is_gone(hook_pid), GONE_WAIT_S), "the hook outlived flowproof"
+
+
+@pytest.mark.slow
 def test_sigterm_stops_flowproof_when_its_output_pipes_are_closed(
     tmp_path: Path, reap: list[int]
 ) -> None:

@@ -132,6 +132,36 @@ def test_replay_refusals_are_named() -> None:
     assert session.on_request("POST", {}, b"{not json").status == 400  # type: ignore[union-attr]
 
 
+@pytest.mark.parametrize(
+    ("sent", "answer_id"),
+    [
+        ({"jsonrpc": "2.0", "id": 7, "method": 5}, 7),
+        ({"jsonrpc": "2.0", "id": "x", "params": {}}, "x"),
+        ({"jsonrpc": "2.0", "id": True, "method": None}, None),
+        (5, None),
+    ],
+)
+@pytest.mark.parametrize("mode", ["replay", "record"])
+def test_a_body_that_is_not_json_rpc_is_refused_to_the_call_waiting_for_it(
+    mode: str, sent: object, answer_id: object
+) -> None:
+    """Its error carries the message's id when one can be told, as over stdio: the agent's
+    pending call gets its answer instead of waiting for the flow's timeout."""
+    session = (
+        HttpReplaySession("notes", lane=lane())
+        if mode == "replay"
+        else HttpRecordSession("notes", url="http://real/mcp")
+    )
+    reply = session.on_request("POST", {}, json.dumps(sent).encode())
+    assert isinstance(reply, Reply) and reply.status == 400
+    assert json.loads(reply.body) == {
+        "jsonrpc": "2.0",
+        "id": answer_id,
+        "error": {"code": -32600, "message": "flowproof: the body is not a JSON-RPC message"},
+    }
+    assert session.errors == ["the MCP server 'notes': the body is not a JSON-RPC message"]
+
+
 def test_a_batch_in_2025_03_26_is_handled_element_wise() -> None:
     session = HttpReplaySession("notes", lane=lane())
     session.on_request("POST", {}, rpc(1, "initialize", {"protocolVersion": "2025-03-26"}))

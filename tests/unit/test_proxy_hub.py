@@ -7,12 +7,13 @@ import asyncio
 import http.client
 import json
 import socket
+import time
 from typing import Any
 
 import pytest
 
 from flowproof_cli.cassette import CassetteSession, Mode, Turn
-from flowproof_cli.errors import PortInUseError
+from flowproof_cli.errors import ConfigError, PortInUseError
 from flowproof_cli.runner.boundaries import PortScoped, ProxyHub
 
 REQUEST = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
@@ -162,3 +163,42 @@ def test_an_addon_joining_or_leaving_mid_run_changes_who_is_called() -> None:
     a, b = asyncio.run(scenario())
     assert early.ports == [a]
     assert late.ports == [b]
+
+
+class _EngineBroke(ProxyHub):
+    """A hub whose engine fails to start, after a moment (the flow is driving by then)."""
+
+    async def _start_engine(self) -> Any:
+        await asyncio.sleep(0.2)
+        raise ConfigError("the proxy engine did not start within 10 s")
+
+
+@pytest.mark.parametrize("hub_class", [_EngineBroke, ProxyHub])
+def test_an_engine_that_does_not_start_ends_the_flow_at_once(hub_class: type[ProxyHub]) -> None:
+    """Before, the flow's body (an agent waiting on its first call, which sat in the listen
+    backlog) ran on to the flow's timeout; now the failure ends it at once and is raised."""
+    session = CassetteSession(Mode.REPLAY, recorded=[_turn("served")])
+    answers: list[str] = []
+    bound_s = 20.0  # the flow's timeout here
+
+    async def flow() -> float:
+        hub = hub_class()
+        started = asyncio.get_running_loop().time()
+        try:
+            async with hub.listen(session) as port:
+                if hub_class is ProxyHub:
+                    answers.append((await asyncio.to_thread(_ask, port))[1])
+                else:
+                    await asyncio.sleep(bound_s)  # the agent, waiting on its first call
+        finally:
+            await hub.stop()
+        return asyncio.get_running_loop().time() - started
+
+    if hub_class is ProxyHub:  # the twin: a healthy engine serves, the flow runs its course
+        asyncio.run(asyncio.wait_for(flow(), bound_s))
+        assert answers == ["served"]
+        return
+    started = time.monotonic()
+    with pytest.raises(ConfigError, match="did not start within 10 s"):
+        asyncio.run(asyncio.wait_for(flow(), bound_s + 10))
+    assert time.monotonic() - started < bound_s / 2, "the flow waited for its timeout"
