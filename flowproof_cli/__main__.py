@@ -1,13 +1,18 @@
 """`python -m flowproof_cli` is the `flowproof` command."""
 
 import sys
+from collections.abc import Callable
+from functools import partial
 
-if sys.argv[1:2] == ["mcp-stdio"]:
-    # The MCP stand-in starts once per server per agent run: skip loading the proxy engine.
-    from flowproof_cli.cli.mcp_stdio import mcp_stdio
+from flowproof_cli.cli.entry import quiet_interrupts
 
-    mcp_stdio.main(sys.argv[2:], prog_name="flowproof mcp-stdio")
-else:
-    from flowproof_cli.cli.main import main
+command: Callable[[], object]
+with quiet_interrupts():  # a Ctrl-C while loading: `interrupted`, exit 130, no traceback
+    if sys.argv[1:2] == ["mcp-stdio"]:
+        # The MCP stand-in starts once per server per agent run: skip loading the engine.
+        from flowproof_cli.cli.mcp_stdio import mcp_stdio
 
-    main()
+        command = partial(mcp_stdio.main, sys.argv[2:], prog_name="flowproof mcp-stdio")
+    else:
+        from flowproof_cli.cli.main import main as command
+command()

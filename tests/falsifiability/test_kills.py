@@ -286,19 +286,28 @@ def _exit_code(process: subprocess.Popen[bytes]) -> int | None:
         return None
 
 
+#: What runs of flowproof's before its quiet interrupt handler is set (`cli/entry.py`).
+BEFORE_THE_HANDLER = tuple(
+    str(REPO / "flowproof_cli" / name)
+    for name in ("__init__.py", "__main__.py", "cli/__init__.py", "cli/entry.py")
+)
+
+
 def interrupted_while_starting(stderr: str) -> bool:
-    """Whether a Ctrl-C landed while Python was still starting flowproof: its own
-    KeyboardInterrupt traceback, from `site` or from module imports, no flowproof function
-    on it yet. Nothing had started, so nothing is left; the traceback is Python's (a known
-    limit: only a handler set before those imports could hide it, and that would take Ctrl-C
-    from every program that imports flowproof as a library)."""
+    """Whether a Ctrl-C landed while Python itself was still starting: its own
+    KeyboardInterrupt traceback, from `site`, `runpy` or the few lines of flowproof that run
+    before its handler is set. Nothing had started, so nothing is left; once
+    `cli/entry.py` has set its handler, an interrupt prints `interrupted` (exit 130)."""
     # Raised into an import, or into a callback Python then reports as "Exception ignored"
     # (`KeyboardInterrupt: ` with an empty message) while the start-up carries on.
     if not re.search(r"^KeyboardInterrupt:?\s*$", stderr, re.MULTILINE):
         return False
     frames = re.findall(r'File "([^"]+)", line \d+, in (\S+)', stderr)
     ours = str(REPO / "flowproof_cli")
-    return all(name == "<module>" or not path.startswith(ours) for path, name in frames)
+    return all(
+        not path.startswith(ours) or (name == "<module>" and path in BEFORE_THE_HANDLER)
+        for path, name in frames
+    )
 
 
 def _problems(
@@ -715,3 +724,6 @@ def test_only_pythons_own_start_up_interrupt_is_tolerated() -> None:
     assert interrupted_while_starting(ignored)
     ours = f'Traceback:\n  File "{REPO}/flowproof_cli/runner/job.py", line 9, in run\nKeyboardInterrupt\n'
     assert not interrupted_while_starting(ours)
+    # An import after the handler was set is flowproof's to answer, no longer tolerated.
+    loading = f'Traceback:\n  File "{REPO}/flowproof_cli/cli/main.py", line 12, in <module>\nKeyboardInterrupt\n'
+    assert not interrupted_while_starting(loading)

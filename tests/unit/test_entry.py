@@ -1,0 +1,64 @@
+"""A Ctrl-C while Python is still loading flowproof: `interrupted`, exit 130, no traceback."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import REPO, clean_environ, default_signals
+
+PROBE = """
+import os, signal, sys, time
+from flowproof_cli.cli.entry import quiet_interrupts
+case = sys.argv[1]
+if case == "ignored":
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+if case == "bare":  # what the window did before: nothing of flowproof's in place
+    os.kill(os.getpid(), signal.SIGINT)
+    time.sleep(1)
+else:
+    with quiet_interrupts():
+        if case != "calm":
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(1)
+print("default handler after:", signal.getsignal(signal.SIGINT) is signal.default_int_handler)
+"""
+
+
+def _probe(case: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", PROBE, case],
+        env=clean_environ(),
+        cwd=REPO,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        preexec_fn=default_signals,  # the same however the suite was started
+    )
+
+
+def test_an_interrupt_while_loading_is_quiet() -> None:
+    probe = _probe("interrupted")
+    assert (probe.returncode, probe.stderr, probe.stdout) == (130, "interrupted\n", "")
+
+
+def test_without_it_python_prints_its_traceback() -> None:
+    """The red path: the window as it was."""
+    probe = _probe("bare")
+    assert probe.returncode == -signal.SIGINT  # Python ends itself by the signal
+    assert "Traceback" in probe.stderr and "KeyboardInterrupt" in probe.stderr
+
+
+@pytest.mark.parametrize(
+    ("case", "restored"), [("calm", "True"), ("ignored", "False")], ids=["default", "ignored"]
+)
+def test_the_handler_before_is_kept_or_restored(case: str, restored: str) -> None:
+    """Python's handler is back once loaded; an ignored SIGINT (a background job) was never
+    replaced, so that Ctrl-C does nothing, as asked."""
+    probe = _probe(case)
+    assert probe.returncode == 0, probe.stderr
+    assert probe.stdout.strip() == f"default handler after: {restored}"
