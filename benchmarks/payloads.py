@@ -90,27 +90,31 @@ def _entry(body: dict[str, Any], response: dict[str, Any]) -> dict[str, Any]:
     return {"request": canonical(body), "response": {"status": 200, "body": response}}
 
 
-def write_trace(path: Path, entries: list[dict[str, Any]], *, aliases: bool = True) -> Path:
-    """A trace document; with `aliases`, a turn repeated N times is one YAML anchor and N-1
-    aliases (a small file). Without, every turn is written out as `flowproof record` writes
-    it, so the loader reads the file turn by turn as it does a recorded trace."""
+def write_trace(path: Path, entries: list[dict[str, Any]]) -> Path:
+    """A trace document with every turn written out as `flowproof record` writes it (no
+    YAML aliases), so the loader reads the file turn by turn as it does a recorded trace."""
     document = {"flowproof_trace": 1, "flow": "benchmark", "turns": entries}
-    dumper = _Dumper if aliases else _NoAliasDumper
-    path.write_text(yaml.dump(document, Dumper=dumper, sort_keys=False, width=1 << 30))
+    path.write_text(yaml.dump(document, Dumper=_NoAliasDumper, sort_keys=False, width=1 << 30))
     return path
 
 
-def repeated_trace(path: Path, sizes: list[int], copies: int) -> Path:
-    """One turn per size, each `copies` times (a recorded turn replays once)."""
-    entries = [_entry(request_body(size), completion()) for size in sizes]
-    return write_trace(path, entries * copies)
+def repeated_trace(path: Path, copies: dict[int, int]) -> Path:
+    """One turn per size, each the number of times `copies` gives for its size (a recorded
+    turn replays once), written out in full as a recording is: the trace loader refuses
+    aliases that repeat this much data as a YAML alias bomb."""
+    entries = [
+        _entry(request_body(size), completion())
+        for size, count in copies.items()
+        for _ in range(count)
+    ]
+    return write_trace(path, entries)
 
 
 def distinct_trace(path: Path, size: int, turns: int) -> Path:
     """`turns` different requests of `size` (index `i` carries marker `i`)."""
     response = completion()
     entries = [_entry(request_body(size, i), response) for i in range(turns)]
-    return write_trace(path, entries, aliases=False)
+    return write_trace(path, entries)
 
 
 def stub_responses(path: Path, responses: list[dict[str, Any]], size: int = 2000) -> Path:

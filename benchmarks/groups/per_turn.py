@@ -2,7 +2,8 @@
 
 One client process per (size, streamed, server, round); servers stay up for a whole size
 and are visited in ABBA order. flowproof replays each recorded turn once, so its trace
-holds the turn as many times as it will be asked (YAML aliases keep the file small).
+holds the turn as many times as it will be asked, written out in full as a recording is
+(about 50 MB for a full run); the embedded server repeats a one-turn trace in memory.
 """
 
 from __future__ import annotations
@@ -41,12 +42,15 @@ def _variants(settings: Settings) -> list[str]:
     ]
 
 
-def _servers(stack: ExitStack, folder: Path, asked: int) -> dict[str, Server]:
+def _servers(stack: ExitStack, folder: Path, settings: Settings) -> dict[str, Server]:
     """All four servers, each its own process, ready for every variant."""
-    sizes = [size for _, size in SIZES]
+    # Every request each size gets in the whole run (warm-up included), with a margin.
+    asked = {
+        size: 2 * settings.rounds * (calls_for(settings, size) + WARMUP) + 10 for _, size in SIZES
+    }
     responses = payloads.stub_responses(folder / "stub.json", [payloads.completion()])
-    one = payloads.repeated_trace(folder / "one.trace.yaml", sizes, 1)
-    many = payloads.repeated_trace(folder / "many.trace.yaml", sizes, asked)
+    one = payloads.repeated_trace(folder / "one.trace.yaml", dict.fromkeys(asked, 1))
+    many = payloads.repeated_trace(folder / "many.trace.yaml", asked)
     fixture = payloads.aimock_fixture(folder / "aimock.json")
     bench = harness.BENCH / "servers"
     mitm_port, aimock_port = harness.free_port(), harness.free_port()
@@ -57,7 +61,7 @@ def _servers(stack: ExitStack, folder: Path, asked: int) -> dict[str, Server]:
     aimock = ["node", str(harness.AIMOCK_CLI), "-p", str(aimock_port), "-f", str(fixture)]
     aimock += ["--log-level", "silent", "-c", "24"]  # 24: flowproof's delta size
     embedded = [harness.PYTHON, str(bench / "embedded.py"), "replay", str(one)]
-    embedded += ["--repeat", str(asked)]
+    embedded += ["--repeat", str(max(asked.values()))]
     stub = [harness.PYTHON, str(bench / "stub.py"), str(responses)]
     return {
         "stub": stack.enter_context(Server("stub", stub)),
@@ -70,10 +74,9 @@ def _servers(stack: ExitStack, folder: Path, asked: int) -> dict[str, Server]:
 def _measure(settings: Settings, folder: Path) -> dict[tuple[str, str], list[float]]:
     """(variant, server) -> one median per round; one client process per server and round."""
     variants = _variants(settings)
-    asked = 2 * settings.rounds * (max(calls_for(settings, s) for _, s in SIZES) + WARMUP) + 10
     results: dict[tuple[str, str], list[float]] = {}
     with ExitStack() as stack:
-        servers = _servers(stack, folder, asked)
+        servers = _servers(stack, folder, settings)
         for name in harness.abba(NAMES, settings.rounds):
             argv = [harness.PYTHON, str(harness.BENCH / "clients" / "turns.py")]
             argv += [servers[name].base_url, "--warmup", str(WARMUP)]

@@ -36,7 +36,8 @@ def session_for(args: argparse.Namespace) -> CassetteSession:
 async def serve(args: argparse.Namespace) -> None:
     session = session_for(args)
     boundary = ModelBoundary()
-    proxy = ProxyHost([RequestGuard(), boundary], port=0)
+    # As `flowproof run` wires it: a replay dials nothing, so it carries no TLS (no CA).
+    proxy = ProxyHost([RequestGuard(), boundary], port=0, upstream_tls=args.mode == "record")
     await proxy.start()
     boundary.sessions[proxy.port] = session
     print(f"PORT {proxy.port}", flush=True)
