@@ -19,7 +19,7 @@ from flowproof_cli.mcp.http import HttpMcpSession
 from flowproof_cli.mcp.http_replay import HttpReplaySession
 from flowproof_cli.mcp.lane import Lane
 from flowproof_cli.runner.boundaries import ProxyHub
-from tests.unit.test_proxy_guard import LoopThread, request
+from tests.unit.proxy_clients import LoopThread, request
 
 CHAT = "/v1/chat/completions"
 MODEL_ROUTES = (

@@ -49,8 +49,8 @@ from tests.falsifiability.proxy_harness import (
     shared_proxy,  # noqa: F401 (a fixture)
     turn,
 )
+from tests.unit.proxy_clients import LoopThread, request
 from tests.unit.test_addons_stock import mcp_recording, recording, with_mcp
-from tests.unit.test_proxy_guard import LoopThread, request
 
 DEPTH = 100_000
 

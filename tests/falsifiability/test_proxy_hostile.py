@@ -42,7 +42,7 @@ from tests.falsifiability.proxy_harness import (
     shared_proxy,  # noqa: F401 (a fixture)
     turn,
 )
-from tests.unit.test_proxy_guard import Listener, raw_exchange, request
+from tests.unit.proxy_clients import Listener, raw_exchange, request
 
 BODY = json.dumps(REQUEST).encode()
 FUZZ = settings(

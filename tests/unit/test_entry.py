@@ -62,3 +62,12 @@ def test_the_handler_before_is_kept_or_restored(case: str, restored: str) -> Non
     probe = _probe(case)
     assert probe.returncode == 0, probe.stderr
     assert probe.stdout.strip() == f"default handler after: {restored}"
+
+
+def test_the_loading_window_exits_with_the_interrupt_code_of_the_error_tree() -> None:
+    """entry.py cannot import errors.py (that import is part of the window), so it keeps its
+    own copy of the code; this pins the two together."""
+    from flowproof_cli.cli.entry import INTERRUPTED_EXIT
+    from flowproof_cli.errors import ExitCode
+
+    assert INTERRUPTED_EXIT == ExitCode.INTERRUPTED == 130

@@ -15,7 +15,7 @@ from flowproof_addons.guard import RequestGuard
 from flowproof_addons.model import ModelBoundary
 from flowproof_cli.cassette import CassetteSession, Mode, Turn
 from flowproof_cli.runner.proxy import ProxyHost
-from tests.unit.test_proxy_guard import LOOPBACK, REQUEST, RESPONSE, LoopThread, request
+from tests.unit.proxy_clients import LOOPBACK, REQUEST, RESPONSE, LoopThread, request
 
 
 @pytest.fixture

@@ -1,0 +1,96 @@
+"""Blocking clients for tests of the in-process proxy: a loop thread to run it on, raw and
+plain HTTP exchanges, a listener that counts what reaches it, one recorded chat turn."""
+
+from __future__ import annotations
+
+import asyncio
+import http.client
+import socket
+import threading
+from concurrent.futures import Future
+from typing import Any
+
+LOOPBACK = "127.0.0.1"
+REQUEST = {"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "hi"}]}
+RESPONSE = {
+    "id": "chatcmpl-1",
+    "object": "chat.completion",
+    "created": 1,
+    "model": "gpt-4o-mini",
+    "choices": [
+        {
+            "index": 0,
+            "message": {"role": "assistant", "content": "hello from the cassette"},
+            "finish_reason": "stop",
+        }
+    ],
+}
+
+
+class LoopThread:
+    """An asyncio loop in a background thread, so tests can use blocking clients."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self.thread.start()
+
+    def run(self, coroutine: Any, timeout: float = 20) -> Any:
+        future: Future[Any] = asyncio.run_coroutine_threadsafe(coroutine, self.loop)
+        return future.result(timeout)
+
+    def close(self) -> None:
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(10)
+        self.loop.close()
+
+
+def raw_exchange(port: int, data: bytes) -> http.client.HTTPResponse:
+    """Send raw bytes and parse one HTTP response (body read fully)."""
+    sock = socket.create_connection((LOOPBACK, port), timeout=10)
+    try:
+        sock.sendall(data)
+        response = http.client.HTTPResponse(sock)
+        response.begin()
+        response.body = response.read()  # type: ignore[attr-defined]
+        return response
+    finally:
+        sock.close()
+
+
+def request(
+    port: int,
+    method: str,
+    path: str,
+    body: bytes | None = None,
+    headers: dict[str, str] | None = None,
+) -> tuple[int, dict[str, str], bytes]:
+    connection = http.client.HTTPConnection(LOOPBACK, port, timeout=10)
+    try:
+        connection.request(method, path, body=body, headers=headers or {})
+        response = connection.getresponse()
+        return response.status, {k.lower(): v for k, v in response.getheaders()}, response.read()
+    finally:
+        connection.close()
+
+
+class Listener:
+    """A loopback TCP listener that counts the connections it accepts."""
+
+    def __init__(self) -> None:
+        self.sock = socket.create_server((LOOPBACK, 0))
+        self.sock.settimeout(0.2)
+        self.port = self.sock.getsockname()[1]
+        self.accepted = 0
+
+    def poll(self) -> int:
+        try:
+            while True:
+                connection, _ = self.sock.accept()
+                self.accepted += 1
+                connection.close()
+        except TimeoutError:
+            return self.accepted
+
+    def close(self) -> None:
+        self.sock.close()
