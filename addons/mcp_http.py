@@ -19,17 +19,19 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
 from mitmproxy import ctx, exceptions, http
 
-from flowproof_addons import guard
+from flowproof_addons import deadline, guard
 from flowproof_addons.conversation import ConversationViews
 from flowproof_addons.guard import Backstop, Refusal, RequestGuard, mark_forwarded, request_body
 from flowproof_cli import trace as traces
 from flowproof_cli.canonical import parse_or
+from flowproof_cli.cassette.upstream import timeout_reason, upstream_timeout
 from flowproof_cli.errors import FlowproofError
 from flowproof_cli.mcp.canonical import INTERNAL_ERROR
 from flowproof_cli.mcp.http import (
@@ -103,7 +105,9 @@ class McpHttpBoundary:
             if mode is Mode.RECORD:
                 if not ctx.options.flowproof_mcp_url:
                     raise ValueError("record needs flowproof_mcp_url (the real server)")
-                self.default = HttpRecordSession(name, url=ctx.options.flowproof_mcp_url)
+                self.default = HttpRecordSession(
+                    name, url=ctx.options.flowproof_mcp_url, timeout_s=upstream_timeout(os.environ)
+                )
             else:
                 trace = traces.load(self._trace_path)
                 if name not in trace.mcp:
@@ -179,6 +183,8 @@ class McpHttpBoundary:
             flow.comment = f"flowproof: MCP '{session.server}' answered by flowproof"
         elif isinstance(outcome, ForwardRequest):
             self._forward(flow, outcome)
+            if isinstance(session, HttpRecordSession):
+                deadline.arm(flow, session.timeout_s)
         elif isinstance(outcome, StreamReply):
             port = await self.streams.ensure_started()
             key = self.streams.register(outcome.channel)
@@ -208,12 +214,14 @@ class McpHttpBoundary:
         response = flow.response
         if response is None:
             return
+        content_type = response.headers.get("content-type", "").lower()
+        if "text/event-stream" in content_type and FORWARDED in flow.metadata:
+            deadline.disarm(flow)  # the server answered; a stream may stay open for long
         if flow.metadata.get(STREAMED):
             response.stream = True
             return
         forward: ForwardRequest | None = flow.metadata.get(FORWARDED)
         session = self._recorder_for(flow)
-        content_type = response.headers.get("content-type", "").lower()
         if forward is None or session is None or "text/event-stream" not in content_type:
             return
         parser = SseParser()
@@ -244,6 +252,8 @@ class McpHttpBoundary:
 
     def response(self, flow: http.HTTPFlow) -> None:
         forward: ForwardRequest | None = flow.metadata.get(FORWARDED)
+        if forward is not None:
+            deadline.disarm(flow)
         session = self._recorder_for(flow)
         response = flow.response
         if forward is None or session is None or response is None or response.stream:
@@ -288,8 +298,11 @@ class McpHttpBoundary:
         session = self._recorder_for(flow)
         if forward is None or session is None:
             return
+        waited = deadline.disarm(flow)  # only a flow this boundary forwarded: not the model's
         reason = flow.error.msg if flow.error else "connection failed"
-        if reason == "Client disconnected.":
+        if waited is not None:
+            reason = timeout_reason(waited)
+        elif reason == "Client disconnected.":
             if flow.response is not None:
                 return  # the agent closed a stream it had: nothing went wrong
             reason = "the agent closed its connection before the server answered"

@@ -16,7 +16,6 @@ that defines `flowproof_normalize(request, protocol)` is a match rule, in load o
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import os
 import time
@@ -27,6 +26,7 @@ from urllib.parse import urlsplit
 from mitmproxy import addonmanager, ctx, exceptions, http
 from mitmproxy.net.http.status_codes import RESPONSES
 
+from flowproof_addons import deadline
 from flowproof_addons.conversation import MOCKED_TOOLS, ConversationViews
 from flowproof_addons.guard import (
     FORWARDED,
@@ -61,37 +61,6 @@ PENDING = "flowproof_pending"
 _DROPPED_HEADERS = ("authorization", "x-api-key", "api-key", "accept-encoding", "host")
 # Headers of the upstream's answer the agent still gets: when to retry, the rate limits.
 _KEPT_PREFIXES = ("retry-after", "x-ratelimit-", "anthropic-ratelimit-")
-# Forwarded requests' timers (by flow id), and the wait of those whose timer fired.
-_DEADLINES: dict[str, asyncio.TimerHandle] = {}
-_EXPIRED: dict[str, float] = {}
-
-
-def _arm_deadline(flow: http.HTTPFlow, seconds: float) -> None:
-    """mitmproxy waits for a silent upstream for ever: after `seconds` the upstream
-    connection is cut, and the error hook says why."""
-    try:
-        loop = asyncio.get_running_loop()
-    except RuntimeError:  # a hook called outside the proxy's event loop
-        return
-    _DEADLINES[flow.id] = loop.call_later(seconds, _expire, flow, seconds)
-
-
-def _disarm_deadline(flow: http.HTTPFlow) -> float | None:
-    """Stop the flow's timer; the seconds it waited when it had fired."""
-    timer = _DEADLINES.pop(flow.id, None)
-    if timer is not None:
-        timer.cancel()
-    return _EXPIRED.pop(flow.id, None)
-
-
-def _expire(flow: http.HTTPFlow, seconds: float) -> None:
-    _DEADLINES.pop(flow.id, None)
-    _EXPIRED[flow.id] = seconds
-    proxyserver: Any = ctx.master.addons.get("proxyserver")
-    handler = proxyserver.connections.get(flow.client_conn.id) if proxyserver else None
-    io = handler.transports.get(flow.server_conn) if handler is not None else None
-    if io is not None and io.handler is not None:
-        io.handler.cancel()  # mitmproxy then reports the flow's error
 
 
 def _upstream_failure(flow: http.HTTPFlow, waited: float | None) -> str:
@@ -286,12 +255,14 @@ class ModelBoundary:
         for name, value in forward.default_headers.items():
             request.headers.setdefault(name, value)
         flow.metadata[PENDING] = forward.pending
-        _arm_deadline(flow, forward.timeout_s)
+        deadline.arm(flow, forward.timeout_s)
 
     def response(self, flow: http.HTTPFlow) -> None:
-        _disarm_deadline(flow)
         pending = flow.metadata.pop(PENDING, None)
-        if pending is None or flow.response is None:
+        if pending is None:
+            return
+        deadline.disarm(flow)  # only a flow this boundary forwarded: not an MCP server's
+        if flow.response is None:
             return
         session = self._session_for(flow)
         if session is None:
@@ -306,8 +277,8 @@ class ModelBoundary:
         flow.comment = "flowproof: recorded"
 
     def error(self, flow: http.HTTPFlow) -> None:
-        waited = _disarm_deadline(flow)
         pending = flow.metadata.pop(PENDING, None)
+        waited = deadline.disarm(flow) if pending is not None else None
         session = self._session_for(flow)
         if pending is not None and session is not None:
             session.on_upstream_error(pending, _upstream_failure(flow, waited))

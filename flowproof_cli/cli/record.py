@@ -43,8 +43,8 @@ upstream_timeout_option = click.option(
     metavar="SECONDS",
     callback=_seconds,
     help=(
-        "Seconds to wait for each answer of the upstream model before the record fails "
-        "(default: FLOWPROOF_UPSTREAM_TIMEOUT, else 120)."
+        "Seconds to wait for each answer of the upstream model, and of a `url:` MCP server, "
+        "before the record fails (default: FLOWPROOF_UPSTREAM_TIMEOUT, else 120)."
     ),
 )
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from flowproof_cli.cassette.session import DEFAULT_UPSTREAM_TIMEOUT_S
 from flowproof_cli.mcp.canonical import INTERNAL_ERROR, Kind, kind_of, with_id
 from flowproof_cli.mcp.http import ForwardRequest, HttpMcpSession, Outcome, Reply, json_reply
 from flowproof_cli.mcp.lane import Lane
@@ -28,9 +29,17 @@ from flowproof_cli.mode import Mode
 class HttpRecordSession(HttpMcpSession):
     mode = Mode.RECORD
 
-    def __init__(self, server: str, *, url: str, mocks: Mapping[str, Any] | None = None):
+    def __init__(
+        self,
+        server: str,
+        *,
+        url: str,
+        mocks: Mapping[str, Any] | None = None,
+        timeout_s: float = DEFAULT_UPSTREAM_TIMEOUT_S,
+    ):
         super().__init__(server, mocks)
         self.url = url
+        self.timeout_s = timeout_s  # the wait for each answer's headers, then a failure
         self.recorder = LaneRecorder()
         self._seen_event_ids: set[str] = set()
 

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
+from flowproof_cli.cassette.upstream import upstream_timeout
 from flowproof_cli.errors import SpecError
 from flowproof_cli.mcp.capture import (
     call_count,
@@ -211,7 +212,12 @@ class HttpServer(McpServer):
         super().__init__(spec, mode, recorded)
         self.port = 0  # the bound listener port, once bound
         self.session: HttpMcpSession = (
-            HttpRecordSession(spec.name, url=spec.resolved_url(environ), mocks=spec.mocks)
+            HttpRecordSession(
+                spec.name,
+                url=spec.resolved_url(environ),
+                mocks=spec.mocks,
+                timeout_s=upstream_timeout(environ),
+            )
             if mode is Mode.RECORD
             else HttpReplaySession(spec.name, lane=recorded, mocks=spec.mocks)
         )

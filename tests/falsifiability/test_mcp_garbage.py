@@ -597,3 +597,21 @@ def test_record_over_http_with_a_silent_server_ends_with_the_flow_and_says_why(
         f"flowproof could not reach the real MCP server 'probe' at {url}: the agent closed "
         "its connection before the server answered"
     ) in result.stdout
+
+
+@pytest.mark.slow
+def test_record_over_http_with_a_silent_server_ends_at_the_upstream_timeout(
+    tmp_path: Path,
+) -> None:
+    """The flow's own timeout is 60 s and the CLI is given 45: only the upstream timeout,
+    which bounds the real MCP server's answer as it bounds the model's, can end it in time."""
+    with BrokenUpstream("hang") as upstream:
+        url = f"{upstream.base_url}/mcp"
+        result = _record(_http_flow(tmp_path, url), "--upstream-timeout", "1")
+    assert result.code == 1, result.output
+    assert (
+        f"flowproof could not reach the real MCP server 'probe' at {url}: no answer within 1 s "
+        "(set the wait with --upstream-timeout SECONDS or FLOWPROOF_UPSTREAM_TIMEOUT)"
+    ) in result.stdout
+    assert "Traceback" not in result.output
+    assert not (tmp_path / "probe.trace.yaml").exists()

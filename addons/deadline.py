@@ -1,0 +1,45 @@
+"""A forwarded request's deadline: mitmproxy waits for a silent server for ever.
+
+Both boundaries forward at record (the model addon to the upstream model, the MCP addon to
+a `url:` server). Each arms a timer when it forwards and disarms it when the answer comes;
+a timer that fires cuts the server connection, mitmproxy reports the flow's error, and the
+addon's error hook asks `disarm` how long it waited, to say why.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from mitmproxy import ctx, http
+
+# Armed timers, by flow id, and the wait of each flow whose timer fired.
+_ARMED: dict[str, asyncio.TimerHandle] = {}
+_EXPIRED: dict[str, float] = {}
+
+
+def arm(flow: http.HTTPFlow, seconds: float) -> None:
+    """After `seconds` without `disarm`, the flow's server connection is cut."""
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:  # a hook called outside the proxy's event loop
+        return
+    _ARMED[flow.id] = loop.call_later(seconds, _expire, flow, seconds)
+
+
+def disarm(flow: http.HTTPFlow) -> float | None:
+    """Stop the flow's timer; the seconds it waited when it had fired."""
+    timer = _ARMED.pop(flow.id, None)
+    if timer is not None:
+        timer.cancel()
+    return _EXPIRED.pop(flow.id, None)
+
+
+def _expire(flow: http.HTTPFlow, seconds: float) -> None:
+    _ARMED.pop(flow.id, None)
+    _EXPIRED[flow.id] = seconds
+    proxyserver: Any = ctx.master.addons.get("proxyserver")
+    handler = proxyserver.connections.get(flow.client_conn.id) if proxyserver else None
+    io = handler.transports.get(flow.server_conn) if handler is not None else None
+    if io is not None and io.handler is not None:
+        io.handler.cancel()  # mitmproxy then reports the flow's error
