@@ -12,22 +12,28 @@ the line, one at each end of the addon chain:
   refused with a 500 instead, and counted against the flow of its listener: every addon
   with a `flowproof_refused(flow, message)` method is told.
 
+The backstop also watches mitmproxy's own log for a connection whose handling crashed (a
+request it cannot read, such as one with HTTP/1 trailers): that connection would stay open
+unanswered until the agent gave up. It is closed at once, and its listener's flow fails.
+
 `request_body` is how both boundaries read a body: one whose Content-Encoding flowproof
 cannot decode is refused, never read as if it were plain.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
+import logging
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from mitmproxy import addonmanager, http
+from mitmproxy import addonmanager, connection, http
 
 from flowproof_cli.dialects import DIALECTS, route
-from flowproof_cli.quoting import quoted
+from flowproof_cli.quoting import failure, quoted
 from flowproof_cli.routes import CLAIMED, is_mcp_path
 
 ROUTES_ANSWERED = (
@@ -45,6 +51,9 @@ FORWARDED = "flowproof_forwarded"
 DECODABLE = frozenset({"", "identity", "none", "gzip", "deflate", "br", "zstd"})
 _CONTROL = re.compile(rb"[\x00-\x08\x0a-\x1f\x7f]")  # HTAB is allowed in a field value
 _SHOWN_LIMIT = 80
+#: The logger and the message with which mitmproxy reports a connection it failed to handle.
+_SERVER_LOGGER = "mitmproxy.proxy.server"
+_CRASHED = "mitmproxy has crashed"
 
 
 def is_claimed(path: str, metadata: Mapping[str, Any] | None = None) -> bool:
@@ -184,6 +193,7 @@ class Backstop(_Chained):
 
     def __init__(self, name: str = "backstop") -> None:
         super().__init__(name)
+        self._watch: _CrashWatch | None = None
 
     def _decides(self, chain: list[Any]) -> bool:
         later = chain[chain.index(self) + 1 :] if self in chain else []
@@ -204,6 +214,41 @@ class Backstop(_Chained):
         refuse(flow, 500, message, "flowproof_unanswered")
         self._tell(chain, flow, message)
 
+    def running(self) -> None:
+        if self._watch is None:
+            self._watch = _CrashWatch(self)
+            logging.getLogger(_SERVER_LOGGER).addHandler(self._watch)
+
+    def done(self) -> None:
+        if self._watch is not None:
+            logging.getLogger(_SERVER_LOGGER).removeHandler(self._watch)
+            self._watch = None
+
+    def crashed(self, peername: Any, reason: str) -> None:
+        """mitmproxy failed while handling the connection from `peername`: it is closed (it
+        would stay open unanswered) and the flow of its listener fails."""
+        chain = self._chain()
+        if not self._decides(chain):
+            return
+        proxyserver = self._master.addons.get("proxyserver") if self._master else None
+        connections = getattr(proxyserver, "connections", {})
+        handler = next(
+            (h for h in list(connections.values()) if h.client.peername == peername), None
+        )
+        if handler is None:
+            return
+        io = handler.transports.get(handler.client)
+        if io is not None and io.handler is not None:
+            asyncio.get_running_loop().call_soon(io.handler.cancel)
+        sockname = handler.client.sockname
+        where = f"127.0.0.1:{sockname[1]}" if sockname else "this proxy"
+        self._tell(
+            chain,
+            _stand_in_flow(handler.client),
+            f"mitmproxy could not handle a request on this listener ({where}): {reason}; its "
+            "connection was closed unanswered",
+        )
+
     def error(self, flow: http.HTTPFlow) -> None:
         """A model or MCP request that failed before a boundary had it whole (a broken
         chunk, a header mitmproxy refused, a client gone mid-body): no answer can reach the
@@ -222,6 +267,31 @@ class Backstop(_Chained):
             f"{flow.request.method} {_path(flow)} failed before flowproof could answer it "
             f"({reason})",
         )
+
+
+def _stand_in_flow(client: connection.Client) -> http.HTTPFlow:
+    """What `flowproof_refused` is handed when no flow survived: the boundaries find the
+    session by the client connection's listening port."""
+    return http.HTTPFlow(client, connection.Server(address=None))
+
+
+class _CrashWatch(logging.Handler):
+    """Hands each crash mitmproxy logs for a client connection to the backstop."""
+
+    def __init__(self, backstop: Backstop) -> None:
+        super().__init__(logging.ERROR)
+        self.backstop = backstop
+
+    def emit(self, record: logging.LogRecord) -> None:
+        peername = getattr(record, "client", None)
+        if peername is None or not record.getMessage().startswith(_CRASHED):
+            return
+        cause = record.exc_info[1] if record.exc_info else None
+        reason = failure(cause) if cause is not None else record.getMessage()
+        try:
+            self.backstop.crashed(peername, reason)
+        except Exception:  # a log handler must not raise into mitmproxy
+            self.handleError(record)
 
 
 addons = [RequestGuard()]

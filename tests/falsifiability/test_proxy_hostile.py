@@ -226,16 +226,38 @@ def test_a_broken_chunked_body_closes_the_connection_and_fails_the_flow(
     assert answered_ok(flow.model_port)  # the listener still serves
 
 
-def test_chunked_trailers_stall_only_their_own_connection(harness: Harness) -> None:
-    """mitmproxy 12 does not read request trailers: that one connection gets no answer. The
-    others are served, and the turn it carried counts as never requested."""
+def test_chunked_trailers_close_their_connection_at_once_and_fail_the_flow(
+    harness: Harness,
+) -> None:
+    """mitmproxy 12 cannot read HTTP/1 request trailers: its handling of that connection
+    crashes. Left alone, the connection stayed open unanswered until the agent gave up, and
+    the flow failed for a reason that named nothing. The backstop closes it at once, the
+    flow fails naming mitmproxy's reason, and the listener goes on serving."""
     flow = harness.open_flow()
     trailer = CHUNKED_HEAD + _chunked(BODY, len(BODY))[:-2] + b"X-Checksum: 1\r\n\r\n"
-    with socket.create_connection(("127.0.0.1", flow.model_port), timeout=10) as stalled:
-        stalled.sendall(trailer)
-        assert answered_ok(flow.model_port)
-    assert flow.session.served == [0] and flow.session.requests == 1
-    harness.errors.lines.clear()  # mitmproxy logs its own NotImplementedError for trailers
+    with socket.create_connection(("127.0.0.1", flow.model_port), timeout=10) as cut:
+        cut.sendall(trailer)
+        assert read_until_closed(cut) == b""  # closed, not left waiting for the timeout
+    (failure,) = flow.session.errors
+    assert failure == (
+        f"flowproof: mitmproxy could not handle a request on this listener (127.0.0.1:"
+        f"{flow.model_port}): NotImplementedError: HTTP trailers are not implemented yet.; its "
+        "connection was closed unanswered"
+    )
+    assert answered_ok(flow.model_port)  # the listener still serves
+    assert harness.errors.lines == ["mitmproxy has crashed!"]  # mitmproxy's own report
+    harness.errors.lines.clear()
+
+
+def test_a_crash_on_one_flows_listener_fails_only_that_flow(harness: Harness) -> None:
+    flow, other = harness.open_flow(), harness.open_flow()
+    trailer = CHUNKED_HEAD + _chunked(BODY, len(BODY))[:-2] + b"X-Checksum: 1\r\n\r\n"
+    with socket.create_connection(("127.0.0.1", flow.model_port), timeout=10) as cut:
+        cut.sendall(trailer)
+        assert read_until_closed(cut) == b""
+    assert len(flow.session.errors) == 1
+    assert answered_ok(other.model_port) and other.session.errors == []
+    harness.errors.lines.clear()
 
 
 # -- HTTP/2 preface, CONNECT, absolute-form targets, the Host header -------------------------
