@@ -89,8 +89,8 @@ def request_body(request: http.Request) -> bytes | Refusal:
     """The decoded body, or why it is refused (mitmproxy hands an unknown coding on as is)."""
     said = request.headers.get("content-encoding", "")
     encoding = said.strip().lower()
-    path = shown(request.path.split("?", 1)[0], 200)
     if encoding not in DECODABLE:
+        path = shown(request.path.split("?", 1)[0], 200)
         return Refusal(
             415,
             f"the request to {path} says Content-Encoding: {shown(said)}, which flowproof "
@@ -99,6 +99,7 @@ def request_body(request: http.Request) -> bytes | Refusal:
     try:
         return request.get_content() or b""
     except ValueError:
+        path = shown(request.path.split("?", 1)[0], 200)
         return Refusal(
             400,
             f"the request to {path} says Content-Encoding: {encoding}, but its body is not "
@@ -107,7 +108,10 @@ def request_body(request: http.Request) -> bytes | Refusal:
 
 
 def _bad_header(request: http.Request) -> bytes | None:
-    for name, value in request.headers.fields:
+    fields = request.headers.fields
+    if not _CONTROL.search(b"\t".join(part for field in fields for part in field)):
+        return None  # one search for the whole head, on every request: HTAB is allowed
+    for name, value in fields:
         if _CONTROL.search(name) or _CONTROL.search(value):
             return name
     return None

@@ -13,6 +13,8 @@ _DETAIL_LIMIT = 200
 
 def printable(text: str) -> str:
     """`text` with every character that is not printable escaped (`\\x1b`, `\\n`)."""
+    if text.isprintable():  # the usual case, on every request path: no per-character walk
+        return text
     return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
