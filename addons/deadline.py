@@ -3,7 +3,8 @@
 Both boundaries forward at record (the model addon to the upstream model, the MCP addon to
 a `url:` server). Each arms a timer when it forwards and disarms it when the answer comes;
 a timer that fires cuts the server connection, mitmproxy reports the flow's error, and the
-addon's error hook asks `disarm` how long it waited, to say why.
+addon's error hook asks `disarm` how long it waited, to say why. An answer streamed in
+parts (an MCP call answered over SSE) `rearm`s the wait with each part.
 """
 
 from __future__ import annotations
@@ -27,11 +28,24 @@ def arm(flow: http.HTTPFlow, seconds: float) -> None:
     _ARMED[flow.id] = loop.call_later(seconds, _expire, flow, seconds)
 
 
-def disarm(flow: http.HTTPFlow) -> float | None:
-    """Stop the flow's timer; the seconds it waited when it had fired."""
+def rearm(flow: http.HTTPFlow, seconds: float) -> None:
+    """Start the flow's wait over (an answer that arrives in parts: each part resets it);
+    never after its timer fired, whose wait `disarm` still reports."""
+    stop(flow)
+    if flow.id not in _EXPIRED:
+        arm(flow, seconds)
+
+
+def stop(flow: http.HTTPFlow) -> None:
+    """Stop the flow's timer, keeping the wait of one that fired for `disarm`."""
     timer = _ARMED.pop(flow.id, None)
     if timer is not None:
         timer.cancel()
+
+
+def disarm(flow: http.HTTPFlow) -> float | None:
+    """Stop the flow's timer; the seconds it waited when it had fired."""
+    stop(flow)
     return _EXPIRED.pop(flow.id, None)
 
 

@@ -216,7 +216,7 @@ class McpHttpBoundary:
             return
         content_type = response.headers.get("content-type", "").lower()
         if "text/event-stream" in content_type and FORWARDED in flow.metadata:
-            deadline.disarm(flow)  # the server answered; a stream may stay open for long
+            deadline.stop(flow)  # the answer began: a standalone stream may idle for long
         if flow.metadata.get(STREAMED):
             response.stream = True
             return
@@ -226,8 +226,17 @@ class McpHttpBoundary:
             return
         parser = SseParser()
         status = response.status_code
+        # A call's answer (not the standalone GET stream) that falls silent for the upstream
+        # timeout fails the record, as a server silent before it answers does.
+        idle_s = None if forward.standalone else session.timeout_s
+        if idle_s is not None:
+            deadline.rearm(flow, idle_s)
 
         def tee(chunk: bytes) -> bytes:
+            if idle_s is not None and chunk:
+                deadline.rearm(flow, idle_s)
+            elif idle_s is not None:
+                deadline.stop(flow)  # the stream ended
             try:
                 events = parser.feed(chunk) if chunk else parser.close()
                 for event in events:
@@ -252,9 +261,13 @@ class McpHttpBoundary:
 
     def response(self, flow: http.HTTPFlow) -> None:
         forward: ForwardRequest | None = flow.metadata.get(FORWARDED)
-        if forward is not None:
-            deadline.disarm(flow)
+        waited = deadline.disarm(flow) if forward is not None else None
         session = self._recorder_for(flow)
+        if waited is not None and session is not None:
+            # Cut at the upstream timeout inside an SSE answer read to the connection's
+            # close: to mitmproxy that close ended the body, so no error hook follows.
+            session.on_upstream_unreachable(timeout_reason(waited))
+            return
         response = flow.response
         if forward is None or session is None or response is None or response.stream:
             return

@@ -338,3 +338,20 @@ def test_a_lane_is_transport_blind(recorded_over: str, replayed_over: str, tmp_p
     edit_flow(spec, agent=agent(replayed_over), mcp=[server])
     result = replay(spec)
     assert result.code == 0, result.output
+
+
+def test_the_upstream_timeout_bounds_silence_in_an_sse_answer_not_its_length(
+    tmp_path: Path,
+) -> None:
+    """slow_count streams a progress event every 0.1 s for 2 s, twice the 1 s upstream
+    timeout: each event starts the wait over, so the record passes with the whole answer."""
+    env = {"NOTES_DIR": str(tmp_path / "notes")}
+    steps = ("--mode", "legacy", "--steps", "slow", "--slow-n", "20")
+    agent = client("py_client_v2.py", "--transport", "http", *steps)
+    with http_server(notes_http(), env) as url:
+        spec = write_flow(tmp_path, agent, [{"name": "notes", "url": url}], env=env)
+        result = record(spec, FLOWPROOF_UPSTREAM_TIMEOUT="1")
+    assert result.code == 0, result.output
+    calls = trace_of(spec)["mcp"]["notes"]["calls"]
+    (slow,) = [call for call in calls if call["method"] == "tools/call"]
+    assert slow["result"]["content"][0]["text"] == "counted to 20"

@@ -11,6 +11,7 @@ broken way, at the byte level (a raw socket, not http.server, so it can break HT
 * ``drop``: a ``Content-Length`` promising more than is sent, then the connection closes
 * ``close``: the request is read, then the connection closes without a byte
 * ``hang``: the request is read and never answered (until ``stop()``)
+* ``sse-hang``: HTTP 200 ``text/event-stream`` headers, then silence (until ``stop()``)
 
 Importable::
 
@@ -38,7 +39,7 @@ from typing import Any
 
 from tests.fakes.fake_upstream import HOST, ThreadServed
 
-MODES = ("garbage", "sse-cut", "status", "drop", "close", "hang")
+MODES = ("garbage", "sse-cut", "status", "drop", "close", "hang", "sse-hang")
 GARBAGE = b"\x00\xff<html>upstream \xfe exploded{{{"
 SSE_CUT = b'data: {"id":"chatcmpl-1","object":"chat.completion.chunk","choices":[{"delta":{"cont'
 DEFAULT_ERROR = {"error": {"message": "Incorrect API key provided", "type": "invalid_request"}}
@@ -72,6 +73,8 @@ def answer_bytes(failure: Failure) -> bytes | None:
     if failure.mode == "sse-cut":
         headers = {"Content-Type": "text/event-stream", "Connection": "close"}
         return _head(200, "OK", headers) + SSE_CUT
+    if failure.mode == "sse-hang":
+        return _head(200, "OK", {"Content-Type": "text/event-stream", "Connection": "close"})
     if failure.mode == "drop":
         headers = {"Content-Type": "application/json", "Content-Length": "4096"}
         return _head(200, "OK", headers) + b'{"id":"chatcmpl-1","choices":[{"mess'
@@ -121,6 +124,9 @@ class _Handler(socketserver.BaseRequestHandler):
             return
         if answer is not None:
             sock.sendall(answer)
+        if upstream.failure.mode == "sse-hang":
+            upstream.stopping.wait()  # the stream began and stays silent
+            return
         sock.shutdown(socket.SHUT_RDWR)  # every mode ends the connection after one answer
 
 

@@ -600,12 +600,14 @@ def test_record_over_http_with_a_silent_server_ends_with_the_flow_and_says_why(
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("mode", ["hang", "sse-hang"], ids=["before-answering", "inside-sse"])
 def test_record_over_http_with_a_silent_server_ends_at_the_upstream_timeout(
-    tmp_path: Path,
+    tmp_path: Path, mode: str
 ) -> None:
     """The flow's own timeout is 60 s and the CLI is given 45: only the upstream timeout,
-    which bounds the real MCP server's answer as it bounds the model's, can end it in time."""
-    with BrokenUpstream("hang") as upstream:
+    which bounds the real MCP server's answer as it bounds the model's, can end it in time:
+    a server silent before its answer, or inside the SSE stream that carries it."""
+    with BrokenUpstream(mode) as upstream:
         url = f"{upstream.base_url}/mcp"
         result = _record(_http_flow(tmp_path, url), "--upstream-timeout", "1")
     assert result.code == 1, result.output
