@@ -123,6 +123,8 @@ async def run_agent(
         tempfile.TemporaryFile() as stderr,
         KEEPER.holding(MARKER, marker) if marker else contextlib.nullcontext(),
     ):
+        if launch is not None:
+            launch.start_handshake()  # the agent must not wait for this loop to exec
         try:
             process = await asyncio.create_subprocess_exec(
                 *(launch.wrap(argv) if launch is not None else argv),

@@ -1,0 +1,77 @@
+"""The launcher's handshake runs on a thread of its own when the runner starts it before the
+spawn: a contained agent then execs as soon as its filter is in place, however long the
+runner's event loop stays busy (it loads the proxy engine beside the agent's start).
+
+Each probe runs in a fresh network namespace (`unshare -n`), like every contained run here.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO
+
+pytestmark = [pytest.mark.egress, pytest.mark.usefixtures("netns")]
+
+#: A contained `touch`, spawned; the probe then waits (bounded) for the file *before* it
+#: calls attach, as the runner's loop would while busy, and reports what it saw.
+PROBE = """
+import json, subprocess, sys, time
+from pathlib import Path
+from flowproof_cli.egress import Launch, Policy
+early, marker = sys.argv[1] == "early", Path(sys.argv[2])
+launch = Launch.prepare(Policy())
+assert launch.contained, "containment unavailable"
+if early:
+    launch.start_handshake()
+process = subprocess.Popen(
+    launch.wrap(["touch", str(marker)]), pass_fds=launch.pass_fds, start_new_session=True
+)
+deadline = time.monotonic() + (30 if early else 2)
+while not marker.exists() and time.monotonic() < deadline:
+    time.sleep(0.02)
+before_attach = marker.exists()
+launch.attach_sync(process.pid)
+code = process.wait(30)
+report = launch.finish()
+print("PROBE " + json.dumps({
+    "before_attach": before_attach, "after": marker.exists(), "code": code,
+    "containment": report.containment.line,
+}))
+"""
+
+
+def _probe(tmp_path: Path, mode: str) -> dict[str, object]:
+    marker = tmp_path / "agent-ran"
+    completed = subprocess.run(
+        ["unshare", "-n", sys.executable, "-c", PROBE, mode, str(marker)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=90,
+        stdin=subprocess.DEVNULL,
+        check=False,
+    )
+    lines = [line for line in completed.stdout.splitlines() if line.startswith("PROBE ")]
+    assert completed.returncode == 0 and lines, completed.stderr[-2000:]
+    return dict(json.loads(lines[-1].removeprefix("PROBE ")))
+
+
+def test_an_early_handshake_lets_the_agent_exec_before_attach(tmp_path: Path) -> None:
+    outcome = _probe(tmp_path, "early")
+    assert outcome["before_attach"] is True
+    assert (outcome["after"], outcome["code"]) == (True, 0)
+    assert str(outcome["containment"]).endswith("enforced (linux seccomp)")
+
+
+def test_without_it_the_agent_waits_for_attach(tmp_path: Path) -> None:
+    """The red path: the launcher holds the agent until attach answers it."""
+    outcome = _probe(tmp_path, "late")
+    assert outcome["before_attach"] is False
+    assert (outcome["after"], outcome["code"]) == (True, 0)
+    assert str(outcome["containment"]).endswith("enforced (linux seccomp)")
