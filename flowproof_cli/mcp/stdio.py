@@ -53,6 +53,8 @@ from flowproof_cli.mode import Mode
 ERROR = "error"  # capture entry: the stand-in could not do its job (the flow fails)
 REFUSED = "refused"  # capture entry: a message flowproof refused (the flow fails)
 STOP_GRACE_S = 2.0
+#: How long a dead server's stderr may take to reach its end (a child of it may hold it).
+STDERR_DRAIN_S = 1.0
 #: The longest line read from either side: a longer one is cut there and refused, so an
 #: endless line cannot fill the stand-in's memory. A 10 MB tool result fits with room.
 MAX_LINE_BYTES = 64 * 1024 * 1024
@@ -220,9 +222,12 @@ class _Relay:
         self._pending: dict[str, tuple[Any, str]] = {}  # id key -> (id, call label)
         self._lock = threading.Lock()
         self._stderr = _StderrTail()
+        self._stderr_pump = threading.Thread(
+            target=self._stderr.pump, args=(server.stderr,), name="mcp-server-stderr", daemon=True
+        )
         self._threads = [
             threading.Thread(target=self._pump, name="mcp-server-relay", daemon=True),
-            threading.Thread(target=self._stderr.pump, args=(server.stderr,), daemon=True),
+            self._stderr_pump,
         ]
 
     def start(self) -> None:
@@ -323,6 +328,8 @@ class _Relay:
             else " while the agent was still connected"
         )
         cut_note = f"; its last line was cut: {quote_line(cut)}" if cut else ""
+        if code is not None:  # its last words may still be in the pipe: read them first
+            self._stderr_pump.join(STDERR_DRAIN_S)
         tail = self._stderr.text()
         stderr_note = f"; its stderr ended with: {tail}" if tail else ""
         return f"{how}{waiting}{cut_note}{stderr_note}"
