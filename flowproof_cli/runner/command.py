@@ -14,7 +14,7 @@ import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import IO, TYPE_CHECKING
 
 from flowproof_cli.errors import AgentStartError
 from flowproof_cli.process import GROUP, KEEPER, MARKER, TAIL_LINES, split_command, tail_lines
@@ -101,6 +101,32 @@ async def _end_group(process: asyncio.subprocess.Process, pgid: int) -> None:
             await process.wait()
 
 
+async def _spawn(
+    argv: list[str],
+    *,
+    env: Mapping[str, str],
+    cwd: Path,
+    launch: Launch | None,
+    outputs: tuple[IO[bytes], IO[bytes]],
+) -> asyncio.subprocess.Process:
+    """Start the agent in its own session, contained when `launch` is given."""
+    if launch is not None:
+        launch.start_handshake()  # the agent must not wait for this loop to exec
+    try:
+        return await asyncio.create_subprocess_exec(
+            *(launch.wrap(argv) if launch is not None else argv),
+            env=dict(env),
+            cwd=cwd,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=outputs[0],
+            stderr=outputs[1],
+            start_new_session=True,
+            pass_fds=launch.pass_fds if launch is not None else (),
+        )
+    except OSError as exc:
+        raise _cannot_start(argv[0], exc) from exc
+
+
 async def run_agent(
     argv: list[str],
     *,
@@ -123,21 +149,7 @@ async def run_agent(
         tempfile.TemporaryFile() as stderr,
         KEEPER.holding(MARKER, marker) if marker else contextlib.nullcontext(),
     ):
-        if launch is not None:
-            launch.start_handshake()  # the agent must not wait for this loop to exec
-        try:
-            process = await asyncio.create_subprocess_exec(
-                *(launch.wrap(argv) if launch is not None else argv),
-                env=dict(env),
-                cwd=cwd,
-                stdin=asyncio.subprocess.DEVNULL,
-                stdout=stdout,
-                stderr=stderr,
-                start_new_session=True,
-                pass_fds=launch.pass_fds if launch is not None else (),
-            )
-        except OSError as exc:
-            raise _cannot_start(argv[0], exc) from exc
+        process = await _spawn(argv, env=env, cwd=cwd, launch=launch, outputs=(stdout, stderr))
 
         pgid = process.pid
         KEEPER.hold(GROUP, pgid)
