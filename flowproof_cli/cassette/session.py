@@ -259,9 +259,9 @@ class CassetteSession:
     ) -> Rendered | Forward:
         try:
             body = json.loads(raw_body or b"null")
-        except RecursionError:
+        except RecursionError:  # an exception like any other (500), worded for what it is
             message = f"flowproof: the request to {clean_path} is JSON nested too deeply to read"
-            return self.refuse(dialect, 400, message, "invalid_request_error")
+            return self.refuse(dialect, 500, message, INTERNAL_KIND)
         except ValueError:
             body = None
         if not isinstance(body, dict):

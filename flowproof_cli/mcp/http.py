@@ -136,8 +136,9 @@ class HttpMcpSession(ABC):
             return Reply(405, b"", {"allow": "GET, POST, DELETE"})
         try:
             message = json.loads(body or b"null")
-        except RecursionError:
-            return self.refuse("the body is JSON nested too deeply to read", code=PARSE_ERROR)
+        except RecursionError:  # an exception like any other (500), worded for what it is
+            too_deep = "the body is JSON nested too deeply to read"
+            return self.refuse(too_deep, status=500, code=PARSE_ERROR)
         except ValueError:
             return self.refuse("the body is not JSON", code=PARSE_ERROR)
         if isinstance(message, list):

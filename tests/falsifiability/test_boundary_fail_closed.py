@@ -70,7 +70,8 @@ def test_json_nested_100000_deep_is_refused_on_every_model_route(
     flow = harness.open_flow()
     status, headers, body = post(flow.model_port, path, deep_json())
     expected = f"flowproof: the request to {path} is JSON nested too deeply to read"
-    assert (status, message_of(body)) == (400, expected)
+    # The rule for every exception while handling a request: a 500 naming it.
+    assert (status, message_of(body)) == (500, expected)
     assert headers["x-should-retry"] == "false"
     assert flow.session.errors == [expected]  # the flow fails with this message
     assert harness.spy.dials == []
@@ -219,7 +220,7 @@ def test_every_in_process_proxy_ends_with_the_backstop(proxy: Harness) -> None:
 def test_mcp_json_nested_too_deep_is_refused_and_fails_the_flow(harness: Harness) -> None:
     flow = harness.open_flow()
     status, _, body = post(flow.mcp_port, "/mcp", b"[" * DEPTH + b"]" * DEPTH, MCP_HEADERS)
-    assert status == 400
+    assert status == 500
     assert message_of(body) == "flowproof: the body is JSON nested too deeply to read"
     assert body["error"]["code"] == -32700
     assert flow.mcp.errors == ["the MCP server 'files': the body is JSON nested too deeply to read"]
@@ -320,7 +321,7 @@ def test_stock_model_record_with_a_refused_request_says_why_no_trace(
         flow = _stock_post(CHAT, deep_json(), {"content-type": "application/json"})
         addon.request(flow)
         addon.done()
-    assert flow.response is not None and flow.response.status_code == 400
+    assert flow.response is not None and flow.response.status_code == 500
     assert not trace.exists()
     assert (
         f"flowproof: no trace was written: the request to {CHAT} is JSON nested "
@@ -362,7 +363,7 @@ def test_stock_mitmdump_loads_the_model_and_mcp_scripts_together(tmp_path: Path)
         other = request(port, "GET", "/elsewhere")
     assert model[0] == 200 and model[2]["choices"][0]["message"]["content"] == "ok"
     assert mcp[0] == 200 and mcp[2] == {"jsonrpc": "2.0", "id": 1, "result": {}}
-    assert deep[0] == 400 and "nested too deeply" in message_of(deep[2])
+    assert deep[0] == 500 and "nested too deeply" in message_of(deep[2])
     assert other[0] == 404
 
 
