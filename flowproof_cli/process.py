@@ -16,7 +16,7 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import IO, Any
 
 from flowproof_cli.errors import AgentStartError
@@ -243,3 +243,44 @@ class Keeper:
 
 
 KEEPER = Keeper()
+
+
+# -- paths held from before they exist ------------------------------------------------------
+
+
+def create_held[T](candidate: Callable[[], str], create: Callable[[str], T]) -> tuple[T, str]:
+    """`create(name)` for a fresh name from `candidate()`, the keeper holding the name from
+    before it exists, so no moment is left where a kill would orphan it (the run's first
+    hold starts the keeper: a fork and exec wide). `create` raises FileExistsError for a
+    name that is taken (someone else's: never ours to remove); another name is then tried."""
+    while True:
+        name = candidate()
+        KEEPER.hold(PATH, name)
+        try:
+            return create(name), name
+        except FileExistsError:
+            KEEPER.release(PATH, name)
+        except BaseException:
+            KEEPER.release(PATH, name)
+            raise
+
+
+def held_temp_folder(prefix: str) -> str:
+    """A new private folder under the system temp folder, held by the keeper until
+    `remove_held_folder`."""
+    import secrets  # noqa: PLC0415 (only a run that makes a folder needs them)
+    import tempfile  # noqa: PLC0415
+
+    base = tempfile.gettempdir()
+    _, name = create_held(
+        lambda: os.path.join(base, prefix + secrets.token_hex(4)),
+        lambda name: os.mkdir(name, 0o700),
+    )
+    return name
+
+
+def remove_held_folder(name: str) -> None:
+    import shutil  # noqa: PLC0415
+
+    shutil.rmtree(name, ignore_errors=True)
+    KEEPER.release(PATH, name)

@@ -25,7 +25,6 @@ import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -34,7 +33,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from flowproof_cli.errors import ConfigError, PortInUseError
-from flowproof_cli.process import KEEPER, PATH
+from flowproof_cli.process import held_temp_folder, remove_held_folder
 from flowproof_cli.runner.listeners import LOOPBACK, bind_loopback, port_of
 
 if TYPE_CHECKING:
@@ -114,9 +113,8 @@ class WebView:
     def __init__(self, port: int = 0):
         self.port = _free_port(port)
         self.token = secrets.token_urlsafe(18)
-        self._confdir = tempfile.TemporaryDirectory(prefix="flowproof-inspect-")
-        KEEPER.hold(PATH, self._confdir.name)  # removed even if flowproof is killed
-        self._log = Path(self._confdir.name) / "mitmweb.log"
+        self._confdir = held_temp_folder("flowproof-inspect-")  # goes even if flowproof is killed
+        self._log = Path(self._confdir) / "mitmweb.log"
         self._process: subprocess.Popen[bytes] | None = None
         self._queue: queue.SimpleQueue[bytes | None] = queue.SimpleQueue()
         self._writer: threading.Thread | None = None
@@ -140,7 +138,7 @@ class WebView:
             "web_host": LOOPBACK,
             "web_port": str(self.port),
             "web_password": hashed,
-            "confdir": self._confdir.name,
+            "confdir": self._confdir,
             "termlog_verbosity": "warn",
         }
         command = [*_mitmweb_command(), "-q", "-s", _feed_script()]
@@ -231,8 +229,7 @@ class WebView:
                 except subprocess.TimeoutExpired:
                     process.kill()
                     process.wait()
-        self._confdir.cleanup()
-        KEEPER.release(PATH, self._confdir.name)
+        remove_held_folder(self._confdir)
 
 
 # -- a trace as flows ------------------------------------------------------------------------------

@@ -14,9 +14,7 @@ Each transport is one small class: `StdioServer` reads its stand-ins' capture fi
 from __future__ import annotations
 
 import shlex
-import shutil
 import sys
-import tempfile
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -40,7 +38,7 @@ from flowproof_cli.mcp.mocks import lane_schemas, schema_problems
 from flowproof_cli.mcp.replayer import Replayer
 from flowproof_cli.mcp.stdio import ERROR, REFUSED, StandinSession
 from flowproof_cli.mode import Mode
-from flowproof_cli.process import KEEPER, PATH, split_command
+from flowproof_cli.process import held_temp_folder, remove_held_folder, split_command
 from flowproof_cli.spec.models import McpServerSpec
 
 
@@ -302,8 +300,7 @@ class McpServers:
 
     def _temp_folder(self) -> Path:
         if self._folder is None:
-            self._folder = Path(tempfile.mkdtemp(prefix="flowproof-mcp-"))
-            KEEPER.hold(PATH, str(self._folder))  # removed even if flowproof is killed
+            self._folder = Path(held_temp_folder("flowproof-mcp-"))  # goes even if killed
         return self._folder
 
     # -- listeners (streamable HTTP) -------------------------------------------------------
@@ -359,8 +356,7 @@ class McpServers:
         for server in self.servers:
             server.close()
         if self._folder is not None:
-            shutil.rmtree(self._folder, ignore_errors=True)
-            KEEPER.release(PATH, str(self._folder))
+            remove_held_folder(str(self._folder))
             self._folder = None
 
 

@@ -15,7 +15,6 @@ import contextlib
 import inspect
 import logging
 import socket
-import tempfile
 from collections.abc import Sequence
 from typing import Any
 
@@ -30,7 +29,7 @@ from OpenSSL import SSL  # noqa: E402
 
 from flowproof_addons.guard import Backstop  # noqa: E402
 from flowproof_cli.errors import ConfigError  # noqa: E402
-from flowproof_cli.process import KEEPER, PATH  # noqa: E402
+from flowproof_cli.process import held_temp_folder, remove_held_folder  # noqa: E402
 from flowproof_cli.runner.listeners import bind_loopback, port_of  # noqa: E402
 
 # Never dialled: replay answers everything in the request hook, and record rewrites each
@@ -153,8 +152,7 @@ class ProxyHost:
         self._upstream_tls = upstream_tls
         self._master: master.Master | None = None
         self._task: asyncio.Task[None] | None = None
-        self._confdir = tempfile.TemporaryDirectory(prefix="flowproof-mitm-")
-        KEEPER.hold(PATH, self._confdir.name)  # the CA folder goes even if flowproof is killed
+        self._confdir = held_temp_folder("flowproof-mitm-")  # goes even if flowproof is killed
         self._servers: dict[int, asyncio.Server] = {}  # bound port -> its listener
         self.port: int = 0
 
@@ -180,7 +178,7 @@ class ProxyHost:
             started,
             *self._addons,
         )
-        opts.update(mode=[], connection_strategy="lazy", confdir=self._confdir.name)
+        opts.update(mode=[], connection_strategy="lazy", confdir=self._confdir)
         self._task = asyncio.create_task(self._master.run())
         running = asyncio.create_task(started.event.wait())
         done, _ = await asyncio.wait(
@@ -253,8 +251,7 @@ class ProxyHost:
                 await asyncio.wait_for(self._task, timeout=5)
         self._master = None
         self._task = None
-        self._confdir.cleanup()
-        KEEPER.release(PATH, self._confdir.name)
+        remove_held_folder(self._confdir)
 
     async def __aenter__(self) -> ProxyHost:
         await self.start()

@@ -24,7 +24,7 @@ import yaml
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from flowproof_cli.errors import TraceError
-from flowproof_cli.process import KEEPER, PATH
+from flowproof_cli.process import KEEPER, PATH, create_held
 from flowproof_cli.spec import yaml_limits as limits
 from flowproof_cli.trace.envelope import (
     FIX,
@@ -354,16 +354,10 @@ def write_atomic(path: Path, text: str) -> None:
 def _held_temp(path: Path) -> tuple[int, str]:
     """A new `.NAME.XXXXXXXX.tmp` beside `path`, held by the keeper before it exists (so
     no moment is left where a kill would orphan it)."""
-    while True:
-        temp_name = str(path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp"))
-        KEEPER.hold(PATH, temp_name)
-        try:
-            return os.open(temp_name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), temp_name
-        except FileExistsError:
-            KEEPER.release(PATH, temp_name)  # someone else's: never ours to remove
-        except BaseException:
-            KEEPER.release(PATH, temp_name)
-            raise
+    return create_held(
+        lambda: str(path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")),
+        lambda name: os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600),
+    )
 
 
 def save(path: Path, trace: Trace) -> None:
