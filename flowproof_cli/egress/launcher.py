@@ -122,6 +122,14 @@ def yama_reason(scope: int, capabilities: int) -> str | None:
     return None
 
 
+def _supervisor_class() -> type[Supervisor]:
+    """Imported only by a contained run (ctypes, the handlers: ~10 ms), and by the early
+    handshake's thread before it waits, so the import overlaps the launcher's start."""
+    from flowproof_cli.egress.supervisor import Supervisor  # noqa: PLC0415
+
+    return Supervisor
+
+
 @functools.cache
 def _program_hex() -> str:
     return rules.program().hex()
@@ -210,6 +218,7 @@ class Launch:
 
         def handshake() -> None:
             try:
+                _supervisor_class()  # its imports (~10 ms) overlap the launcher's start
                 self._handshake()
             except BaseException as exc:  # raised by attach, in the caller's thread
                 self._early_failure = exc
@@ -281,7 +290,6 @@ class Launch:
 
     def _take_listener(self, pid: int, number: int) -> None:
         from flowproof_cli.egress import kernel  # noqa: PLC0415 (Linux-only ctypes)
-        from flowproof_cli.egress.supervisor import Supervisor  # noqa: PLC0415
 
         try:
             pidfd = os.pidfd_open(pid)
@@ -295,7 +303,7 @@ class Launch:
                 f"egress containment: cannot take the filter's listener from the agent "
                 f"({exc.strerror})"
             ) from exc
-        self._supervisor = Supervisor(listener, self.policy, self.report, self.started)
+        self._supervisor = _supervisor_class()(listener, self.policy, self.report, self.started)
         self._supervisor.start()
         self.report.containment = Containment(True)
         self._ack(b"G")

@@ -75,3 +75,46 @@ def test_without_it_the_agent_waits_for_attach(tmp_path: Path) -> None:
     assert outcome["before_attach"] is False
     assert (outcome["after"], outcome["code"]) == (True, 0)
     assert str(outcome["containment"]).endswith("enforced (linux seccomp)")
+
+
+#: No agent at all: does the early handshake's thread load the supervisor while it waits for
+#: the launcher (so that import overlaps the launcher's interpreter start, ~10 ms)?
+IMPORT_PROBE = """
+import json, sys, time
+from flowproof_cli.egress import Launch, Policy
+launch = Launch.prepare(Policy())
+assert launch.contained, "containment unavailable"
+if sys.argv[1] == "early":
+    launch.start_handshake()
+deadline = time.monotonic() + 10
+while "flowproof_cli.egress.supervisor" not in sys.modules and time.monotonic() < deadline:
+    time.sleep(0.01)
+loaded = "flowproof_cli.egress.supervisor" in sys.modules
+launch.finish()  # no launcher ever answered: the waiting thread ends on end of file
+print("PROBE " + json.dumps({"loaded": loaded}))
+"""
+
+
+def _import_probe(mode: str) -> bool:
+    completed = subprocess.run(
+        [sys.executable, "-c", IMPORT_PROBE, mode],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+        check=False,
+    )
+    lines = [line for line in completed.stdout.splitlines() if line.startswith("PROBE ")]
+    assert completed.returncode == 0 and lines, completed.stderr[-2000:]
+    return bool(json.loads(lines[-1].removeprefix("PROBE "))["loaded"])
+
+
+def test_the_early_handshake_loads_the_supervisor_before_the_launcher_answers() -> None:
+    assert _import_probe("early") is True
+
+
+def test_without_an_early_handshake_nothing_loads_the_supervisor_ahead() -> None:
+    """The twin: the supervisor's modules are not loaded by `prepare` or `wrap` alone, so
+    the probe above sees the early thread's import and nothing else."""
+    assert _import_probe("late") is False
