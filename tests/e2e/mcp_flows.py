@@ -16,6 +16,7 @@ from typing import Any
 import yaml
 
 from tests.conftest import REPO, CliResult, clean_environ, run_cli
+from tests.e2e.sockets_and_pids import free_port
 
 FIXTURES = REPO / "tests" / "mcp_fixtures"
 PY = sys.executable
@@ -31,12 +32,6 @@ NO_MODEL = {"FLOWPROOF_AGENT_UPSTREAM": "http://127.0.0.1:9/v1"}
 
 def client(script: str, *args: str) -> list[str]:
     return [PY, str(FIXTURES / script), *args]
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 def _wait_for(port: int, process: subprocess.Popen[bytes], timeout: float = 20) -> None:

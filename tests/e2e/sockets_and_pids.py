@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import itertools
 import os
+import random
 import socket
 import time
 from collections.abc import Callable
@@ -11,8 +13,49 @@ from pathlib import Path
 _TCP_LISTEN = "0A"
 
 
+_EPHEMERAL_RANGE = Path("/proc/sys/net/ipv4/ip_local_port_range")
+_LOWEST_CHOSEN = 10000  # below this, ports belong to well-known services
+_WORKER_BLOCK = 2000  # ports per pytest-xdist worker, so two workers never pick alike
+_chosen = itertools.count(random.randrange(_WORKER_BLOCK))
+
+
 def free_port() -> int:
-    """A loopback port nobody listens on right now."""
+    """A loopback port nobody listens on, that stays free until the test binds it.
+
+    A port from `bind(0)` comes from the kernel's ephemeral range; released, it can be handed
+    to the next `bind(0)` or outgoing connect of any process (another flow's proxy, say) before
+    the test uses it. So the port is chosen below that range, where the kernel never hands
+    ports out, in a block of its own per xdist worker, and checked free by binding it."""
+    low = _ephemeral_low()
+    if low - _LOWEST_CHOSEN < _WORKER_BLOCK:
+        return _kernel_port()  # no room below the range on this machine
+    blocks = (low - _LOWEST_CHOSEN) // _WORKER_BLOCK
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw")
+    start = _LOWEST_CHOSEN + (int(worker) if worker.isdigit() else 0) % blocks * _WORKER_BLOCK
+    for _ in range(_WORKER_BLOCK):
+        port = start + next(_chosen) % _WORKER_BLOCK
+        if _bindable(port):
+            return port
+    return _kernel_port()
+
+
+def _ephemeral_low() -> int:
+    try:
+        return int(_EPHEMERAL_RANGE.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return _LOWEST_CHOSEN  # unknown range: leave it to the kernel
+
+
+def _bindable(port: int) -> bool:
+    with socket.socket() as probe:
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+        return True
+
+
+def _kernel_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return int(probe.getsockname()[1])
@@ -20,6 +63,35 @@ def free_port() -> int:
 
 def is_listening(port: int) -> bool:
     """True when some socket on this machine LISTENs on the TCP port (per /proc/net/tcp*)."""
+    return port in _listeners().values()
+
+
+def listeners_of(pids: set[int]) -> dict[str, int]:
+    """The listening sockets these processes hold: socket inode -> port."""
+    inodes: set[str] = set()
+    for pid in pids:
+        try:
+            for fd in os.listdir(f"/proc/{pid}/fd"):
+                target = os.readlink(f"/proc/{pid}/fd/{fd}")
+                if target.startswith("socket:["):
+                    inodes.add(target[8:-1])
+        except OSError:
+            continue
+    return {inode: port for inode, port in _listeners().items() if inode in inodes}
+
+
+def still_listening(sockets: dict[str, int]) -> list[int]:
+    """The ports of `sockets` (from `listeners_of`) whose very socket still listens.
+
+    By inode, not by port: once a process is gone, the kernel may hand its port to another
+    process's `bind(0)`, and a check by port would blame the dead process for it."""
+    alive = _listeners()
+    return sorted(port for inode, port in sockets.items() if inode in alive)
+
+
+def _listeners() -> dict[str, int]:
+    """Every TCP socket in LISTEN on this machine (per /proc/net/tcp*): inode -> port."""
+    found: dict[str, int] = {}
     for table in ("/proc/net/tcp", "/proc/net/tcp6"):
         try:
             rows = Path(table).read_text().splitlines()[1:]
@@ -27,10 +99,9 @@ def is_listening(port: int) -> bool:
             continue
         for row in rows:
             fields = row.split()
-            local, state = fields[1], fields[3]
-            if state == _TCP_LISTEN and int(local.rsplit(":", 1)[1], 16) == port:
-                return True
-    return False
+            if fields[3] == _TCP_LISTEN:
+                found[fields[9]] = int(fields[1].rsplit(":", 1)[1], 16)
+    return found
 
 
 def accepts(port: int) -> bool:

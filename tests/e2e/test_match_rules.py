@@ -22,6 +22,7 @@ import pytest
 import yaml
 
 from tests.conftest import REPO, clean_environ, run_cli
+from tests.e2e.sockets_and_pids import free_port
 from tests.fakes.fake_upstream import FakeUpstream
 
 pytestmark = pytest.mark.slow
@@ -275,12 +276,6 @@ def test_raising_addon_fails_the_flow_and_writes_no_trace(tmp_path: Path) -> Non
 # -- the same script in stock mitmproxy -------------------------------------------------------
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 def test_the_same_addon_works_in_stock_mitmdump(tmp_path: Path) -> None:
     """Recorded by `flowproof record` with only the addon; replayed by plain mitmdump with
     `-s addons/model.py -s strip_session.py`: a fresh session id still matches."""
@@ -291,7 +286,7 @@ def test_the_same_addon_works_in_stock_mitmdump(tmp_path: Path) -> None:
     with FakeUpstream() as fake:
         assert _record(spec, tmp_path, fake).code == 0
     trace = spec.with_name("session.trace.yaml")
-    port = _free_port()
+    port = free_port()
     mitmdump = Path(sys.executable).with_name("mitmdump")
     proxy = subprocess.Popen(
         [

@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import REPO, clean_environ
+from tests.e2e.sockets_and_pids import free_port
 
 pytestmark = pytest.mark.slow
 
@@ -82,12 +83,6 @@ def run_client(
         f"stdout:\n{completed.stdout}\nstderr:\n{completed.stderr}"
     )
     return json.loads(completed.stdout) if expect in (0, 1) else {"stderr": completed.stderr}
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def wait_for_port(port: int, proc: subprocess.Popen[bytes], what: str) -> None:

@@ -27,6 +27,7 @@ import pytest
 import yaml
 
 from tests.conftest import CliResult, run_cli, run_command, start_cli
+from tests.e2e.sockets_and_pids import free_port
 from tests.fakes.fake_upstream import FakeUpstream, Reply, sequence
 from tests.falsifiability import cases
 from tests.falsifiability.cases import (
@@ -110,12 +111,6 @@ class _HangingUp(_Answering):
         self.close_connection = True  # no status line at all
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 @pytest.fixture(scope="module")
 def services() -> Iterator[dict[str, str]]:
     """Loopback services for the url cases, by placeholder name."""
@@ -133,7 +128,7 @@ def services() -> Iterator[dict[str, str]]:
     values |= {
         "silent": str(silent.getsockname()[1]),
         "busy": str(busy.getsockname()[1]),
-        "closed": str(_free_port()),
+        "closed": str(free_port()),
     }
     try:
         yield values
@@ -170,7 +165,7 @@ def _write_group(
         written += [Case("base", f"baseline-{b}", (), "", code=0, base=b) for b in cases.BASES]
     for case in written:
         write_case(
-            case, root / case.folder, recordings[case.base], values, lambda: str(_free_port())
+            case, root / case.folder, recordings[case.base], values, lambda: str(free_port())
         )
     return written
 
@@ -387,7 +382,7 @@ def test_audit_fails(audit: AuditCase, control_runs: ControlRuns) -> None:
 
 def _command_folder(root: Path, recordings: Mapping[str, Any], **changes: Any) -> Path:
     case = Case("error", "flow", (), "", **changes)
-    return write_case(case, root / "flow", recordings["model"], {}, lambda: str(_free_port()))
+    return write_case(case, root / "flow", recordings["model"], {}, lambda: str(free_port()))
 
 
 def _until_marked(process: subprocess.Popen[str], mark: Path) -> None:
@@ -541,7 +536,7 @@ def _run_command(setup: str, root: Path, recordings: Mapping[str, Any], busy: in
     if setup == "upstream-down":
         spec = _command_folder(root, recordings)
         trace = spec.with_name(TRACE_FILE).read_bytes()
-        upstream = {"FLOWPROOF_AGENT_UPSTREAM": f"http://127.0.0.1:{_free_port()}/v1"}
+        upstream = {"FLOWPROOF_AGENT_UPSTREAM": f"http://127.0.0.1:{free_port()}/v1"}
         result = run_cli("record", spec, env=upstream)
         assert spec.with_name(TRACE_FILE).read_bytes() == trace  # the good trace is kept
         return result

@@ -38,7 +38,12 @@ from flowproof_cli.process import PATH, Keeper
 from tests.conftest import REPO, clean_environ, default_signals, run_cli, start_cli
 from tests.e2e.flows import AGENTS, agent_command, set_agent_env, write_flow
 from tests.e2e.mcp_flows import NOTES_V2, PY
-from tests.e2e.sockets_and_pids import eventually, is_gone, is_listening
+from tests.e2e.sockets_and_pids import (
+    eventually,
+    is_gone,
+    listeners_of,
+    still_listening,
+)
 from tests.fakes.fake_upstream import FakeUpstream, Reply, Script, sequence
 
 SEED = int(os.environ.get("FLOWPROOF_KILL_SEED", "14"))
@@ -80,26 +85,6 @@ def marked_pids(marker: bytes) -> set[int]:
         if marker in environ and not is_gone(int(entry)):
             found.add(int(entry))
     return found
-
-
-def listening_ports(pids: set[int]) -> set[int]:
-    """The TCP ports these processes hold a listening socket on."""
-    inodes: set[str] = set()
-    for pid in pids:
-        try:
-            for fd in os.listdir(f"/proc/{pid}/fd"):
-                target = os.readlink(f"/proc/{pid}/fd/{fd}")
-                if target.startswith("socket:["):
-                    inodes.add(target[8:-1])
-        except OSError:
-            continue
-    ports: set[int] = set()
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-        for row in Path(table).read_text().splitlines()[1:]:
-            fields = row.split()
-            if fields[3] == "0A" and fields[9] in inodes:
-                ports.add(int(fields[1].rsplit(":", 1)[1], 16))
-    return ports
 
 
 def leftovers(folder: Path) -> list[str]:
@@ -243,7 +228,7 @@ def run_case(case: Case, pristine: Path, scratch: Path, *, wait_first: bool = Fa
         time.sleep(case.delay_s)
         live = started.process.poll() is None
         marked = marked_pids(started.marker)
-        ports = listening_ports({started.process.pid, *marked})
+        ports = listeners_of({started.process.pid, *marked})
         children = agent_tree(started)
         if live:
             started.process.send_signal(case.sig)
@@ -314,7 +299,7 @@ def _problems(
     case: Case,
     started: Started,
     code: int | None,
-    ports: set[int],
+    ports: dict[str, int],
     *,
     stderr: str,
     starting: bool,
@@ -331,7 +316,7 @@ def _problems(
         problems.append(f"processes outlived flowproof: {_commands(marked_pids(started.marker))}")
     if not eventually(lambda: not any(started.tmpdir.iterdir()), GONE_WAIT_S):
         problems.append(f"left in the temp folder: {sorted(os.listdir(started.tmpdir))}")
-    if still := sorted(port for port in ports if is_listening(port)):
+    if still := still_listening(ports):
         problems.append(f"ports still listening: {still}")
     return problems
 
@@ -498,6 +483,8 @@ def test_sigkill_of_flowproof_ends_its_agent_and_removes_its_temp_folders(
         reap.extend([pids["agent.pid"], pids["orphan.pid"]])
         # The proxy's folder appears once its engine is up (the agent starts before that).
         assert eventually(lambda: any(started.tmpdir.iterdir()), 30), "no temp folder to lose"
+        proxy = listeners_of({started.process.pid})
+        assert pids["proxy.port"] in proxy.values(), proxy
         started.process.kill()
         assert started.process.wait(timeout=EXIT_WAIT_S) == -signal.SIGKILL
     assert eventually(lambda: is_gone(pids["agent.pid"]), GONE_WAIT_S), (
@@ -509,7 +496,7 @@ def test_sigkill_of_flowproof_ends_its_agent_and_removes_its_temp_folders(
     assert eventually(lambda: not any(started.tmpdir.iterdir()), GONE_WAIT_S), sorted(
         os.listdir(started.tmpdir)
     )
-    assert not is_listening(pids["proxy.port"])
+    assert still_listening(proxy) == []
     assert not marked_pids(started.marker)
 
 
@@ -570,6 +557,8 @@ def test_ctrl_c_again_during_the_cleanup_does_not_cut_it_short(
     set_agent_env(spec, HYGIENE_IGNORE_TERM="1")
     with hanging_run(mode, spec, probe, tmp_path) as (started, pids):
         reap.extend([started.process.pid, pids["agent.pid"], pids["orphan.pid"]])
+        proxy = listeners_of({started.process.pid})
+        assert pids["proxy.port"] in proxy.values(), proxy
         for _ in range(3):
             started.process.send_signal(signal.SIGINT)
             time.sleep(0.3)
@@ -580,7 +569,7 @@ def test_ctrl_c_again_during_the_cleanup_does_not_cut_it_short(
     assert "flowproof: still stopping the agent and the proxy" in stderr
     assert eventually(lambda: is_gone(pids["agent.pid"]), GONE_WAIT_S), "the agent outlived it"
     assert eventually(lambda: is_gone(pids["orphan.pid"]), GONE_WAIT_S)
-    assert not is_listening(pids["proxy.port"])
+    assert still_listening(proxy) == []
     assert eventually(lambda: not any(started.tmpdir.iterdir()), GONE_WAIT_S)
 
 
