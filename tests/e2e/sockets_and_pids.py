@@ -89,6 +89,22 @@ def still_listening(sockets: dict[str, int]) -> list[int]:
     return sorted(port for inode, port in sockets.items() if inode in alive)
 
 
+def holders_of(port: int) -> set[int]:
+    """The pids of the processes holding a socket that listens on the TCP port."""
+    inodes = {f"socket:[{inode}]" for inode, held in _listeners().items() if held == port}
+    holders: set[int] = set()
+    for entry in os.listdir("/proc") if inodes else ():
+        if not entry.isdigit():
+            continue
+        try:
+            fds = os.listdir(f"/proc/{entry}/fd")
+            if any(os.readlink(f"/proc/{entry}/fd/{fd}") in inodes for fd in fds):
+                holders.add(int(entry))
+        except OSError:
+            continue  # gone meanwhile, or not ours to read
+    return holders
+
+
 def _listeners() -> dict[str, int]:
     """Every TCP socket in LISTEN on this machine (per /proc/net/tcp*): inode -> port."""
     found: dict[str, int] = {}

@@ -13,6 +13,7 @@ import contextlib
 import os
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,7 +25,7 @@ from flowproof_cli.runner.flow import run_flow
 from flowproof_cli.spec import load_spec
 from tests.conftest import run_cli, start_cli
 from tests.e2e.flows import AGENTS, agent_command, set_agent_env, write_flow
-from tests.e2e.sockets_and_pids import eventually, is_gone, is_listening
+from tests.e2e.sockets_and_pids import eventually, free_port, holders_of, is_gone, is_listening
 from tests.fakes.fake_upstream import FakeUpstream
 
 pytestmark = pytest.mark.slow
@@ -52,7 +53,22 @@ class Probe:
         )
         assert eventually(lambda: is_gone(agent), 10), f"agent {agent} survived"
         assert eventually(lambda: is_gone(orphan), 10), f"orphan {orphan} survived"
-        assert not is_listening(port), f"the proxy port {port} is still listening"
+        assert not self.listeners(port), f"the proxy port {port} is still listening"
+
+    def listeners(self, port: int) -> set[int]:
+        """Who of this test still listens on `port`: this process (an in-process flow) or
+        one carrying the probe's folder (the agent's tree). Once flowproof is gone, the
+        kernel may give the port to another test's `bind(0)`; that one is not a leak."""
+        mark = f"HYGIENE_DIR={self.folder}".encode()
+        ours = set()
+        for pid in holders_of(port) if is_listening(port) else set():
+            try:
+                environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if pid == os.getpid() or mark in environ:
+                ours.add(pid)
+        return ours
 
     def reset(self) -> None:
         for name in ("agent.pid", "orphan.pid", "proxy.port"):
@@ -93,6 +109,33 @@ def recorded(tmp_path: Path, probe: Probe) -> Path:
     probe.assert_all_gone()
     probe.reset()
     return spec
+
+
+_LISTENER = (
+    "import socket, sys; s = socket.socket(); s.bind(('127.0.0.1', int(sys.argv[1]))); "
+    "s.listen(1); print('up', flush=True); sys.stdin.read()"
+)
+
+
+@pytest.mark.parametrize("marked", [True, False])
+def test_a_listener_counts_when_the_probes_tree_holds_it(probe: Probe, marked: bool) -> None:
+    """The check can fail: a process carrying the probe's folder that still listens is a
+    leak; a stranger that took the port since (another test's `bind(0)`) is not."""
+    env = {**os.environ, "HYGIENE_DIR": str(probe.folder) if marked else "elsewhere"}
+    port = free_port()
+    holder = subprocess.Popen(
+        [sys.executable, "-c", _LISTENER, str(port)],
+        env=env,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "up\n"
+        assert probe.listeners(port) == ({holder.pid} if marked else set())
+    finally:
+        holder.kill()
+        holder.wait()
 
 
 def test_nothing_left_after_a_passing_replay(recorded: Path, probe: Probe) -> None:

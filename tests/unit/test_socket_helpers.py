@@ -15,7 +15,13 @@ from pathlib import Path
 import pytest
 
 from tests.e2e import sockets_and_pids
-from tests.e2e.sockets_and_pids import free_port, is_listening, listeners_of, still_listening
+from tests.e2e.sockets_and_pids import (
+    free_port,
+    holders_of,
+    is_listening,
+    listeners_of,
+    still_listening,
+)
 
 _RANGE = Path("/proc/sys/net/ipv4/ip_local_port_range")
 
@@ -93,3 +99,12 @@ def test_a_port_another_socket_took_over_is_not_blamed_on_the_closed_one() -> No
         second.listen(1)
         assert is_listening(port)  # by port: the closed socket would be blamed
         assert still_listening(held) == []
+
+
+def test_the_holders_of_a_listening_port_are_named_and_none_once_it_closed() -> None:
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", free_port()))
+        server.listen(1)
+        port = server.getsockname()[1]
+        assert holders_of(port) == {os.getpid()}
+    assert holders_of(port) == set()
