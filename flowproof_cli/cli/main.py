@@ -6,6 +6,7 @@ import atexit
 import contextlib
 import importlib
 import os
+import signal
 import sys
 from typing import NamedTuple, NoReturn
 
@@ -101,7 +102,12 @@ def cli() -> None:
 
 def main() -> None:
     """The console entry point: the command's exit code, then `_exit`."""
-    _exit(exit_code())
+    try:
+        code = exit_code()
+    except KeyboardInterrupt:  # a Ctrl-C between the command's end and `_exit`
+        click.echo("interrupted", err=True)
+        code = ExitCode.INTERRUPTED
+    _exit(code)
 
 
 def exit_code() -> int:
@@ -133,7 +139,12 @@ def _exit(code: int) -> NoReturn:
     """Exit as `sys.exit` would, minus the interpreter's teardown of every module and object
     (with mitmproxy and pydantic loaded, about a third of a second of a one-flow run). What a
     normal exit does that matters still happens first: buffered output is flushed, and the
-    atexit handlers run (logging, temporary folders, the process keeper)."""
+    atexit handlers run (logging, temporary folders, the process keeper).
+
+    The verdict is printed and its code decided by now, so a Ctrl-C here would only cut that
+    clean-up short, with Python's traceback from the handler it landed in: it is ignored."""
+    with contextlib.suppress(ValueError):  # not the main thread: no handler to change
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(Exception):  # a closed pipe: nothing left to say
             stream.flush()

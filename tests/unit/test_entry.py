@@ -5,6 +5,7 @@ from __future__ import annotations
 import signal
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -71,3 +72,41 @@ def test_the_loading_window_exits_with_the_interrupt_code_of_the_error_tree() ->
     from flowproof_cli.errors import ExitCode
 
     assert INTERRUPTED_EXIT == ExitCode.INTERRUPTED == 130
+
+
+# -- the other end: a Ctrl-C once the command has finished -------------------------------------
+
+TAIL_PROBE = """
+import atexit, os, signal, sys, time
+from pathlib import Path
+from flowproof_cli.cli import main
+marker = Path(sys.argv[1])
+atexit.register(marker.write_text, "the later clean-up ran")  # atexit runs last-in first
+def interrupted_clean_up():
+    os.kill(os.getpid(), signal.SIGINT)  # what a kill at a random moment of `run` hit
+    time.sleep(0.5)
+atexit.register(interrupted_clean_up)
+main._exit(int(sys.argv[2]))
+"""
+
+
+@pytest.mark.parametrize("code", [0, 1])
+def test_a_ctrl_c_during_the_exit_clean_up_neither_cuts_it_nor_prints_a_traceback(
+    tmp_path: Path, code: int
+) -> None:
+    """The verdict is printed and its code decided; the atexit handlers (the keeper, the
+    temporary folders) still run. Before, the interrupt landed in the keeper's wait and
+    Python printed `Exception ignored in atexit callback` with its traceback."""
+    marker = tmp_path / "marker"
+    probe = subprocess.run(
+        [sys.executable, "-c", TAIL_PROBE, str(marker), str(code)],
+        env=clean_environ(),
+        cwd=REPO,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        preexec_fn=default_signals,
+    )
+    assert (probe.returncode, probe.stderr) == (code, "")
+    assert marker.read_text() == "the later clean-up ran"
