@@ -61,7 +61,7 @@ class Probe:
         kernel may give the port to another test's `bind(0)`; that one is not a leak."""
         mark = f"HYGIENE_DIR={self.folder}".encode()
         ours = set()
-        for pid in holders_of(port) if is_listening(port) else set():
+        for pid in holders_of(port):  # scans /proc only when something listens there
             try:
                 environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
             except OSError:

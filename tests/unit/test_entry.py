@@ -29,9 +29,9 @@ print("default handler after:", signal.getsignal(signal.SIGINT) is signal.defaul
 """
 
 
-def _probe(case: str) -> subprocess.CompletedProcess[str]:
+def _probe(*args: str, program: str = PROBE) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-c", PROBE, case],
+        [sys.executable, "-c", program, *args],
         env=clean_environ(),
         cwd=REPO,
         stdin=subprocess.DEVNULL,
@@ -98,15 +98,21 @@ def test_a_ctrl_c_during_the_exit_clean_up_neither_cuts_it_nor_prints_a_tracebac
     temporary folders) still run. Before, the interrupt landed in the keeper's wait and
     Python printed `Exception ignored in atexit callback` with its traceback."""
     marker = tmp_path / "marker"
-    probe = subprocess.run(
-        [sys.executable, "-c", TAIL_PROBE, str(marker), str(code)],
-        env=clean_environ(),
-        cwd=REPO,
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        preexec_fn=default_signals,
-    )
+    probe = _probe(str(marker), str(code), program=TAIL_PROBE)
     assert (probe.returncode, probe.stderr) == (code, "")
     assert marker.read_text() == "the later clean-up ran"
+
+
+GAP_PROBE = """
+from flowproof_cli.cli import main
+def finished_then_interrupted():
+    raise KeyboardInterrupt  # a Ctrl-C just after the command returned its code
+main.exit_code = finished_then_interrupted
+main.main()
+"""
+
+
+def test_a_ctrl_c_between_the_command_and_its_exit_clean_up_is_an_interrupt() -> None:
+    """Before `_exit` ignores SIGINT: `interrupted`, exit 130, no traceback."""
+    probe = _probe(program=GAP_PROBE)
+    assert (probe.returncode, probe.stderr) == (130, "interrupted\n")
