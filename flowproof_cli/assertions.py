@@ -17,6 +17,7 @@ from typing import Any
 
 from flowproof_cli.canonical import parse_or
 from flowproof_cli.errors import SpecError
+from flowproof_cli.quoting import looks_alike, named, skeleton, unmasked
 from flowproof_cli.spec.grammar import (
     Clause,
     Matcher,
@@ -148,7 +149,7 @@ class _Resolver:
 
 
 def _failure(step: StepBase, message: str) -> AssertionFailure:
-    return AssertionFailure(step.line, f"{step.kind} {step.text.strip()}: {message}")
+    return AssertionFailure(step.line, f"{step.kind} {unmasked(step.text.strip())}: {message}")
 
 
 # --- matching -----------------------------------------------------------------------------
@@ -295,10 +296,13 @@ def _explain_missing(
     named = [i for i, call in enumerate(calls) if call.name == assertion.tool]
     if not named:
         if not calls:
-            return f"{assertion.tool} was never called; the agent made no tool calls"
-        called = ", ".join(call.name for call in calls)
+            return f"{unmasked(assertion.tool)} was never called; the agent made no tool calls"
+        alike = next((call.name for call in calls if looks_alike(call.name, assertion.tool)), None)
+        if alike is not None:
+            return _explain_look_alike(assertion.tool, alike)
+        called = ", ".join(unmasked(call.name) for call in calls)
         return (
-            f"{assertion.tool} was never called; tools called, in order: {called}. "
+            f"{unmasked(assertion.tool)} was never called; tools called, in order: {called}. "
             "Check the tool name and the prompt"
         )
     if previous is not None and any(_matches(calls[i], assertion) for i in named):
@@ -320,6 +324,18 @@ def _explain_missing(
     return f"{assertion.tool} was called {len(named)} time(s) but no call matched: " + "; ".join(
         shown
     )
+
+
+def _explain_look_alike(asserted: str, called: str) -> str:
+    """The agent called a name that prints like the asserted one and is not it (a Cyrillic
+    letter, a zero-width space): both shown by code point, the plain one proposed."""
+    head = (
+        f"{named(asserted, called)} was never called; the agent called "
+        f"{named(called, asserted)}, which only looks like it"
+    )
+    if skeleton(called) == called:
+        return f"{head}. Fix: write the name as `{called}`"
+    return f"{head} (the model named a tool that is not the one asserted)"
 
 
 def _describe_mismatch(call: ToolCall, assertion: ToolCallAssertion) -> str:

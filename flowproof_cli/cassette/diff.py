@@ -13,6 +13,8 @@ import json
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from flowproof_cli.quoting import disguised, named, odd_characters, unmasked
+
 MAX_SHOWN = 80  # characters of a value shown in a message
 CONTEXT = 32  # characters shown on each side of the first difference
 LINE_WIDTH = 100  # a line of a line diff longer than this is clipped
@@ -45,7 +47,8 @@ def show(value: Any, limit: int = MAX_SHOWN) -> str:
 
 
 def _escape(text: str) -> str:
-    """Control characters made visible, so a window stays on one line."""
+    """Control characters made visible, so a window stays on one line; and characters that
+    hide what they are (a Cyrillic `a`, a zero-width space) by their escape."""
     out = []
     for char in text:
         if char == "\n":
@@ -56,9 +59,29 @@ def _escape(text: str) -> str:
             out.append("\\t")
         elif ord(char) < 32 or ord(char) == 127:
             out.append(f"\\u{ord(char):04x}")
+        elif ord(char) > 127 and disguised(char):
+            out.append(unmasked(char))
         else:
             out.append(char)
     return "".join(out)
+
+
+def _beside(text: Any, other: Any, limit: int) -> str:
+    """`show`, except that a string that differs from `other` in characters outside printable
+    ASCII is unmasked and those characters are listed by code point."""
+    if isinstance(text, str) and isinstance(other, str) and odd_characters(text, other):
+        return named(text, other)
+    return show(text, limit)
+
+
+def _odd_note(recorded: str, replayed: str) -> str:
+    """` (replayed has U+0430 ... at char 6, ...)` for a long text's odd characters."""
+    sides = (
+        ("recorded", odd_characters(recorded, replayed)),
+        ("replayed", odd_characters(replayed, recorded)),
+    )
+    parts = [f"{side} has {'; '.join(odd)}" for side, odd in sides if odd]
+    return f" ({'; '.join(parts)})" if parts else ""
 
 
 def first_difference(recorded: str, replayed: str) -> int:
@@ -149,27 +172,35 @@ def contrast(recorded: Any, replayed: Any, limit: int = MAX_SHOWN) -> list[str]:
     One line, except for multi-line text: a heading line, then the line diff.
     """
     if not _too_long(recorded, replayed, limit):
-        return [f"recorded {show(recorded, limit)}, replayed {show(replayed, limit)}"]
+        shown_recorded, shown_replayed = (
+            _beside(recorded, replayed, limit),
+            _beside(replayed, recorded, limit),
+        )
+        return [f"recorded {shown_recorded}, replayed {shown_replayed}"]
     if "\n" in recorded or "\n" in replayed:
         return line_diff(recorded, replayed)
     at = first_difference(recorded, replayed)
     return [
         f"{_of(at, len(recorded), len(replayed), 'char')}: "
         f"recorded {window(recorded, at)}, replayed {window(replayed, at)}"
+        f"{_odd_note(recorded, replayed)}"
     ]
 
 
 def side_by_side(recorded: Any, replayed: Any, limit: int = MAX_SHOWN) -> list[str]:
     """Like `contrast`, but `recorded:` and `replayed:` on lines of their own, aligned."""
     if not _too_long(recorded, replayed, limit):
-        return [f"recorded: {show(recorded, limit)}", f"replayed: {show(replayed, limit)}"]
+        return [
+            f"recorded: {_beside(recorded, replayed, limit)}",
+            f"replayed: {_beside(replayed, recorded, limit)}",
+        ]
     if "\n" in recorded or "\n" in replayed:
         return line_diff(recorded, replayed)
     at = first_difference(recorded, replayed)
     return [
         _of(at, len(recorded), len(replayed), "char"),
         f"recorded: {window(recorded, at)}",
-        f"replayed: {window(replayed, at)}",
+        f"replayed: {window(replayed, at)}{_odd_note(recorded, replayed)}",
     ]
 
 

@@ -24,6 +24,7 @@ from flowproof_cli.cassette.diff import (
 from flowproof_cli.cassette.turn import Turn
 from flowproof_cli.dialects import dialect_named
 from flowproof_cli.dialects.base import MessageOutline, RequestOutline
+from flowproof_cli.quoting import looks_alike, odd_characters, unmasked
 
 MAX_TEXT_SHOWN = 300  # plain message text is shown whole up to this many characters
 
@@ -70,7 +71,7 @@ def _argument_drift(recorded: MessageOutline, replayed: MessageOutline) -> list[
         recorded.tool_calls, replayed.tool_calls, strict=True
     ):
         if r_name != p_name:
-            lines.append(f"tool call changed: recorded {r_name}, replayed {p_name}")
+            lines.append(f"tool call changed: {contrast(r_name, p_name)[0]}")
             continue
         if r_args == p_args:
             continue
@@ -140,11 +141,15 @@ def _tools(c: Compared) -> Report | None:
         return None
     added, removed = sorted(set(new) - set(old)), sorted(set(old) - set(new))
     if added or removed:
-        parts = [f"added {', '.join(added)}"] if added else []
-        parts += [f"removed {', '.join(removed)}"] if removed else []
+        parts = [f"added {', '.join(map(unmasked, added))}"] if added else []
+        parts += [f"removed {', '.join(map(unmasked, removed))}"] if removed else []
         return (
             f"tools offered changed: {'; '.join(parts)}",
-            (f"recorded: {sorted(old)}", f"replayed: {sorted(new)}"),
+            (
+                *_look_alikes(added, removed),
+                f"recorded: {_names(sorted(old))}",
+                f"replayed: {_names(sorted(new))}",
+            ),
         )
     changed = [name for name in old if old[name] != new[name]]
     if changed:
@@ -154,6 +159,27 @@ def _tools(c: Compared) -> Report | None:
             tuple(field_changes(old[name], new[name], prefix=name)),
         )
     return "tools offered changed: order of tools moved", ()
+
+
+def _look_alikes(added: list[str], removed: list[str]) -> list[str]:
+    """A tool offered under a name that only looks like a recorded one, by code point."""
+    return [
+        f"{unmasked(name)} only looks like {unmasked(was)}: {'; '.join(odd_characters(name, was))}"
+        for name in added
+        for was in removed
+        if looks_alike(name, was)
+    ]
+
+
+def _names(names: list[str]) -> str:
+    """A list of names as Python prints it, each unmasked (a look-alike by its escape)."""
+    return (
+        "["
+        + ", ".join(
+            f"'{unmasked(name)}'" if name != unmasked(name) else repr(name) for name in names
+        )
+        + "]"
+    )
 
 
 def _shape(c: Compared) -> Report | None:

@@ -43,6 +43,7 @@ from flowproof_cli.evidence.trace_view import (
     without_minted,
 )
 from flowproof_cli.mcp.lane import Lane
+from flowproof_cli.quoting import looks_alike, named, unmasked
 from flowproof_cli.trace import Trace
 from flowproof_cli.trajectory import ToolCall
 
@@ -154,7 +155,9 @@ def _did(
 
 
 def _names(calls: list[ToolCall], intent: Intent) -> str:
-    return ", ".join(call.name + intent.tool_mark(call.name) for call in calls) or "(none)"
+    return (
+        ", ".join(unmasked(call.name) + intent.tool_mark(call.name) for call in calls) or "(none)"
+    )
 
 
 @dataclass(frozen=True)
@@ -182,12 +185,18 @@ def _sequence(old: list[str], new: list[str], mark: Callable[[str], str]) -> _Se
             removed.remove(i)
             added.remove(j)
             moved.append((i, j))
-    entries = [(i, 0, f"- {old[i]}{mark(old[i])}: call {i + 1}, no longer made") for i in removed]
+    gone, came = [old[i] for i in removed], [new[j] for j in added]
+    entries = [
+        (i, 0, f"- {_beside(old[i], came)}{mark(old[i])}: call {i + 1}, no longer made")
+        for i in removed
+    ]
     entries += [
-        (j, 1, f"* {new[j]}{mark(new[j])}: moved from call {i + 1} to call {j + 1}")
+        (j, 1, f"* {unmasked(new[j])}{mark(new[j])}: moved from call {i + 1} to call {j + 1}")
         for i, j in moved
     ]
-    entries += [(j, 2, f"+ {new[j]}{mark(new[j])}: call {j + 1}, new") for j in added]
+    entries += [
+        (j, 2, f"+ {_beside(new[j], gone)}{mark(new[j])}: call {j + 1}, new") for j in added
+    ]
     return _Sequence(
         [text for *_, text in sorted(entries)], sorted([*pairs, *moved], key=lambda p: p[1])
     )
@@ -304,14 +313,22 @@ def _offered(views: list[TurnView]) -> dict[str, Any]:
 
 
 def _tool_lines(old: dict[str, Any], new: dict[str, Any], intent: Intent) -> list[str]:
-    rows = [f"+ {name}{intent.tool_mark(name)}" for name in sorted(set(new) - set(old))]
-    rows += [f"- {name}{intent.tool_mark(name)}" for name in sorted(set(old) - set(new))]
+    added, removed = sorted(set(new) - set(old)), sorted(set(old) - set(new))
+    rows = [f"+ {_beside(name, removed)}{intent.tool_mark(name)}" for name in added]
+    rows += [f"- {_beside(name, added)}{intent.tool_mark(name)}" for name in removed]
     for name in sorted(set(old) & set(new)):
         if old[name] != new[name]:
             rows.append(f"~ {name}{intent.tool_mark(name)}: its declaration changed")
             for change in changes(old[name], new[name]):
                 rows.extend(_indent(_change_lines(name, change, "")))
     return ["tools offered:", *_indent(rows)] if rows else []
+
+
+def _beside(name: str, others: list[str]) -> str:
+    """A tool name beside those on the other side: one that only looks like one of them is
+    unmasked with its odd characters by code point, so `+` and `-` never print alike."""
+    alike = next((other for other in others if looks_alike(name, other)), None)
+    return named(name, alike) if alike is not None else unmasked(name)
 
 
 def _told_messages(views: list[TurnView]) -> list[tuple[str, Any]]:

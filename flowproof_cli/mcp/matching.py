@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from flowproof_cli.canonical import canonical_json
-from flowproof_cli.cassette.diff import field_changes, show
+from flowproof_cli.cassette.diff import contrast, field_changes, show
 from flowproof_cli.mcp.canonical import requested_version
 from flowproof_cli.mcp.lane import Call
 
@@ -28,7 +28,7 @@ def compare_call(recorded: Call, method: str, params: dict[str, Any] | None) -> 
         return None
     old, new = recorded.params or {}, params or {}
     if method == "tools/call" and old.get("name") != new.get("name"):
-        return f"tool: recorded {show(old.get('name'))}, replayed {show(new.get('name'))}"
+        return f"tool: {contrast(old.get('name'), new.get('name'))[0]}"
     old_version, new_version = requested_version(method, old), requested_version(method, new)
     if old_version != new_version:
         return f"protocolVersion: recorded {show(old_version)}, replayed {show(new_version)}"

@@ -6,7 +6,6 @@ line; the rules themselves are built from this data at run time (`flowproof_cli.
 
 from __future__ import annotations
 
-import difflib
 import re
 from pathlib import Path
 
@@ -15,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from flowproof_cli.match.build import Declared
 from flowproof_cli.match.paths import GlobError, PathGlob
 from flowproof_cli.match.presets import NormalizeEntry, preset_names
+from flowproof_cli.quoting import closest_name, named, skeleton
 from flowproof_cli.spec.fields import listed
 from flowproof_cli.spec.problems import spec_problem
 
@@ -86,10 +86,11 @@ class MatchSpec(_Model):
         known = preset_names()
         for index, name in enumerate(presets):
             if name not in known:
-                close = difflib.get_close_matches(name, known, n=1, cutoff=0.5)
-                hint = f" Did you mean `{close[0]}`?" if close else ""
+                close = closest_name(name, known, cutoff=0.5)
+                hint = f" Did you mean `{close}`?" if close else ""
+                written = named(name, close or skeleton(name), "`")
                 raise spec_problem(
-                    f"unknown match preset `{name}`.{hint} Fix: use one of {', '.join(known)} "
+                    f"unknown match preset {written}.{hint} Fix: use one of {', '.join(known)} "
                     "(`flowproof match show NAME` prints one)",
                     (index,),
                 )

@@ -14,7 +14,6 @@ Adding a step kind: subclass ``StepBase`` with one field named like the YAML key
 
 from __future__ import annotations
 
-import difflib
 import json
 import re
 from collections.abc import Mapping, Sequence
@@ -39,6 +38,7 @@ from pydantic import (
 
 from flowproof_cli.dialects.base import ResultSequence
 from flowproof_cli.errors import SpecError
+from flowproof_cli.quoting import closest_name, looks_alike, named, skeleton, unmasked
 from flowproof_cli.spec.fields import (
     first_repeat,
     listed,
@@ -298,9 +298,11 @@ def mcp_variable_suffix(name: str) -> str:
 
 
 def _refuse_repeated_tools(tools: Sequence[ToolSpec], under: str) -> None:
-    """A tool name given twice in one list is a spec error at the second entry."""
+    """A tool name given twice in one list is a spec error at the second entry, and so is
+    a name that only looks like an earlier one (a Cyrillic letter, a zero-width space)."""
     twice = first_repeat(tool.name for tool in tools)
     if twice is None:
+        _refuse_look_alike_tools(tools, under)
         return
     index, first = twice
     tool = tools[index]
@@ -309,6 +311,50 @@ def _refuse_repeated_tools(tools: Sequence[ToolSpec], under: str) -> None:
         f"tool `{tool.name}` is {what} twice under {under} (first as entry {first + 1}). "
         f"Fix: keep one entry for `{tool.name}`",
         ("tools", index),
+    )
+
+
+def _refuse_look_alike_tools(tools: Sequence[ToolSpec], under: str) -> None:
+    first_by_look: dict[str, int] = {}
+    for index, tool in enumerate(tools):
+        first = first_by_look.setdefault(skeleton(tool.name), index)
+        if first == index:
+            continue
+        other = tools[first].name
+        raise spec_problem(
+            f"tool {named(tool.name, other, '`')} under {under} only looks like "
+            f"{named(other, tool.name, '`')} (entry {first + 1}): the two are different names, so "
+            "a call, a mock or an assertion meant for one never applies to the other. Fix: "
+            f"keep one entry, named `{unmasked(skeleton(tool.name))}`",
+            ("tools", index),
+        )
+
+
+def undeclared_tool(kind: str, name: str, declared: Sequence[str]) -> str:
+    """Why a step's tool name is refused, and the fix. A name that only looks like a
+    declared one (or like a plain name) is shown by code point and never proposed."""
+    alike = next((tool for tool in declared if looks_alike(name, tool)), None)
+    head = f"`{kind}` names tool {named(name, alike or skeleton(name), '`')}"
+    if alike is not None:
+        plain = skeleton(name)
+        if alike == plain:
+            fix = f"write the name as `{plain}`"
+        elif name == plain:
+            fix = f"write the name under `tools` as `{plain}`"
+        else:
+            fix = f"write the name as `{unmasked(plain)}`, in the step and under `tools`"
+        return (
+            f"{head}, which is not declared under `tools`: it only looks like the declared "
+            f"{named(alike, name, '`')}. Fix: {fix}"
+        )
+    listed = ", ".join(unmasked(tool) for tool in declared)
+    plain = skeleton(name)
+    fix = f"add `- name: {name}` under `tools`"
+    if plain != name:
+        fix = f"write it as `{unmasked(plain)}` and add `- name: {unmasked(plain)}` under `tools`"
+    return (
+        f"{head}, which is not declared under `tools` (declared: {listed}). Fix: {fix}, or "
+        "correct the tool name"
     )
 
 
@@ -477,10 +523,11 @@ class ToolCallMatch(_Model):
             )
         for key in value:
             if key not in _MATCH_KEYS:
-                close = difflib.get_close_matches(str(key), _MATCH_KEYS, n=1, cutoff=0.6)
-                hint = f" Did you mean `{close[0]}`?" if close else ""
+                close = closest_name(str(key), _MATCH_KEYS)
+                hint = f" Did you mean `{close}`?" if close else ""
+                written = named(str(key), close or skeleton(str(key)), "`")
                 raise spec_problem(
-                    f"unknown key `{key}` in the tool assertion.{hint} Fix: use one of the "
+                    f"unknown key {written} in the tool assertion.{hint} Fix: use one of the "
                     f"allowed keys: {', '.join(_MATCH_KEYS)}",
                     (str(key),),
                 )
@@ -886,9 +933,7 @@ class FlowSpec(_Model):
                     name = step.assertion.tool
                     if name not in seen:
                         raise spec_problem(
-                            f"`{step.kind}` names tool `{name}`, which is not declared under "
-                            f"`tools` (declared: {', '.join(seen)}). Fix: add `- name: {name}` "
-                            "under `tools`, or correct the tool name",
+                            undeclared_tool(step.kind, name, list(seen)),
                             ("steps", index, step.kind),
                         )
         context = info.context if isinstance(info.context, dict) else {}

@@ -134,6 +134,13 @@ def _keep_turns(count: int) -> TraceEdit:
     return edit
 
 
+def _call_look_alike(trace: dict[str, Any]) -> None:
+    """The model's last turn calls `delete_city` spelled with a Cyrillic `c` (U+0441)."""
+    message = trace["turns"][-1]["response"]["body"]["choices"][0]["message"]
+    call = {"name": "delete_\u0441ity", "arguments": "{}"}
+    message["tool_calls"] = [{"id": "call_look_alike", "type": "function", "function": call}]
+
+
 def _repeat_mcp_call(trace: dict[str, Any]) -> None:
     """The lane records the `tools/call` twice (the agent makes it once)."""
     calls = trace["mcp"]["notes"]["calls"]
@@ -180,6 +187,26 @@ ASSERTIONS: tuple[Case, ...] = (
         (_call("delete_city"),),
         "delete_city was never called; tools called, in order: get_weather, get_time, get_weather",
         (_call("get_time"),),
+    ),
+    _assertion(
+        "look-alike-called",
+        (TOOL_CALL, "name:look-alike"),
+        (_call("delete_city"),),
+        "delete_city was never called; the agent called delete_\\u0441ity (U+0441 CYRILLIC "
+        "SMALL LETTER ES at char 7, which looks like `c`), which only looks like it",
+        (_call("get_time"),),
+        env={"FP_STOP_AFTER": "3"},
+        trace=_call_look_alike,
+    ),
+    _assertion(
+        "look-alike-named",
+        (TOOL_CALL, "name:look-alike", "error:SpecError"),
+        (_call("get_we\u0430ther"),),
+        "`assert_tool_call` names tool `get_we\\u0430ther` (U+0430 CYRILLIC SMALL LETTER A at "
+        "char 6, which looks like `a`), which is not declared under `tools`: it only looks "
+        "like the declared `get_weather`. Fix: write the name as `get_weather`",
+        (_call("get_weather"),),
+        code=2,
     ),
     _assertion(
         "equals",
@@ -525,6 +552,14 @@ DIVERGENCES: tuple[Case, ...] = (
         "divergence at turn 1: tools offered changed: the declaration of get_weather changed\n"
         "  get_weather.function.parameters.properties.city.type: recorded string, replayed "
         "integer",
+    ),
+    _diverge(
+        "tool-look-alike",
+        ("check:_tools", "tools:look-alike", "name:look-alike"),
+        {"FP_EXTRA_TOOL": "get_we\u0430ther", "FP_DROP_TOOL": "get_weather"},
+        "divergence at turn 1: tools offered changed: added get_we\\u0430ther; removed "
+        "get_weather\n  get_we\\u0430ther only looks like get_weather: U+0430 CYRILLIC SMALL "
+        "LETTER A at char 6, which looks like `a`",
     ),
     _diverge(
         "tool-order",
