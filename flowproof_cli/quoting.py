@@ -221,9 +221,14 @@ def named(text: str, other: str, quote: str = "") -> str:
     """`text` as a message shows it beside `other`: unmasked, between `quote`s, and when they
     differ in characters outside printable ASCII, with those listed:
     `get_we\\u0430ther (U+0430 CYRILLIC SMALL LETTER A at char 6, which looks like `a`)`."""
+    return f"{quote}{unmasked(text)}{quote}{odd_note(text, other)}"
+
+
+def odd_note(text: str, other: str) -> str:
+    """` (U+0430 CYRILLIC SMALL LETTER A at char 6, which looks like `a`)` after a name that
+    differs from `other` in characters outside printable ASCII; empty otherwise."""
     odd = odd_characters(text, other)
-    written = f"{quote}{unmasked(text)}{quote}"
-    return f"{written} ({'; '.join(odd)})" if odd else written
+    return f" ({'; '.join(odd)})" if odd else ""
 
 
 def shown(text: str, quote: str = "") -> str:

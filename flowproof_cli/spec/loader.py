@@ -16,7 +16,7 @@ from pydantic import BaseModel, ValidationError
 from pydantic_core import ErrorDetails
 
 from flowproof_cli.errors import SpecError
-from flowproof_cli.quoting import closest_name, named, skeleton, unmasked
+from flowproof_cli.quoting import closest_name, odd_note, skeleton, unmasked
 from flowproof_cli.spec import yaml_limits as limits
 from flowproof_cli.spec.models import BARE_STEP_KINDS, SPEC_ERROR_TYPE, STEP_KINDS, FlowSpec
 
@@ -183,8 +183,8 @@ def _check_keys(node: yaml.Node, model: type[BaseModel], loc: _Loc, path: str) -
         info = allowed.get(key)
         if info is None:
             raise SpecError(
-                f"unknown key {_written(key, allowed)} {where}.{_did_you_mean(key, allowed)} "
-                "Fix: use one of the "
+                f"unknown key `{unmasked(key)}`{_odd(key, allowed)} {where}."
+                f"{_did_you_mean(key, allowed)} Fix: use one of the "
                 f"allowed keys: {', '.join(allowed)}",
                 path=path,
                 line=_line(key_node),
@@ -239,7 +239,7 @@ def _check_steps(node: yaml.Node, path: str) -> None:
             )
         if keys[0] not in STEP_KINDS:
             raise SpecError(
-                f"unknown step {_written(keys[0], STEP_KINDS)} in step {number}."
+                f"unknown step `{unmasked(keys[0])}`{_odd(keys[0], STEP_KINDS)} in step {number}."
                 f"{_did_you_mean(keys[0], STEP_KINDS)} Fix: use one of {kinds}",
                 path=path,
                 line=_line(item.value[0][0]),
@@ -251,10 +251,10 @@ def _did_you_mean(key: str, allowed: Any) -> str:
     return f" Did you mean `{unmasked(close)}`?" if close is not None else ""
 
 
-def _written(key: str, allowed: Any) -> str:
-    """An unknown key as a refusal quotes it: a look-alike of a known key by code point."""
+def _odd(key: str, allowed: Any) -> str:
+    """After an unknown key: its characters that only look like a known key's, by code point."""
     close = closest_name(key, allowed)
-    return named(key, close if close is not None else skeleton(key), "`")
+    return odd_note(key, close if close is not None else skeleton(key))
 
 
 def _key_text(key_node: yaml.Node, path: str) -> str:

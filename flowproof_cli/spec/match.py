@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from flowproof_cli.match.build import Declared
 from flowproof_cli.match.paths import GlobError, PathGlob
 from flowproof_cli.match.presets import NormalizeEntry, preset_names
-from flowproof_cli.quoting import closest_name, named, skeleton
+from flowproof_cli.quoting import closest_name, odd_note, skeleton, unmasked
 from flowproof_cli.spec.fields import listed
 from flowproof_cli.spec.problems import spec_problem
 
@@ -88,9 +88,10 @@ class MatchSpec(_Model):
             if name not in known:
                 close = closest_name(name, known, cutoff=0.5)
                 hint = f" Did you mean `{close}`?" if close else ""
-                written = named(name, close or skeleton(name), "`")
+                odd = odd_note(name, close or skeleton(name))
                 raise spec_problem(
-                    f"unknown match preset {written}.{hint} Fix: use one of {', '.join(known)} "
+                    f"unknown match preset `{unmasked(name)}`{odd}.{hint} Fix: use one of "
+                    f"{', '.join(known)} "
                     "(`flowproof match show NAME` prints one)",
                     (index,),
                 )

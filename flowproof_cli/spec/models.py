@@ -38,7 +38,14 @@ from pydantic import (
 
 from flowproof_cli.dialects.base import ResultSequence
 from flowproof_cli.errors import SpecError
-from flowproof_cli.quoting import closest_name, looks_alike, named, skeleton, unmasked
+from flowproof_cli.quoting import (
+    closest_name,
+    looks_alike,
+    named,
+    odd_note,
+    skeleton,
+    unmasked,
+)
 from flowproof_cli.spec.fields import (
     first_repeat,
     listed,
@@ -334,7 +341,7 @@ def undeclared_tool(kind: str, name: str, declared: Sequence[str]) -> str:
     """Why a step's tool name is refused, and the fix. A name that only looks like a
     declared one (or like a plain name) is shown by code point and never proposed."""
     alike = next((tool for tool in declared if looks_alike(name, tool)), None)
-    head = f"`{kind}` names tool {named(name, alike or skeleton(name), '`')}"
+    head = f"`{kind}` names tool `{unmasked(name)}`{odd_note(name, alike or skeleton(name))}"
     if alike is not None:
         plain = skeleton(name)
         if alike == plain:
@@ -525,9 +532,10 @@ class ToolCallMatch(_Model):
             if key not in _MATCH_KEYS:
                 close = closest_name(str(key), _MATCH_KEYS)
                 hint = f" Did you mean `{close}`?" if close else ""
-                written = named(str(key), close or skeleton(str(key)), "`")
+                odd = odd_note(str(key), close or skeleton(str(key)))
                 raise spec_problem(
-                    f"unknown key {written} in the tool assertion.{hint} Fix: use one of the "
+                    f"unknown key `{unmasked(str(key))}`{odd} in the tool assertion.{hint} Fix: "
+                    "use one of the "
                     f"allowed keys: {', '.join(_MATCH_KEYS)}",
                     (str(key),),
                 )
