@@ -66,8 +66,16 @@ def mark_forwarded(flow: http.HTTPFlow) -> None:
 
 
 def refuse(flow: http.HTTPFlow, status: int, message: str, kind: str = "flowproof_refused") -> None:
-    """Answer with a flowproof error; SDKs must not retry it (they retry a 500 otherwise)."""
-    body = json.dumps({"error": {"message": f"flowproof: {message}", "type": kind}})
+    """Answer with a flowproof error; SDKs must not retry it (they retry a 500 otherwise).
+    On a model route, in that dialect's error shape (Google's carries the status)."""
+    text = f"flowproof: {message}"
+    dialect = route(flow.request.path) if flow.request.method != "CONNECT" else None
+    error = (
+        dialect.error_body(text, kind, status)
+        if dialect is not None
+        else {"error": {"message": text, "type": kind}}
+    )
+    body = json.dumps(error)
     headers = {"content-type": "application/json", "x-should-retry": "false"}
     flow.response = http.Response.make(status, body, headers)
 

@@ -166,7 +166,7 @@ INTERNAL_KIND = "flowproof_internal_error"
 
 
 def _error(dialect: Dialect | None, status: int, message: str, kind: str) -> Rendered:
-    body = dialect.error_body(message, kind) if dialect else {"error": {"message": message}}
+    body = dialect.error_body(message, kind, status) if dialect else {"error": {"message": message}}
     return Rendered(status, "application/json", json.dumps(body).encode())
 
 
@@ -238,9 +238,11 @@ class CassetteSession:
             return self.refuse(dialect, 500, message, INTERNAL_KIND)
 
     def on_refused(self, path: str, dialect: Dialect, status: int, message: str) -> Rendered:
-        """A request the proxy would not read (its body's encoding): counted, refused."""
+        """A request the proxy would not read (its body's encoding): counted, refused. A 500
+        (decoding raised) is of the internal kind, as every exception while handling is."""
         self._count(path)
-        return self.refuse(dialect, status, message, "invalid_request_error")
+        kind = INTERNAL_KIND if status >= 500 else "invalid_request_error"
+        return self.refuse(dialect, status, message, kind)
 
     def _count(self, path: str) -> str:
         """Count one request; its path (query left off) as messages quote it."""

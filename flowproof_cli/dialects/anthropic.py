@@ -244,5 +244,5 @@ class AnthropicMessages(Dialect):
         """Anthropic's `x-api-key` header, with any `Bearer ` prefix removed."""
         return {"x-api-key": bare_key(key)}
 
-    def error_body(self, message: str, kind: str) -> JSON:
+    def error_body(self, message: str, kind: str, status: int) -> JSON:
         return {"type": "error", "error": {"type": kind, "message": message}}

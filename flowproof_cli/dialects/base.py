@@ -291,6 +291,7 @@ class Dialect(ABC):
         serve the same synthesized bytes."""
         return without_transport(body)
 
-    def error_body(self, message: str, kind: str) -> JSON:
-        """A JSON error in the dialect's own error shape."""
+    def error_body(self, message: str, kind: str, status: int) -> JSON:
+        """A JSON error in the dialect's own error shape, for an answer with HTTP `status`
+        (a shape that carries a status must carry this one)."""
         return {"error": {"message": message, "type": kind, "code": kind}}

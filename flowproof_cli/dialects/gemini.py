@@ -51,14 +51,34 @@ _VERSION = re.compile(r"/v\d+(?:[a-z]+\d*)?(?=/)")
 _DROPPED_QUERY = frozenset({"alt", "key"})
 #: Response fields every stream chunk repeats; the others ride on the last chunk.
 _CHUNK_HEAD = ("modelVersion", "responseId", "createTime")
-#: HTTP status for each error kind flowproof raises (Google's error carries the code).
-_KIND_STATUS = {
-    "invalid_request_error": 400,
-    "not_found": 404,
-    "flowproof_divergence": 409,
-    "flowproof_no_upstream": 502,
-    "flowproof_upstream_error": 502,
+#: Google's canonical status name (google.rpc.Code) of each HTTP status, by the mapping in
+#: google/rpc/code.proto. Statuses that mapping has no code for get the nearest by meaning:
+#: 415 (a body flowproof cannot decode) INVALID_ARGUMENT, 422 (a mock's results ran out)
+#: FAILED_PRECONDITION, 502 UNAVAILABLE (gRPC's own mapping of 502).
+_CANONICAL_STATUS = {
+    400: "INVALID_ARGUMENT",
+    401: "UNAUTHENTICATED",
+    403: "PERMISSION_DENIED",
+    404: "NOT_FOUND",
+    409: "ABORTED",
+    415: "INVALID_ARGUMENT",
+    422: "FAILED_PRECONDITION",
+    429: "RESOURCE_EXHAUSTED",
+    499: "CANCELLED",
+    500: "INTERNAL",
+    501: "UNIMPLEMENTED",
+    502: "UNAVAILABLE",
+    503: "UNAVAILABLE",
+    504: "DEADLINE_EXCEEDED",
 }
+_ERROR_INFO = "type.googleapis.com/google.rpc.ErrorInfo"
+
+
+def canonical_status(status: int) -> str:
+    """The google.rpc.Code name an error body answered with HTTP `status` carries."""
+    if status in _CANONICAL_STATUS:
+        return _CANONICAL_STATUS[status]
+    return "FAILED_PRECONDITION" if status < 500 else "INTERNAL"
 
 
 def _snake(name: str) -> str:
@@ -331,9 +351,18 @@ class GeminiGenerateContent(Dialect):
         """Transport fields dropped, and `model` too: the upstream reads it from the URL."""
         return {k: v for k, v in without_transport(body).items() if k != "model"}
 
-    def error_body(self, message: str, kind: str) -> JSON:
-        """Google's error shape; `code` is the HTTP status of the kind (409 if unknown)."""
-        return {"error": {"code": _KIND_STATUS.get(kind, 409), "message": message, "status": kind}}
+    def error_body(self, message: str, kind: str, status: int) -> JSON:
+        """Google's error shape: `code` is the HTTP status the body is sent with, `status`
+        its canonical name; flowproof's own kind is the reason of an ErrorInfo detail."""
+        info = {"@type": _ERROR_INFO, "reason": kind, "domain": "flowproof"}
+        return {
+            "error": {
+                "code": status,
+                "message": message,
+                "status": canonical_status(status),
+                "details": [info],
+            }
+        }
 
 
 def _fragments(part: JSON) -> list[JSON]:

@@ -156,7 +156,7 @@ class OpenAIResponses(Dialect):
 
     # --- rendering ------------------------------------------------------------------------
 
-    def error_body(self, message: str, kind: str) -> JSON:
+    def error_body(self, message: str, kind: str, status: int) -> JSON:
         return {"error": {"message": message, "type": kind, "code": kind, "param": None}}
 
     def stream_events(self, request: JSON, response: JSON) -> str:

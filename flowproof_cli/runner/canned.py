@@ -128,7 +128,8 @@ def canned_reply(dialect: Dialect, path: str, raw_body: bytes) -> Rendered:
     except ValueError:
         body = None
     if not isinstance(body, dict):
-        error = dialect.error_body("flowproof doctor: the request is not a JSON object", "invalid")
+        message = "flowproof doctor: the request is not a JSON object"
+        error = dialect.error_body(message, "invalid", 400)
         return Rendered(400, "application/json", json.dumps(error).encode())
     request = dialect.normalize(path, body)
     response = _CANNED[dialect.name](request.get("model"), canned_text(dialect, body))

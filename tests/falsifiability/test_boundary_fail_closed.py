@@ -27,6 +27,7 @@ from flowproof_addons.guard import RequestGuard
 from flowproof_addons.mcp_http import McpHttpBoundary
 from flowproof_addons.model import ModelBoundary
 from flowproof_cli.cassette import CassetteSession, Mode
+from flowproof_cli.cassette.session import INTERNAL_KIND
 from flowproof_cli.mcp.http import HttpMcpSession
 from flowproof_cli.mcp.http_record import HttpRecordSession
 from flowproof_cli.mcp.http_replay import HttpReplaySession
@@ -128,6 +129,80 @@ def test_wrong_typed_fields_are_a_named_500_that_fails_the_flow(
     assert text.endswith("); it was refused, not forwarded")
     assert flow.session.errors == [text]
     assert harness.spy.dials == []
+
+
+GEMINI = "/v1beta/models/gemini-2.0-flash:generateContent"
+GEMINI_REQUEST = json.dumps({"contents": [{"role": "user", "parts": [{"text": "hi"}]}]}).encode()
+#: Google's canonical status names for the HTTP statuses flowproof answers with.
+CANONICAL = {
+    400: "INVALID_ARGUMENT",
+    409: "ABORTED",
+    415: "INVALID_ARGUMENT",
+    500: "INTERNAL",
+    502: "UNAVAILABLE",
+}
+
+
+@pytest.mark.parametrize(
+    ("status", "reason", "body", "headers", "where"),
+    [
+        (415, "invalid_request_error", GEMINI_REQUEST, {"content-encoding": "x-unknown"}, "model"),
+        (500, INTERNAL_KIND, GEMINI_REQUEST, {"content-encoding": "gzip"}, "model"),
+        (500, INTERNAL_KIND, b'{"contents": 5}', {}, "model"),
+        (500, INTERNAL_KIND, deep_json(), {}, "model"),
+        (400, "invalid_request_error", b"[]", {}, "model"),
+        (409, "flowproof_divergence", GEMINI_REQUEST, {}, "model"),
+        (502, "flowproof_no_upstream", GEMINI_REQUEST, {}, "record"),
+        (500, "flowproof_unanswered", GEMINI_REQUEST, {}, "mcp"),
+    ],
+    ids=[
+        "415-encoding",
+        "500-not-gzip",
+        "500-contents-5",
+        "500-too-deep",
+        "400-not-an-object",
+        "409-divergence",
+        "502-no-upstream",
+        "500-backstop",
+    ],
+)
+def test_every_gemini_error_body_carries_the_status_it_is_sent_with(
+    harness: Harness, status: int, reason: str, body: bytes, headers: dict[str, str], where: str
+) -> None:
+    """Google's error shape holds the HTTP status as `code` and its canonical name as
+    `status` (it said 409 under a 500); flowproof's own kind is an ErrorInfo's reason."""
+    flow = harness.open_flow(session=CassetteSession(Mode.RECORD) if where == "record" else None)
+    port = flow.mcp_port if where == "mcp" else flow.model_port
+    answered, _, error_body = post(port, GEMINI, body, headers)
+    assert answered == status
+    error = error_body["error"]
+    assert (error["code"], error["status"]) == (status, CANONICAL[status]), error
+    assert error["message"].startswith("flowproof: ")
+    assert error["details"] == [
+        {
+            "@type": "type.googleapis.com/google.rpc.ErrorInfo",
+            "reason": reason,
+            "domain": "flowproof",
+        }
+    ]
+    assert harness.spy.dials == []
+
+
+@pytest.mark.parametrize("path", [CHAT, "/v1/responses", "/v1/messages"])
+def test_no_dialect_calls_a_500_a_client_error(harness: Harness, path: str) -> None:
+    """The other dialects carry no status in the body, but their error type must not
+    contradict it: a body that fails to decode is a 500 of the internal kind (it said
+    `invalid_request_error`, a 400's type, under the 500)."""
+    flow = harness.open_flow()
+    answered, _, error_body = post(
+        flow.model_port, path, json.dumps(REQUEST).encode(), {"content-encoding": "gzip"}
+    )
+    assert answered == 500
+    assert error_body["error"]["type"] == INTERNAL_KIND
+    status, _, refused = post(
+        flow.model_port, path, json.dumps(REQUEST).encode(), {"content-encoding": "x-unknown"}
+    )
+    assert (status, refused["error"]["type"]) == (415, "invalid_request_error")
 
 
 class ExplodingSession(CassetteSession):

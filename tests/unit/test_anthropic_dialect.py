@@ -403,14 +403,14 @@ def test_render_non_stream_is_the_json() -> None:
 
 
 def test_render_error_status_is_json_even_when_streaming() -> None:
-    error = CLAUDE.error_body("slow down", "rate_limit_error")
+    error = CLAUDE.error_body("slow down", "rate_limit_error", 429)
     rendered = CLAUDE.render({"stream": True}, 429, error, stream=True)
     assert (rendered.status, rendered.content_type) == (429, "application/json")
     assert json.loads(rendered.body) == error
 
 
 def test_error_body_shape() -> None:
-    assert CLAUDE.error_body("no turn left", "invalid_request_error") == {
+    assert CLAUDE.error_body("no turn left", "invalid_request_error", 400) == {
         "type": "error",
         "error": {"type": "invalid_request_error", "message": "no turn left"},
     }

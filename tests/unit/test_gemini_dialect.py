@@ -423,7 +423,7 @@ def test_render_json_as_recorded() -> None:
 
 
 def test_render_error_is_json_even_for_a_stream() -> None:
-    error = GEMINI.error_body("quota", "RESOURCE_EXHAUSTED")
+    error = GEMINI.error_body("quota", "flowproof_upstream_error", 429)
     rendered = GEMINI.render(conversation(stream=True), 429, error, stream=True)
     assert (rendered.status, rendered.content_type) == (429, "application/json")
     assert json.loads(rendered.body) == error
@@ -577,12 +577,13 @@ def test_sdk_reads_the_json_render() -> None:
 
 def test_sdk_reads_the_error_body() -> None:
     message = "flowproof: turn 1: model changed"
-    client, _ = sdk_client(GEMINI.error_body(message, "flowproof_divergence"), status=409)
+    client, _ = sdk_client(GEMINI.error_body(message, "flowproof_divergence", 409), status=409)
     with pytest.raises(genai_errors.ClientError) as info:
         client.models.generate_content(model=MODEL, contents="hi", config=SDK_CONFIG)
     assert info.value.code == 409
     assert info.value.message == message
-    assert info.value.status == "flowproof_divergence"
+    assert info.value.status == "ABORTED"
+    assert info.value.details["error"]["details"][0]["reason"] == "flowproof_divergence"
 
 
 def test_sdk_talks_to_the_fake_upstream_in_both_modes() -> None:
@@ -656,7 +657,8 @@ def test_replay_divergence_is_a_google_error() -> None:
     rendered = session.on_request(other, json.dumps(body).encode())
     assert isinstance(rendered, Rendered) and rendered.status == 409
     error = json.loads(rendered.body)["error"]
-    assert error["code"] == 409 and error["status"] == "flowproof_divergence"
+    assert error["code"] == 409 and error["status"] == "ABORTED"
+    assert error["details"][0]["reason"] == "flowproof_divergence"
     assert "model changed" in error["message"]
 
 
@@ -724,16 +726,32 @@ def test_upstream_body_drops_model_and_transport() -> None:
 
 
 @pytest.mark.parametrize(
-    ("kind", "code"),
+    ("kind", "status", "name"),
     [
-        ("flowproof_divergence", 409),
-        ("invalid_request_error", 400),
-        ("flowproof_upstream_error", 502),
-        ("flowproof_no_upstream", 502),
-        ("something_else", 409),
+        ("flowproof_divergence", 409, "ABORTED"),
+        ("invalid_request_error", 400, "INVALID_ARGUMENT"),
+        ("invalid_request_error", 415, "INVALID_ARGUMENT"),
+        ("flowproof_internal_error", 500, "INTERNAL"),
+        ("flowproof_mock_exhausted", 422, "FAILED_PRECONDITION"),
+        ("flowproof_upstream_error", 502, "UNAVAILABLE"),
+        ("flowproof_no_upstream", 502, "UNAVAILABLE"),
+        ("flowproof_refused", 405, "FAILED_PRECONDITION"),
+        ("flowproof_refused", 505, "INTERNAL"),
     ],
 )
-def test_error_body(kind: str, code: int) -> None:
-    assert GEMINI.error_body("boom", kind) == {
-        "error": {"code": code, "message": "boom", "status": kind}
+def test_error_body_carries_the_status_it_is_sent_with(kind: str, status: int, name: str) -> None:
+    """The body's `code` is the HTTP status whatever the kind (it said 409 under a 500)."""
+    assert GEMINI.error_body("boom", kind, status) == {
+        "error": {
+            "code": status,
+            "message": "boom",
+            "status": name,
+            "details": [
+                {
+                    "@type": "type.googleapis.com/google.rpc.ErrorInfo",
+                    "reason": kind,
+                    "domain": "flowproof",
+                }
+            ],
+        }
     }

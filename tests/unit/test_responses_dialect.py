@@ -359,7 +359,7 @@ def test_render_non_stream_is_the_recorded_json() -> None:
 
 
 def test_render_errors_are_json_even_when_streaming() -> None:
-    error = RESPONSES.error_body("no recorded turn matches", "flowproof_divergence")
+    error = RESPONSES.error_body("no recorded turn matches", "flowproof_divergence", 409)
     assert error == {
         "error": {
             "message": "no recorded turn matches",
@@ -637,7 +637,7 @@ def test_sdk_create_non_stream_reads_the_recorded_json() -> None:
 
 
 def test_sdk_raises_the_rendered_error_when_streaming() -> None:
-    error = RESPONSES.error_body("no recorded turn matches", "flowproof_divergence")
+    error = RESPONSES.error_body("no recorded turn matches", "flowproof_divergence", 409)
     client = sdk_client(RESPONSES.render(REQUEST, 409, error, stream=True), [])
     with pytest.raises(openai.ConflictError) as raised:
         client.responses.create(model="gpt-4.1-mini", input="hi", stream=True)
