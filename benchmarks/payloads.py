@@ -117,6 +117,16 @@ def distinct_trace(path: Path, size: int, turns: int) -> Path:
     return write_trace(path, entries)
 
 
+def long_text(chars: int) -> str:
+    """A reply of `chars` characters (prose, so it escapes as JSON the way answers do)."""
+    return (_FILLER * (chars // len(_FILLER) + 1))[:chars]
+
+
+def large_answer_trace(path: Path, chars: int) -> Path:
+    """One 2 KB turn whose recorded answer is `chars` characters long."""
+    return write_trace(path, [_entry(request_body(2_000), completion(long_text(chars)))])
+
+
 def stub_responses(path: Path, responses: list[dict[str, Any]], size: int = 2000) -> Path:
     """The bare stub's canned answers: JSON and SSE per response, served in turn."""
     request = request_body(size)

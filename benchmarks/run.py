@@ -25,6 +25,7 @@ from benchmarks import harness
 from benchmarks.groups import (
     cold_start,
     containment,
+    large_answer,
     per_flow,
     per_turn,
     record,
@@ -40,6 +41,7 @@ GROUPS: dict[str, Callable[[harness.Settings], list[harness.Row]]] = {
     "record": record.run,
     "containment": containment.run,
     "cold-start": cold_start.run,
+    "large-answer": large_answer.run,
 }
 
 

@@ -15,7 +15,7 @@ from flowproof_cli.dialects.base import (
     bare_key,
     text_of,
 )
-from flowproof_cli.dialects.sse import named_event, split_deltas
+from flowproof_cli.dialects.sse import named_event, piece_size, split_deltas
 from flowproof_cli.trajectory import AssistantTurn, ToolCall
 
 #: Usage fields a `message_delta` event carries (cumulative totals).
@@ -151,8 +151,9 @@ class AnthropicMessages(Dialect):
         ping = named_event("ping", {"type": "ping"})
         if not blocks:
             events.append(ping)
+        size = piece_size(response)
         for index, block in enumerate(blocks):
-            block_events = self._block_events(index, block)
+            block_events = self._block_events(index, block, size)
             # Like the API: a ping follows the first content_block_start.
             events += [block_events[0], ping, *block_events[1:]] if index == 0 else block_events
 
@@ -174,7 +175,7 @@ class AnthropicMessages(Dialect):
         return "".join(events)
 
     @staticmethod
-    def _block_events(index: int, block: JSON) -> list[str]:
+    def _block_events(index: int, block: JSON, size: int) -> list[str]:
         """`content_block_start`, its deltas and `content_block_stop` for one block."""
         kind = block.get("type")
         deltas: list[JSON] = []
@@ -188,7 +189,7 @@ class AnthropicMessages(Dialect):
             ]
             deltas += [
                 {"type": "text_delta", "text": fragment}
-                for fragment in split_deltas(str(block.get("text", "")))
+                for fragment in split_deltas(str(block.get("text", "")), size)
             ]
         elif kind == "thinking":
             start = {
@@ -197,7 +198,7 @@ class AnthropicMessages(Dialect):
             start["thinking"] = ""
             deltas += [
                 {"type": "thinking_delta", "thinking": fragment}
-                for fragment in split_deltas(str(block.get("thinking", "")))
+                for fragment in split_deltas(str(block.get("thinking", "")), size)
             ]
             if block.get("signature"):
                 deltas.append({"type": "signature_delta", "signature": block["signature"]})
@@ -205,7 +206,7 @@ class AnthropicMessages(Dialect):
             start = {**block, "input": {}}
             deltas += [
                 {"type": "input_json_delta", "partial_json": fragment}
-                for fragment in split_deltas(compact_json(block["input"]))
+                for fragment in split_deltas(compact_json(block["input"]), size)
             ]
         else:
             # Blocks the API sends whole (redacted_thinking, server tool results, ...).

@@ -38,7 +38,7 @@ from flowproof_cli.dialects.base import (
     text_of,
     without_transport,
 )
-from flowproof_cli.dialects.sse import data_event, split_deltas
+from flowproof_cli.dialects.sse import data_event, piece_size, split_deltas
 from flowproof_cli.trajectory import AssistantTurn, ToolCall
 
 GENERATE = ":generateContent"
@@ -295,6 +295,7 @@ class GeminiGenerateContent(Dialect):
         if not candidates:
             return [dict(response)]
         several = len(candidates) > 1
+        size = piece_size(response)
         pieces: list[JSON] = []  # one candidate each, in stream order
         for position, candidate in enumerate(candidates):
             content = _get(candidate, "content")
@@ -307,7 +308,7 @@ class GeminiGenerateContent(Dialect):
                 pieces.append({**candidate, **index})
                 continue
             shell = {k: v for k, v in content.items() if k != "parts"}
-            fragments = [fragment for part in parts for fragment in _fragments(part)]
+            fragments = [fragment for part in parts for fragment in _fragments(part, size)]
             for number, fragment in enumerate(fragments):
                 piece: JSON = {"content": {"parts": [fragment], **shell}, **index}
                 if number == len(fragments) - 1:
@@ -365,12 +366,12 @@ class GeminiGenerateContent(Dialect):
         }
 
 
-def _fragments(part: JSON) -> list[JSON]:
+def _fragments(part: JSON, size: int) -> list[JSON]:
     """A text part split for streaming; any other part whole."""
     text = part.get("text")
     if not isinstance(text, str) or len(part.keys() - {"text", "thought", "thoughtSignature"}):
         return [part]
-    pieces = split_deltas(text)
+    pieces = split_deltas(text, size)
     if len(pieces) < 2:
         return [part]
     rest = {k: v for k, v in part.items() if k not in ("text", "thoughtSignature")}

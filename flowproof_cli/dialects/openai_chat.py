@@ -13,7 +13,7 @@ from flowproof_cli.dialects.base import (
     MockLookup,
     text_of,
 )
-from flowproof_cli.dialects.sse import data_event, split_deltas
+from flowproof_cli.dialects.sse import data_event, piece_size, split_deltas
 from flowproof_cli.trajectory import AssistantTurn, ToolCall
 
 
@@ -118,10 +118,11 @@ class OpenAIChat(Dialect):
         def chunk(choices: list[JSON], **extra: Any) -> str:
             return data_event({**envelope, "choices": choices, **extra})
 
+        size = piece_size(response)
         events = [
             chunk([delta])
             for choice in response.get("choices") or []
-            for delta in _choice_deltas(choice)
+            for delta in _choice_deltas(choice, size)
         ]
         options = request.get("stream_options") or {}
         if isinstance(options, dict) and options.get("include_usage"):
@@ -130,7 +131,7 @@ class OpenAIChat(Dialect):
         return "".join(events)
 
 
-def _choice_deltas(choice: JSON) -> Iterator[JSON]:
+def _choice_deltas(choice: JSON, size: int) -> Iterator[JSON]:
     """One choice's chunks: the role, any refusal, the text, each tool call, the finish."""
     index = choice.get("index", 0)
     message = choice.get("message") or {}
@@ -142,15 +143,15 @@ def _choice_deltas(choice: JSON) -> Iterator[JSON]:
     yield delta({"role": "assistant", "content": "" if content is not None else None})
     if message.get("refusal"):
         yield delta({"refusal": message["refusal"]})
-    for fragment in split_deltas(text_of(content)):
+    for fragment in split_deltas(text_of(content), size):
         yield delta({"content": fragment})
     for position, call in enumerate(message.get("tool_calls") or []):
-        for part in _call_deltas(position, call):
+        for part in _call_deltas(position, call, size):
             yield delta({"tool_calls": [part]})
     yield delta({}, choice.get("finish_reason", "stop"))
 
 
-def _call_deltas(position: int, call: JSON) -> Iterator[JSON]:
+def _call_deltas(position: int, call: JSON, size: int) -> Iterator[JSON]:
     """A tool call as streamed: its id and name first, then its arguments in fragments."""
     function = call.get("function") or {}
     yield {
@@ -159,5 +160,5 @@ def _call_deltas(position: int, call: JSON) -> Iterator[JSON]:
         "type": call.get("type", "function"),
         "function": {"name": function.get("name"), "arguments": ""},
     }
-    for fragment in split_deltas(str(function.get("arguments") or "")):
+    for fragment in split_deltas(str(function.get("arguments") or ""), size):
         yield {"index": position, "function": {"arguments": fragment}}

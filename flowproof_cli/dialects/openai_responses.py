@@ -19,7 +19,7 @@ from flowproof_cli.dialects.base import (
     MockLookup,
     text_of,
 )
-from flowproof_cli.dialects.sse import named_event, split_deltas
+from flowproof_cli.dialects.sse import named_event, piece_size, split_deltas
 from flowproof_cli.trajectory import AssistantTurn, ToolCall
 
 
@@ -172,6 +172,7 @@ class OpenAIResponses(Dialect):
         emit("response.created", response=pending)
         emit("response.in_progress", response=pending)
         output = [item for item in response.get("output") or [] if isinstance(item, dict)]
+        size = piece_size(response)
         for index, item in enumerate(output):
             kind = item.get("type")
             item_id = str(item.get("id", ""))
@@ -184,10 +185,10 @@ class OpenAIResponses(Dialect):
                 added["arguments"] = ""
             emit("response.output_item.added", output_index=index, item=added)
             if kind == "message":
-                self._message_parts(emit, item, index, item_id)
+                self._message_parts(emit, item, index, item_id, size)
             elif kind == "function_call":
                 arguments = str(item.get("arguments") or "")
-                for fragment in split_deltas(arguments):
+                for fragment in split_deltas(arguments, size):
                     emit(
                         "response.function_call_arguments.delta",
                         item_id=item_id,
@@ -206,7 +207,9 @@ class OpenAIResponses(Dialect):
         return "".join(events)
 
     @staticmethod
-    def _message_parts(emit: Callable[..., None], item: JSON, index: int, item_id: str) -> None:
+    def _message_parts(
+        emit: Callable[..., None], item: JSON, index: int, item_id: str, size: int
+    ) -> None:
         where = {"item_id": item_id, "output_index": index}
         for position, part in enumerate(item.get("content") or []):
             if not isinstance(part, dict):
@@ -215,7 +218,7 @@ class OpenAIResponses(Dialect):
             if part.get("type") == "refusal":
                 refusal = str(part.get("refusal") or "")
                 emit("response.content_part.added", **at, part={**part, "refusal": ""})
-                for fragment in split_deltas(refusal):
+                for fragment in split_deltas(refusal, size):
                     emit("response.refusal.delta", **at, delta=fragment)
                 emit("response.refusal.done", **at, refusal=refusal)
             else:
@@ -224,7 +227,7 @@ class OpenAIResponses(Dialect):
                 if "annotations" in part:
                     empty["annotations"] = []
                 emit("response.content_part.added", **at, part=empty)
-                for fragment in split_deltas(text):
+                for fragment in split_deltas(text, size):
                     emit("response.output_text.delta", **at, delta=fragment, logprobs=[])
                 emit("response.output_text.done", **at, text=text, logprobs=[])
             emit("response.content_part.done", **at, part=part)

@@ -12,7 +12,15 @@ import pytest
 from flowproof_cli.canonical import canonical_json, compact_json
 from flowproof_cli.dialects import dialect_named
 from flowproof_cli.dialects.base import text_of
-from flowproof_cli.dialects.sse import data_event, named_event
+from flowproof_cli.dialects.sse import (
+    DELTA_SIZE,
+    LARGE_ANSWER_DELTAS,
+    MAX_DELTAS_PER_TURN,
+    data_event,
+    named_event,
+    piece_size,
+    split_deltas,
+)
 
 MOCK = canonical_json({"temp": 30})
 
@@ -143,3 +151,90 @@ def test_compact_json_keeps_the_wire_order_where_canonical_json_sorts() -> None:
     assert compact_json(payload) != canonical_json(payload)
     assert data_event(payload) == f"data: {compact_json(payload)}\n\n"
     assert named_event("ping", payload) == f"event: ping\ndata: {compact_json(payload)}\n\n"
+
+
+# -- a long answer streams in a bounded number of events ---------------------------------------
+
+LONG = ("The quick brown fox jumps over the lazy dog. " * 50_000)[:2_000_000]  # 2 MB
+LONG_ARGS = compact_json({"notes": "n" * 300_000})
+
+
+def answer(protocol: str, text: str, arguments: str) -> dict[str, Any]:
+    """A recorded answer with `text` and one tool call with `arguments`, per dialect."""
+    if protocol == "openai-chat":
+        call = {"id": "c1", "type": "function", "function": {"name": "f", "arguments": arguments}}
+        message = {"role": "assistant", "content": text, "tool_calls": [call]}
+        return {"id": "x", "model": "m", "choices": [{"index": 0, "message": message}]}
+    if protocol == "openai-responses":
+        part = {"type": "output_text", "text": text, "annotations": []}
+        message = {"type": "message", "id": "m1", "role": "assistant", "content": [part]}
+        call = {"type": "function_call", "id": "f1", "call_id": "c1", "name": "f"}
+        return {"id": "r", "output": [message, {**call, "arguments": arguments}]}
+    if protocol == "anthropic":
+        use = {"type": "tool_use", "id": "t1", "name": "f", "input": json.loads(arguments)}
+        content = [{"type": "text", "text": text}, use]
+        return {"id": "a", "type": "message", "role": "assistant", "content": content}
+    call = {"functionCall": {"name": "f", "args": json.loads(arguments)}}
+    content = {"role": "model", "parts": [{"text": text}, call]}
+    return {"candidates": [{"content": content, "finishReason": "STOP"}], "modelVersion": "g"}
+
+
+def streamed(protocol: str, response: dict[str, Any]) -> tuple[list[Any], str, str]:
+    """The events of the synthesized stream, and the text and arguments they carry joined."""
+    payloads = [
+        json.loads(line[6:])
+        for event in dialect_named(protocol).stream_events({"model": "m"}, response).split("\n\n")
+        for line in event.split("\n")
+        if line.startswith("data: ") and line != "data: [DONE]"
+    ]
+    text, arguments = [], []
+    for payload in payloads:
+        if protocol == "openai-chat":
+            delta = payload["choices"][0]["delta"] if payload["choices"] else {}
+            text.append(delta.get("content") or "")
+            arguments += [c["function"]["arguments"] for c in delta.get("tool_calls") or []]
+        elif protocol == "openai-responses":
+            kind = payload["type"]
+            text.append(payload["delta"] if kind == "response.output_text.delta" else "")
+            arguments.append(
+                payload["delta"] if kind == "response.function_call_arguments.delta" else ""
+            )
+        elif protocol == "anthropic":
+            delta = payload.get("delta") or {}
+            text.append(delta.get("text", "") if payload["type"] == "content_block_delta" else "")
+            arguments.append(delta.get("partial_json", ""))
+        else:
+            for part in payload["candidates"][0]["content"]["parts"]:
+                text.append(part.get("text", ""))
+                if "functionCall" in part:
+                    arguments.append(compact_json(part["functionCall"]["args"]))
+    return payloads, "".join(text), "".join(arguments)
+
+
+@pytest.mark.parametrize("protocol", ["openai-chat", "openai-responses", "anthropic", "gemini"])
+def test_a_2_mb_answer_streams_in_a_bounded_number_of_events(protocol: str) -> None:
+    """A replayed 2 MB answer took 83,000 events of 24 characters (9 s to a streaming
+    openai client against 1 s plain); a long answer's text now goes in
+    LARGE_ANSWER_DELTAS pieces (one more per split field at most), carried whole."""
+    events, text, arguments = streamed(protocol, answer(protocol, LONG, LONG_ARGS))
+    assert len(events) <= LARGE_ANSWER_DELTAS + 2 + 12, len(events)
+    assert (text, arguments) == (LONG, LONG_ARGS)
+
+
+@pytest.mark.parametrize("protocol", ["openai-chat", "openai-responses", "anthropic", "gemini"])
+def test_a_small_answer_still_streams_in_24_character_pieces(protocol: str) -> None:
+    """Up to MAX_DELTAS_PER_TURN pieces of DELTA_SIZE, the stream is what it always was."""
+    limit = DELTA_SIZE * MAX_DELTAS_PER_TURN
+    small = "x" * (limit - len(compact_json({"q": ""})) - 200)
+    events, text, _ = streamed(protocol, answer(protocol, small, compact_json({"q": ""})))
+    pieces = [p for p in events if json.dumps(p).count("x" * DELTA_SIZE) == 1]
+    assert len(pieces) == len(small) // DELTA_SIZE and text == small
+
+
+def test_piece_size_grows_only_past_the_bound() -> None:
+    limit = DELTA_SIZE * MAX_DELTAS_PER_TURN
+    assert piece_size({"a": "x" * limit}) == DELTA_SIZE
+    assert piece_size({"a": "x" * (limit + 1)}) == -(-(limit + 1) // LARGE_ANSWER_DELTAS)
+    assert piece_size({"a": ["x" * limit, {"b": "x" * limit}]}) == limit // 8
+    assert piece_size({"a": 1, "b": None}) == DELTA_SIZE
+    assert split_deltas("y" * 100, 24) == ["y" * 24] * 4 + ["y" * 4]
