@@ -36,7 +36,11 @@ from flowproof_cli.runner.judge import judge
 from flowproof_cli.runner.mcp_servers import McpServers, McpVerdict
 from flowproof_cli.runner.rerecord import place_recording
 from flowproof_cli.runner.termination import cancelled_by_sigterm
-from flowproof_cli.runner.tool_warnings import handle_warnings, unintercepted_tool_warnings
+from flowproof_cli.runner.tool_warnings import (
+    handle_warnings,
+    look_alike_warnings,
+    unintercepted_tool_warnings,
+)
 from flowproof_cli.spec import FlowSpec
 from flowproof_cli.verdict import FlowResult
 
@@ -234,6 +238,7 @@ def _observed(setup: _Setup, driven: Driven, mcp: McpVerdict, *, duration_s: flo
     result.notes.extend(summarize(rules))
     result.notes.extend(unintercepted_tool_warnings(setup.spec))
     result.notes.extend(handle_warnings(setup.spec))
+    result.notes.extend(look_alike_warnings(setup.spec))
     result.notes.extend(driven.notes)
     result.divergence = session.divergence.to_json() if session.divergence else None
     return result

@@ -7,6 +7,10 @@ Only a boundary that answers the tool (an MCP server declared under `mcp:` with 
 stops it, so every mocked or forbidden tool outside `intercepted_tools` gets a warning, at
 record and at replay alike.
 
+A tool name written with a character that only looks like a plain one (a Cyrillic letter, a
+zero-width space) is never called by that name: a mock of it never applies and an
+`assert_no_tool_call` of it never fails, so it is said on every run.
+
 Likewise a `${flowproof.*}` handle that flowproof does not fill where it is written (most
 often a misspelling such as `${flowproof.promt}`) reaches the agent as written: the flow
 runs, but the agent gets the literal text, so the warning names the handle meant.
@@ -16,8 +20,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Set
 
+from flowproof_cli.quoting import odd_note, skeleton, unmasked
 from flowproof_cli.runner.environment import proxy_handles
-from flowproof_cli.spec import FlowSpec, NoToolCallStep
+from flowproof_cli.spec import FlowSpec, NoToolCallStep, ToolCallStep
 from flowproof_cli.spec.variables import PROMPT_HANDLE, closest_handle, find_handles
 
 PREFIX = "warning: "
@@ -133,3 +138,33 @@ def handle_warnings(spec: FlowSpec) -> list[str]:
         for name in find_handles(text)
         if name not in known
     ]
+
+
+def _tool_names(spec: FlowSpec) -> Iterator[tuple[str, str]]:
+    """(name, where it is written) for every tool name of the spec."""
+    for tool in spec.tools:
+        yield tool.name, "`tools`"
+    for server in spec.mcp:
+        for tool in server.tools:
+            yield tool.name, f"the MCP server `{server.name}`"
+    for step in spec.steps:
+        if isinstance(step, ToolCallStep | NoToolCallStep):
+            line = f" (line {step.line})" if step.line else ""
+            yield step.assertion.tool, f"`{step.kind}`{line}"
+
+
+def look_alike_warnings(spec: FlowSpec) -> list[str]:
+    """One warning per tool name written with characters that only look like plain ones (a
+    Cyrillic letter among Latin ones, a zero-width space): no call of the plain name ever
+    matches it, so such a mock never applies and such an `assert_no_tool_call` never fails.
+    A name in another script altogether is left alone."""
+    warnings: list[str] = []
+    for name, where in _tool_names(spec):
+        plain = skeleton(name)
+        if plain == name or not plain.isascii() or not plain.isprintable():
+            continue
+        warnings.append(
+            f"{PREFIX}tool `{unmasked(name)}`{odd_note(name, plain)} in {where} is not "
+            f"`{plain}`: a call of `{plain}` never matches it. Fix: write it as `{plain}`"
+        )
+    return warnings

@@ -31,6 +31,7 @@ from flowproof_cli.quoting import (
     skeleton,
     unmasked,
 )
+from flowproof_cli.runner.tool_warnings import look_alike_warnings
 from flowproof_cli.spec import load_spec, parse_spec
 from flowproof_cli.trajectory import AssistantTurn, ToolCall, Trajectory
 from tests.conftest import REPO, run_cli
@@ -363,3 +364,34 @@ def test_a_re_record_that_calls_and_offers_a_look_alike() -> None:
     assert "  tools offered:" in result
     assert f"    + get_we\\u0430ther ({CYRILLIC_NOTE})" in result
     assert "    - get_weather" in result
+
+
+# -- a look-alike nothing can match: said on every run ---------------------------------------------
+
+
+def test_a_forbidden_look_alike_is_warned_about_since_it_can_never_fail() -> None:
+    """`assert_no_tool_call` with a Cyrillic letter in the name passes whatever the agent
+    calls (no call can have that name by accident): the run says so, every time."""
+    spec = parse_spec(
+        f"{HEAD}steps:\n  - prompt: hi\n  - assert_no_tool_call: delete_\u0441ity\n", "t.flow.yaml"
+    )
+    note = (
+        "tool `delete_\\u0441ity` (U+0441 CYRILLIC SMALL LETTER ES at char 7, which looks like "
+        "`c`) in `assert_no_tool_call` (line 7) is not `delete_city`: a call of `delete_city` "
+        "never matches it. Fix: write it as `delete_city`"
+    )
+    assert look_alike_warnings(spec) == [f"warning: {note}"]
+    trajectory = Trajectory(
+        turns=[AssistantTurn(turn=1, text=None, tool_calls=(ToolCall("delete_city", "{}", 1),))]
+    )
+    assert evaluate(spec, trajectory, {}) == []  # the verdict itself cannot see it
+
+
+def test_a_mocked_look_alike_is_warned_about_and_plain_or_foreign_names_are_not() -> None:
+    tools = f'  - name: "{INVISIBLE}"\n    result: sunny\n  - name: get_time\n'
+    tools += "  - name: \u043f\u043e\u0433\u043e\u0434\u0430\n"  # a Cyrillic name, all of it
+    spec = parse_spec(f"{HEAD}tools:\n{tools}steps:\n  - prompt: hi\n", "t.flow.yaml")
+    assert look_alike_warnings(spec) == [
+        f"warning: tool `get_\\u200bweather` ({INVISIBLE_NOTE}) in `tools` is not `get_weather`: "
+        "a call of `get_weather` never matches it. Fix: write it as `get_weather`"
+    ]
