@@ -24,7 +24,7 @@ from flowproof_cli.cassette.diff import (
 from flowproof_cli.cassette.turn import Turn
 from flowproof_cli.dialects import dialect_named
 from flowproof_cli.dialects.base import MessageOutline, RequestOutline
-from flowproof_cli.quoting import looks_alike, odd_characters, unmasked
+from flowproof_cli.quoting import looks_alike, named, unmasked
 
 MAX_TEXT_SHOWN = 300  # plain message text is shown whole up to this many characters
 
@@ -164,7 +164,7 @@ def _tools(c: Compared) -> Report | None:
 def _look_alikes(added: list[str], removed: list[str]) -> list[str]:
     """A tool offered under a name that only looks like a recorded one, by code point."""
     return [
-        f"{unmasked(name)} only looks like {unmasked(was)}: {'; '.join(odd_characters(name, was))}"
+        f"{named(name, was)} only looks like {named(was, name)}"
         for name in added
         for was in removed
         if looks_alike(name, was)

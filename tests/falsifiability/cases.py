@@ -558,8 +558,8 @@ DIVERGENCES: tuple[Case, ...] = (
         ("check:_tools", "tools:look-alike", "name:look-alike"),
         {"FP_EXTRA_TOOL": "get_we\u0430ther", "FP_DROP_TOOL": "get_weather"},
         "divergence at turn 1: tools offered changed: added get_we\\u0430ther; removed "
-        "get_weather\n  get_we\\u0430ther only looks like get_weather: U+0430 CYRILLIC SMALL "
-        "LETTER A at char 6, which looks like `a`",
+        "get_weather\n  get_we\\u0430ther (U+0430 CYRILLIC SMALL LETTER A at char 6, which "
+        "looks like `a`) only looks like get_weather",
     ),
     _diverge(
         "tool-order",

@@ -229,7 +229,7 @@ def test_a_tool_offered_under_a_look_alike_name() -> None:
     message = _divergence(_request("get_time", "get_weather"), _request("get_time", CYRILLIC))
     assert message == (
         "turn 1: tools offered changed: added get_we\\u0430ther; removed get_weather\n"
-        f"  get_we\\u0430ther only looks like get_weather: {CYRILLIC_NOTE}\n"
+        f"  get_we\\u0430ther ({CYRILLIC_NOTE}) only looks like get_weather\n"
         "  recorded: ['get_time', 'get_weather']\n"
         "  replayed: ['get_time', 'get_we\\u0430ther']"
     )
@@ -246,6 +246,14 @@ def test_message_content_that_differs_by_a_look_alike_letter() -> None:
         "  replayed: we\\u0430ther in Nairobi? (U+0430 CYRILLIC SMALL LETTER A at char 2, "
         "which looks like `a`)"
     )
+
+
+def test_a_recorded_look_alike_replaced_by_the_plain_name() -> None:
+    message = _divergence(_request("get_time", INVISIBLE), _request("get_time", "get_weather"))
+    assert message.splitlines()[:2] == [
+        "turn 1: tools offered changed: added get_weather; removed get_\\u200bweather",
+        f"  get_weather only looks like get_\\u200bweather ({INVISIBLE_NOTE})",
+    ]
 
 
 def test_a_tool_call_renamed_in_the_history() -> None:
