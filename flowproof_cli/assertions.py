@@ -17,6 +17,7 @@ from typing import Any
 
 from flowproof_cli.canonical import parse_or
 from flowproof_cli.errors import SpecError
+from flowproof_cli.match.patterns import PatternBudgetExceeded, within_budget
 from flowproof_cli.quoting import looks_alike, named, skeleton, unmasked
 from flowproof_cli.spec.grammar import (
     Clause,
@@ -64,29 +65,33 @@ def evaluate(
     previous: tuple[int, StepBase] | None = None  # (step number, step) of the last match
     consumed: set[int] = set()
     for number, step in enumerate(spec.steps, start=1):
-        if isinstance(step, ToolCallStep):
-            assertion = resolver.tool_assertion(step)
-            hits = [i for i, call in enumerate(calls) if _matches(call, assertion)]
-            found = next((i for i in hits if i >= position), None)
-            if assertion.times is not None and len(hits) != assertion.times:
-                failures.append(_failure(step, _explain_count(assertion, calls, hits)))
-            elif found is None:
-                message = _explain_missing(assertion, calls, position, previous)
-                failures.append(_failure(step, message))
-            else:
-                consumed.update(hits if assertion.times is not None else [found])
-                position = found + 1
-                previous = (number, step)
-        elif isinstance(step, NoToolCallStep):
-            assertion = resolver.tool_assertion(step)
-            hits = [i for i, call in enumerate(calls) if _matches(call, assertion)]
-            if hits:
-                failures.append(_failure(step, _explain_forbidden(assertion, calls, hits)))
-        elif isinstance(step, ReplyStep):
-            text = resolver.text(step, step.assertion.text)
-            problem = _check_reply(text, trajectory)
-            if problem is not None:
-                failures.append(_failure(step, problem))
+        try:
+            if isinstance(step, ToolCallStep):
+                assertion = resolver.tool_assertion(step)
+                hits = [i for i, call in enumerate(calls) if _matches(call, assertion)]
+                found = next((i for i in hits if i >= position), None)
+                if assertion.times is not None and len(hits) != assertion.times:
+                    failures.append(_failure(step, _explain_count(assertion, calls, hits)))
+                elif found is None:
+                    message = _explain_missing(assertion, calls, position, previous)
+                    failures.append(_failure(step, message))
+                else:
+                    consumed.update(hits if assertion.times is not None else [found])
+                    position = found + 1
+                    previous = (number, step)
+            elif isinstance(step, NoToolCallStep):
+                assertion = resolver.tool_assertion(step)
+                hits = [i for i, call in enumerate(calls) if _matches(call, assertion)]
+                if hits:
+                    failures.append(_failure(step, _explain_forbidden(assertion, calls, hits)))
+            elif isinstance(step, ReplyStep):
+                text = resolver.text(step, step.assertion.text)
+                problem = _check_reply(text, trajectory)
+                if problem is not None:
+                    failures.append(_failure(step, problem))
+        except PatternBudgetExceeded as exc:  # the flow fails here; no later pattern runs
+            failures.append(_stopped(spec, step, exc))
+            return failures
     if spec.strict:
         unexpected = next((i for i in range(len(calls)) if i not in consumed), None)
         if unexpected is not None:
@@ -152,6 +157,12 @@ def _failure(step: StepBase, message: str) -> AssertionFailure:
     return AssertionFailure(step.line, f"{step.kind} {unmasked(step.text.strip())}: {message}")
 
 
+def _stopped(spec: FlowSpec, step: StepBase, exc: PatternBudgetExceeded) -> AssertionFailure:
+    """A `matches` pattern past its budget, named at its step's line."""
+    where = f"{spec.source_path}:{step.line}" if spec.source_path else f"line {step.line}"
+    return _failure(step, str(exc.restated(declared=f"declared at {where}")))
+
+
 # --- matching -----------------------------------------------------------------------------
 
 
@@ -213,7 +224,14 @@ def clause_matches(clause: Clause, arguments: Any) -> bool:
         return _equals(actual, clause.value)
     if clause.matcher is Matcher.CONTAINS:
         return _contains(actual, clause.value)
-    return re.search(clause.value, _as_text(actual)) is not None
+    pattern, text = clause.value, _as_text(actual)
+    return within_budget(
+        lambda: re.search(pattern, text) is not None,
+        kind="`matches` pattern",
+        pattern=pattern,
+        declared="in a spec step",  # evaluate() names the file and line
+        subject=f"the `{clause.path_text}` argument of a tool call",
+    )
 
 
 def resolve_path(value: Any, path: Sequence[str | int]) -> Any:

@@ -18,6 +18,7 @@ from flowproof_cli.cassette.secret_forms import without
 from flowproof_cli.cassette.turn import Turn, canonical_json
 from flowproof_cli.dialects import Dialect, Rendered, dialect_named, route
 from flowproof_cli.dialects.base import MockText, ResultSequence, ResultsExhausted, bare_key
+from flowproof_cli.match.patterns import PatternBudgetExceeded
 from flowproof_cli.match.rules import MatcherAddonError, MatchRules
 from flowproof_cli.mode import Mode
 from flowproof_cli.quoting import could_not_handle, printable, quoted
@@ -200,7 +201,11 @@ class CassetteSession:
         self.mocked_tools = sorted(self.mocks)  # the mocks are fixed: sorted once, not per call
         # Replay matches against the recorded requests with today's rules applied, so a rule
         # added after recording works on an existing trace.
-        self._matched = self._matchable_turns() if self.mode is Mode.REPLAY else []
+        try:
+            self._matched = self._matchable_turns() if self.mode is Mode.REPLAY else []
+        except PatternBudgetExceeded as exc:  # the flow fails; every request is refused
+            self.errors.append(f"flowproof: {exc}")
+            self._matched = list(self.recorded)
         self._index = TurnIndex(self._matched) if self.mode is Mode.REPLAY else None
         self._known_calls: dict[str, str] = {}  # call id -> tool name, from served responses
 
@@ -211,11 +216,16 @@ class CassetteSession:
         return [
             Turn(
                 t.protocol,
-                self.rules.matched(t.protocol, t.request, count=False),
+                self.rules.matched(
+                    t.protocol,
+                    t.request,
+                    count=False,
+                    subject=f"the recorded request of turn {position}",
+                ),
                 t.status,
                 t.response,
             )
-            for t in self.recorded
+            for position, t in enumerate(self.recorded, start=1)
         ]
 
     # -- requests -----------------------------------------------------------------------
@@ -278,8 +288,9 @@ class CassetteSession:
             return self.refuse(dialect, MOCKS_EXHAUSTED_STATUS, message, "flowproof_mock_exhausted")
         sent = dialect.canonical_request(live)
         try:
-            canonical = self.rules.matched(dialect.name, sent)
-        except MatcherAddonError as exc:
+            subject = f"the agent's model request {self.requests}"
+            canonical = self.rules.matched(dialect.name, sent, subject=subject)
+        except (MatcherAddonError, PatternBudgetExceeded) as exc:
             return self.refuse(dialect, 500, f"flowproof: {exc}", "flowproof_matcher_error")
         if self.mode is Mode.RECORD:
             return self._forward(dialect, path, live, PendingTurn(dialect, live, canonical, sent))

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -11,6 +10,7 @@ from typing import Any
 from flowproof_cli.errors import ConfigError
 from flowproof_cli.match.addons import LoadedScript, load_matcher_script
 from flowproof_cli.match.paths import PathGlob
+from flowproof_cli.match.patterns import BadPattern, compile_pattern
 from flowproof_cli.match.presets import NormalizeEntry, load_preset
 from flowproof_cli.match.relocate import Relocation
 from flowproof_cli.match.rules import IgnoreRule, MatchRules, NormalizeRule, Rule
@@ -34,7 +34,8 @@ class Declared:
             "presets": list(self.presets),
             "ignore": list(self.ignore),
             "normalize": [
-                {"pattern": e.pattern, "replace": e.replace, "at": e.at} for e in self.normalize
+                {"pattern": e.pattern, "replace": e.replace, "at": e.at, "declared": e.declared}
+                for e in self.normalize
             ],
             "addons": list(self.addons),
             "relocate": self.relocate,
@@ -47,7 +48,7 @@ class Declared:
             presets=tuple(data.get("presets") or ()),
             ignore=tuple(data.get("ignore") or ()),
             normalize=tuple(
-                NormalizeEntry(e["pattern"], e["replace"], e.get("at"))
+                NormalizeEntry(e["pattern"], e["replace"], e.get("at"), e.get("declared"))
                 for e in data.get("normalize") or ()
             ),
             addons=tuple(data.get("addons") or ()),
@@ -55,9 +56,12 @@ class Declared:
         )
 
 
-def _normalize_rule(entry: NormalizeEntry, origin: str) -> NormalizeRule:
+def _normalize_rule(
+    entry: NormalizeEntry, origin: str, declared: str | None = None
+) -> NormalizeRule:
     at = PathGlob.parse(entry.at) if entry.at is not None else None
-    return NormalizeRule(re.compile(entry.pattern), entry.replace, at, origin)
+    where = declared if declared is not None else entry.declared
+    return NormalizeRule(compile_pattern(entry.pattern), entry.replace, at, origin, where)
 
 
 def _rules_of(block: Declared) -> tuple[list[Rule], str | None]:
@@ -122,16 +126,16 @@ def snapshot_rules(entries: Sequence[Mapping[str, Any]], source: str) -> Snapsho
             elif "normalize" in entry:
                 spec = entry["normalize"]
                 at = spec.get("at")
-                rules.append(
-                    _normalize_rule(NormalizeEntry(spec["pattern"], spec["replace"], at), origin)
-                )
+                entry_of = NormalizeEntry(spec["pattern"], spec["replace"], at)
+                declared = f"{source} (the trace's `match:` snapshot, from {origin})"
+                rules.append(_normalize_rule(entry_of, origin, declared))
             elif entry.get("relocate"):
                 relocate = True
             elif "addon" in entry:
                 addons.append(str(entry["addon"]))
             else:
                 raise ValueError("no ignore, normalize, relocate or addon key")
-        except (KeyError, TypeError, ValueError, AttributeError, re.error) as exc:
+        except (KeyError, TypeError, ValueError, AttributeError, BadPattern) as exc:
             raise ConfigError(
                 f"{source}: match rule {dict(entry)!r} cannot be rebuilt ({exc}). Fix: "
                 "re-record the trace with this version of flowproof"

@@ -7,7 +7,6 @@ A preset is YAML with `description`, optional `relocate: true`, `ignore:` paths 
 from __future__ import annotations
 
 import functools
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -16,6 +15,7 @@ import yaml
 
 from flowproof_cli.errors import ConfigError
 from flowproof_cli.match.paths import GlobError, PathGlob
+from flowproof_cli.match.patterns import BadPattern, compile_pattern
 
 _FOLDER = Path(__file__).with_name("presets")
 
@@ -25,6 +25,7 @@ class NormalizeEntry:
     pattern: str
     replace: str
     at: str | None = None
+    declared: str | None = None  # `FILE:LINE` of a spec's or a suite's entry (messages only)
 
 
 @dataclass(frozen=True)
@@ -69,10 +70,10 @@ def _preset_from(name: str, data: Any, text: str) -> Preset:
         for path in ignore:
             PathGlob.parse(path)
         for entry in entries:
-            re.compile(entry.pattern)
+            compile_pattern(entry.pattern)
             if entry.at is not None:
                 PathGlob.parse(entry.at)
-    except (GlobError, re.error) as exc:
+    except (GlobError, BadPattern) as exc:
         raise ConfigError(f"{where} has a bad rule: {exc}") from None
     return Preset(
         name=name,

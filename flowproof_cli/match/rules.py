@@ -15,6 +15,7 @@ from typing import Any, Protocol
 
 from flowproof_cli.errors import FlowproofError
 from flowproof_cli.match.paths import PathGlob, map_strings
+from flowproof_cli.match.patterns import PatternBudgetExceeded, within_budget
 from flowproof_cli.match.relocate import Relocation
 
 JSON = dict[str, Any]
@@ -60,10 +61,13 @@ class IgnoreRule:
 
 @dataclass(frozen=True)
 class NormalizeRule:
+    """A regex span rewritten in every string at or below `at`, under a CPU-time budget."""
+
     pattern: re.Pattern[str]
     replace: str
     at: PathGlob | None = None
     origin: str = "spec"
+    declared: str | None = None  # `FILE:LINE` of the entry, when it was read from a file
 
     @property
     def name(self) -> str:
@@ -72,11 +76,25 @@ class NormalizeRule:
         shown = pattern if len(pattern) <= 48 else pattern[:45] + "..."
         return f"normalize /{shown}/{where}"
 
+    @property
+    def where(self) -> str:
+        """Where the pattern was declared, as a budget message says it."""
+        if self.declared is not None:
+            return f"declared at {self.declared}"
+        if self.origin in ("spec", "suite"):
+            return f"from the {self.origin}'s match block"
+        return f"from {self.origin}"
+
     def apply(self, protocol: str, request: JSON) -> tuple[JSON, int]:
-        changed, count = map_strings(
-            request, lambda text: self.pattern.sub(self.replace, text), self.at
+        """Raises PatternBudgetExceeded when the pattern runs past its budget."""
+        pattern, replace = self.pattern, self.replace
+        return within_budget(
+            lambda: map_strings(request, lambda text: pattern.sub(replace, text), self.at),
+            kind="normalize pattern",
+            pattern=pattern.pattern,
+            declared=self.where,
+            subject="a request",
         )
-        return changed, count
 
     def snapshot(self) -> dict[str, Any]:
         entry: dict[str, Any] = {"pattern": self.pattern.pattern, "replace": self.replace}
@@ -135,10 +153,11 @@ class RuleUsage:
     origin: str
     fields: int = 0
     turns: int = 0
+    stopped: bool = False  # ran past its budget: not "unused", whatever it changed
 
     @property
     def unused(self) -> bool:
-        return self.fields == 0
+        return self.fields == 0 and not self.stopped
 
     def to_json(self) -> dict[str, Any]:
         counts = {"fields": self.fields, "turns": self.turns, "unused": self.unused}
@@ -155,6 +174,9 @@ class MatchRules:
     usage: list[RuleUsage] = field(init=False)
     relocated: RuleUsage = field(init=False)
     turns_relaxed: int = field(init=False, default=0)  # this run's requests any rule changed
+    #: A pattern that ran past its budget: every later request fails with it at once, so a
+    #: stuck pattern costs its budget once, not once per retry of the agent.
+    exceeded: PatternBudgetExceeded | None = field(init=False, default=None)
 
     def __post_init__(self) -> None:
         self.usage = [RuleUsage(rule.name, rule.origin) for rule in self.rules]
@@ -165,11 +187,24 @@ class MatchRules:
     def active(self) -> bool:
         return bool(self.rules) or self.relocation is not None
 
-    def matched(self, protocol: str, request: JSON, *, count: bool = True) -> JSON:
+    def matched(
+        self, protocol: str, request: JSON, *, count: bool = True, subject: str | None = None
+    ) -> JSON:
         """The request as matched and stored. `count` is False for the recorded side, so
-        the report counts what the rules did to this run's own requests."""
+        the report counts what the rules did to this run's own requests. Raises
+        PatternBudgetExceeded, naming `subject` (which request), for a pattern past its
+        budget, then for every later request."""
+        if self.exceeded is not None:
+            raise self.exceeded
         if not self.active:
             return request
+        try:
+            return self._apply(protocol, request, count)
+        except PatternBudgetExceeded as exc:
+            self.exceeded = exc.restated(subject=subject)
+            raise self.exceeded from None
+
+    def _apply(self, protocol: str, request: JSON, count: bool) -> JSON:
         touched = False
         if self.relocation is not None:
             request, changed = self.relocation.to_placeholders(request)
@@ -178,7 +213,11 @@ class MatchRules:
                 self.relocated.turns += 1
                 touched = True
         for rule, usage in zip(self.rules, self.usage, strict=True):
-            request, changed = rule.apply(protocol, request)
+            try:
+                request, changed = rule.apply(protocol, request)
+            except PatternBudgetExceeded:
+                usage.stopped = True
+                raise
             if count and changed:
                 usage.fields += changed
                 usage.turns += 1
@@ -215,7 +254,7 @@ def summarize(rules: MatchRules) -> list[str]:
     """Verdict notes: what was relaxed (rule by rule), and which rules matched nothing in the
     whole run. No rules, no notes."""
     report = rules.report()
-    used = [usage for usage in report if not usage.unused]
+    used = [usage for usage in report if usage.fields]
     unused = [usage for usage in report if usage.unused]
     notes: list[str] = []
     if used:

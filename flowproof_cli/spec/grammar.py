@@ -12,12 +12,12 @@ and attaches both.
 from __future__ import annotations
 
 import re
-import warnings
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
 from flowproof_cli.errors import SpecError
+from flowproof_cli.match.patterns import BadPattern, compile_pattern
 
 
 class Matcher(StrEnum):
@@ -192,18 +192,13 @@ def _parse_clause(text: str, source: str) -> Clause:
 def compile_regex(pattern: str) -> re.Pattern[str]:
     """Compile a `matches` value now, so a bad regex fails at load time, not mid-run."""
     try:
-        with warnings.catch_warnings():  # `[[` is only a FutureWarning: not the user's output
-            warnings.simplefilter("ignore", FutureWarning)
-            return re.compile(pattern)
-    except (re.error, OverflowError) as exc:
-        problem = str(exc)
-    except RecursionError:
-        problem = "its groups are nested too deeply for Python's `re`"
-    raise SpecError(
-        f"`matches {_shown(pattern)}` is not a valid regular expression: {problem}. Fix: "
-        "correct the regex (Python `re` syntax; escape literal characters like `(`, `[`, `.`, "
-        "`+`)"
-    )
+        return compile_pattern(pattern)
+    except BadPattern as exc:
+        raise SpecError(
+            f"`matches {_shown(pattern)}` is not a valid regular expression: {exc}. Fix: "
+            "correct the regex (Python `re` syntax; escape literal characters like `(`, `[`, "
+            "`.`, `+`)"
+        ) from None
 
 
 def _shown(text: str, limit: int = 80) -> str:

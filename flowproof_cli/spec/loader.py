@@ -65,10 +65,9 @@ def parse_spec(text: str, path: str) -> FlowSpec:
         if isinstance(steps_node, yaml.SequenceNode)
         else []
     )
+    context = {"source_path": path, "step_lines": step_lines, **pattern_lines(root)}
     try:
-        return FlowSpec.model_validate(
-            data, context={"source_path": path, "step_lines": step_lines}
-        )
+        return FlowSpec.model_validate(data, context=context)
     except ValidationError as exc:
         raise _to_spec_error(exc, root, path) from None
 
@@ -342,6 +341,20 @@ def _line_of(root: yaml.Node, loc: _Loc) -> int:
             return line
         previous = part
     return line
+
+
+def pattern_lines(root: yaml.Node | None) -> dict[str, list[int]]:
+    """Validation context: the line of each `match.normalize` entry's pattern, so a pattern
+    that runs past its budget is named at its line."""
+    match = _child(root, "match") if isinstance(root, yaml.MappingNode) else None
+    entries = _child(match, "normalize") if isinstance(match, yaml.MappingNode) else None
+    if not isinstance(entries, yaml.SequenceNode):
+        return {}
+    lines = []
+    for item in entries.value:
+        pattern = _child(item, "pattern") if isinstance(item, yaml.MappingNode) else None
+        lines.append(_line(pattern if pattern is not None else item))
+    return {"normalize_lines": lines}
 
 
 def _child(node: yaml.MappingNode, key: str) -> yaml.Node | None:

@@ -6,13 +6,22 @@ line; the rules themselves are built from this data at run time (`flowproof_cli.
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
+from typing import Self
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from flowproof_cli.match.build import Declared
 from flowproof_cli.match.paths import GlobError, PathGlob
+from flowproof_cli.match.patterns import BadPattern, compile_pattern
 from flowproof_cli.match.presets import NormalizeEntry, preset_names
 from flowproof_cli.quoting import closest_name, odd_note, skeleton, unmasked
 from flowproof_cli.spec.fields import listed
@@ -48,8 +57,8 @@ class NormalizeSpec(_Model):
     @classmethod
     def _compiles(cls, pattern: str) -> str:
         try:
-            re.compile(pattern)
-        except re.error as exc:
+            compile_pattern(pattern)
+        except BadPattern as exc:
             raise spec_problem(
                 f"`pattern` is not a valid regular expression: {exc}. Fix: correct it (in "
                 "YAML, single quotes keep backslashes as written: '\\d{4}')"
@@ -116,14 +125,28 @@ class MatchSpec(_Model):
                 )
         return paths
 
+    _declared_at: list[str] = PrivateAttr(default_factory=list)  # FILE:LINE per normalize
+
+    @model_validator(mode="after")
+    def _where_declared(self, info: ValidationInfo) -> Self:
+        """Each normalize entry's `FILE:LINE`, from the loader's context (none in code)."""
+        context = info.context if isinstance(info.context, dict) else {}
+        source = context.get("source_path")
+        if source is not None:
+            lines = context.get("normalize_lines") or []
+            self._declared_at = [f"{source}:{line}" for line in lines]
+        return self
+
     def declared(self, base_dir: Path, origin: str) -> Declared:
         """The block as run-time data, its scripts resolved against `base_dir`."""
+        where = self._declared_at + [None] * (len(self.normalize) - len(self._declared_at))
         return Declared(
             origin=origin,
             presets=tuple(self.presets),
             ignore=tuple(self.ignore),
             normalize=tuple(
-                NormalizeEntry(entry.pattern, entry.replace, entry.at) for entry in self.normalize
+                NormalizeEntry(entry.pattern, entry.replace, entry.at, at)
+                for entry, at in zip(self.normalize, where, strict=False)
             ),
             addons=tuple(str((base_dir / path).resolve()) for path in self.addons),
             relocate=self.relocate,

@@ -22,6 +22,7 @@ from flowproof_cli.spec.loader import (
     _line,
     _to_spec_error,
     compose_yaml,
+    pattern_lines,
     read_text,
 )
 from flowproof_cli.spec.match import MatchSpec
@@ -84,6 +85,6 @@ def parse_suite(text: str, path: str) -> SuiteSpec:
     _check_duplicates(root, path, set())
     _check_keys(root, SuiteSpec, (), path)
     try:
-        return SuiteSpec.model_validate(data)
+        return SuiteSpec.model_validate(data, context={"source_path": path, **pattern_lines(root)})
     except ValidationError as exc:
         raise _to_spec_error(exc, root, path) from None

@@ -176,6 +176,10 @@ def _no_call(value: Any) -> dict[str, Any]:
     return {"assert_no_tool_call": value}
 
 
+#: A pattern that tries every way of splitting a text between its two equal branches: about
+#: 2^n steps on any n characters it cannot match (none of the base flow's holds a `!`).
+CATASTROPHIC = "(.|.)*!"
+
 TOOL_CALL = "step:assert_tool_call"
 NO_TOOL_CALL = "step:assert_no_tool_call"
 REPLY_STEP = "step:assert"
@@ -278,6 +282,14 @@ ASSERTIONS: tuple[Case, ...] = (
         (_call("get_weather where city matches ^Par"),),
         'call 1 city = "Nairobi"; call 2 city = "Quito"',
         (_call("get_weather where city matches ^Na.r"),),
+    ),
+    _assertion(
+        "matches-past-its-budget",
+        ("matcher:matches", "error:PatternBudgetExceeded"),
+        (_call(f"get_weather where units matches {CATASTROPHIC}"),),
+        f"the `matches` pattern `{CATASTROPHIC}` (declared at <<*>>) ran past its budget of 1 s "
+        "of CPU time on the `units` argument of a tool call and was stopped",
+        (_call("get_weather where units matches (.)*kmh"),),
     ),
     _assertion(
         "exists",
@@ -888,6 +900,15 @@ MATCH_RULES: tuple[Case, ...] = (
                 }
             }
         },
+    ),
+    Case(
+        "match",
+        "normalize-past-its-budget",
+        ("rule:NormalizeRule", "error:PatternBudgetExceeded"),
+        f"the normalize pattern `{CATASTROPHIC}` (declared at <<*>>) ran past its budget of 1 s "
+        "of CPU time on the recorded request of turn 1 and was stopped",
+        spec={"match": {"normalize": [{"pattern": CATASTROPHIC, "replace": "x"}]}},
+        twin={"spec": {"match": {"normalize": [{"pattern": "(.)*!", "replace": "x"}]}}},
     ),
     _rule(
         "addon",

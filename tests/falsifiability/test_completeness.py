@@ -179,6 +179,7 @@ MESSAGE_SITES: dict[str, tuple[str, ...]] = {
     "flowproof_cli.mcp.matching": ("compare_call", "compare_answer"),
     "flowproof_cli.mcp.mocks": ("MockSchemaError.__init__",),
     "flowproof_cli.match.rules": ("AddonRule.apply",),
+    "flowproof_cli.match.patterns": ("PatternBudgetExceeded.__init__",),
     "flowproof_cli.match.addons": ("load_matcher_script", "_import_failure"),
     "flowproof_cli.evidence.secrets": ("resolve_secrets", "failure_lines"),
     "flowproof_cli.egress.verdicts": ("failures",),
