@@ -30,10 +30,11 @@ from typing import Any
 
 from flowproof_cli.errors import FlowproofError
 
-#: CPU seconds one application may take. The heaviest preset pattern over a 1.5 MB request
-#: takes about 10 ms (docs/matching.md), so ordinary patterns stay two orders of magnitude
-#: below it; and a stuck pattern holds the other flows, a signal and `--timeout` at most
-#: this long. CPU time, not wall time, so a loaded machine does not fail a flow.
+#: CPU seconds one application may take. Over 1 MB of text the presets' patterns take at
+#: most about 50 ms (docs/matching.md, with the two that do not on text made to defeat
+#: them), so ordinary patterns stay an order of magnitude below it; and a stuck pattern
+#: holds the other flows, a signal and `--timeout` at most this long. CPU time, not wall
+#: time, so a loaded machine does not fail a flow.
 BUDGET_S = 1.0
 
 _SHOWN = 80  # characters of a pattern a message quotes
