@@ -16,7 +16,7 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import IO, Any
 
 from flowproof_cli.errors import AgentStartError
@@ -113,6 +113,95 @@ def _double_quoted(command: str, position: int, word: list[str]) -> int:
     if position >= end:
         raise AgentStartError(f'cannot parse agent.command {command!r}: unclosed "')
     return position + 1
+
+
+# -- what exec can carry ------------------------------------------------------------------
+
+#: Linux's limit on ONE argument or ONE `NAME=value` environment string, its final NUL
+#: included (MAX_ARG_STRLEN: 32 pages of 4 KiB). Other systems limit only the total, but a
+#: spec is held to this everywhere, so it cannot pass on a laptop and fail on a Linux CI.
+MAX_ARG_STRLEN = 32 * 4096
+ARG_LIMIT = (
+    f"Linux limits one argument or environment string to {MAX_ARG_STRLEN:,} bytes "
+    "(MAX_ARG_STRLEN, 128 KiB)"
+)
+NUL = "U+0000 (NUL)"
+#: How to hand an agent more than one argument carries.
+BIG_DATA_FIX = (
+    "Fix: pass large data in a file: the task is always in the file named by "
+    "FLOWPROOF_PROMPT_FILE (`${flowproof.prompt_file}` in agent.command or agent.env)"
+)
+
+
+def encoded_size(text: str) -> int:
+    """Bytes of `text` as exec receives it (the filesystem encoding), its NUL included."""
+    return len(os.fsencode(text)) + 1
+
+
+def fits_one_string(text: str) -> bool:
+    """`text` (an argument, or `NAME=value`) is within MAX_ARG_STRLEN."""
+    return len(text) < MAX_ARG_STRLEN // 4 or encoded_size(text) <= MAX_ARG_STRLEN
+
+
+def env_name_problem(name: str) -> str | None:
+    """Why `name` cannot be a variable of a process environment, or None."""
+    if "\x00" in name:
+        return f"{name!r} holds the character {NUL}"
+    if not name or name.startswith("="):
+        return "is empty" if not name else f"`{name}` is empty before its `=`"
+    if "=" in name:
+        return (
+            f"`{name}` holds `=`, which ends a name in the environment (`{name}=v` would set "
+            f"`{name.split('=', 1)[0]}`)"
+        )
+    return None
+
+
+def _word_problem(word: str, what: str) -> str | None:
+    if "\x00" in word:
+        return (
+            f"{what} holds the character {NUL}, which exec cannot pass (it ends every "
+            "argument and environment string). Fix: remove it where the value is set"
+        )
+    try:
+        size = encoded_size(word)
+    except UnicodeEncodeError as exc:
+        return (
+            f"{what} holds U+{ord(word[exc.start]):04X}, a lone surrogate, which no UTF-8 "
+            "text can carry. Fix: remove it where the value is set"
+        )
+    if size > MAX_ARG_STRLEN:
+        return f"{what} is {size:,} bytes; {ARG_LIMIT}. {BIG_DATA_FIX}"
+    return None
+
+
+def exec_problem(argv: Sequence[str], env: Mapping[str, str]) -> str | None:
+    """Why exec would refuse this command line and environment, naming the argument or the
+    variable; None when each string can pass (the total is the kernel's to judge: E2BIG)."""
+    for index, word in enumerate(argv):
+        problem = _word_problem(word, f"argument {index} of its command line")
+        if problem is not None:
+            return problem
+    for name, value in env.items():
+        bad_name = env_name_problem(name)
+        if bad_name is not None:
+            return f"the environment variable name {bad_name}. Fix: rename it where it is set"
+        problem = _word_problem(f"{name}={value}", f"the environment variable {name}")
+        if problem is not None:
+            return problem
+    return None
+
+
+def too_big_together(argv: Sequence[str], env: Mapping[str, str]) -> str:
+    """Why exec said E2BIG when no single string is too long: their total."""
+    total = sum(encoded_size(word) for word in argv)
+    total += sum(encoded_size(f"{name}={value}") for name, value in env.items())
+    largest = max(env.items(), key=lambda item: len(item[1]), default=("", ""))
+    limit = os.sysconf("SC_ARG_MAX") if hasattr(os, "sysconf") else 0
+    return (
+        f"its command line and environment are {total:,} bytes together, over the system's "
+        f"limit ({limit:,} bytes, ARG_MAX); the largest variable is {largest[0]}. {BIG_DATA_FIX}"
+    )
 
 
 # -- the keeper ---------------------------------------------------------------------------

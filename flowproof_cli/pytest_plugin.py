@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import os
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -82,6 +82,21 @@ def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Col
     return None
 
 
+@pytest.hookimpl(wrapper=True)
+def pytest_make_collect_report(
+    collector: pytest.Collector,
+) -> Generator[None, pytest.CollectReport, pytest.CollectReport]:
+    """pytest walks only folders and regular files: a FIFO, a device or a broken link named
+    `*.flow.yaml` would be left out unseen. Each becomes an item whose error says what it is
+    (its spec is never opened: a FIFO would block)."""
+    report = yield
+    if isinstance(collector, pytest.Directory) and report.passed:
+        for path in sorted(collector.path.glob(f"*{SPEC_SUFFIX}")):
+            if not (path.is_dir() or path.is_file()) and _collects(collector.config, path):
+                report.result.append(FlowFile.from_parent(collector, path=path))
+    return report
+
+
 @pytest.hookimpl(trylast=True)  # after -k and -m: the shard splits what was selected
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     shard = config.stash[_STATE].shard
@@ -123,10 +138,12 @@ def _collects(config: pytest.Config, file_path: Path) -> bool:
         return mode == "always"
     if config.args_source is not pytest.Config.ArgsSource.ARGS:
         return False
-    target = file_path.resolve()
+    # Where the file is, and (a link) what it leads to; realpath, which never raises on a
+    # link loop, which a flow may be.
+    targets = {Path(os.path.abspath(file_path)), Path(os.path.realpath(file_path))}
     for arg in config.args:
-        given = (config.invocation_params.dir / arg.split("::")[0]).resolve()
-        if target == given or given in target.parents:
+        given = Path(os.path.realpath(config.invocation_params.dir / arg.split("::")[0]))
+        if any(target == given or given in target.parents for target in targets):
             return True
     return False
 

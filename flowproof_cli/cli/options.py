@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -14,9 +15,28 @@ def trace_file_option(*names: str, help: str) -> Callable[[Any], Any]:
     return click.option(*names, type=click.Path(dir_okay=False, path_type=Path), help=help)
 
 
+class Seconds(click.ParamType):
+    """A finite number of seconds > 0. click's FloatRange lets `nan` through (every
+    comparison with it is false), and `inf` or `1e400` would mean no timeout at all."""
+
+    name = "seconds"
+
+    def convert(
+        self, value: Any, param: click.Parameter | None, ctx: click.Context | None
+    ) -> float:
+        try:
+            seconds = float(value)
+        except (TypeError, ValueError):
+            seconds = math.nan
+        if not (math.isfinite(seconds) and seconds > 0):
+            self.fail(f"{value!r} is not a number of seconds > 0 (finite, e.g. 300)", param, ctx)
+        return seconds
+
+
+SECONDS = Seconds()
 timeout_option = click.option(
     "--timeout",
-    type=click.FloatRange(min=0, min_open=True),
+    type=SECONDS,
     default=None,
     help="Seconds before the agent is killed (default: the spec's timeout, else 300).",
 )
@@ -94,7 +114,7 @@ def agent_option(help_text: str) -> Callable[[Any], Any]:
 def agent_timeout_option(default: float) -> Callable[[Any], Any]:
     return click.option(
         "--timeout",
-        type=click.FloatRange(min=0, min_open=True),
+        type=SECONDS,
         default=default,
         show_default=True,
         help="Seconds before the agent is killed.",

@@ -84,9 +84,9 @@ def run(
     from flowproof_cli.runner.job import plan_jobs  # noqa: PLC0415
     from flowproof_cli.runner.parallel import execute  # noqa: PLC0415
 
-    if shard is not None and target.is_file():
+    if shard is not None and not target.is_dir():
         raise click.UsageError("--shard splits the flows of a directory: give DIR, not a spec")
-    if target.is_file():
+    if not target.is_dir():  # one spec: the loader names a FIFO or a device for what it is
         (job,) = plan_jobs(
             [target], mode=Mode.REPLAY, environ=os.environ, timeout_s=timeout, trace_path=trace
         )

@@ -21,6 +21,7 @@ import platform
 import re
 import secrets
 import shutil
+import stat
 import sys
 from collections.abc import Sequence
 from datetime import UTC, datetime
@@ -47,9 +48,13 @@ _CLAIM_ATTEMPTS = 20
 
 
 def file_sha256(path: Path) -> str | None:
-    """The hex sha256 of a file's bytes, or None when it cannot be read."""
+    """The hex sha256 of a regular file's bytes, or None when it cannot be read. Opened
+    without blocking and checked before a byte is read: a FIFO would wait for a writer, a
+    device (`/dev/zero`) never end."""
     try:
-        with path.open("rb") as stream:
+        with open(os.open(path, os.O_RDONLY | os.O_NONBLOCK), "rb") as stream:
+            if not stat.S_ISREG(os.fstat(stream.fileno()).st_mode):
+                return None
             return hashlib.file_digest(stream, "sha256").hexdigest()
     except OSError:
         return None
@@ -204,7 +209,8 @@ def flow_row(result: FlowResult, root: Path) -> dict[str, Any]:
 
 def relative_to(path: Path, root: Path) -> str:
     """`path` relative to `root` (`../x` when outside it), as a POSIX path."""
-    return Path(os.path.relpath(path.resolve(), root.resolve())).as_posix()
+    # realpath, not Path.resolve(): a symbolic link loop (a broken trace) raises no error
+    return Path(os.path.relpath(os.path.realpath(path), os.path.realpath(root))).as_posix()
 
 
 def prune(root: Path, keep: int = KEEP, spare: str | None = None) -> None:

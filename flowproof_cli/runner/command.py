@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import functools
 import signal
 import tempfile
@@ -17,7 +18,16 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING
 
 from flowproof_cli.errors import AgentStartError
-from flowproof_cli.process import GROUP, KEEPER, MARKER, TAIL_LINES, split_command, tail_lines
+from flowproof_cli.process import (
+    GROUP,
+    KEEPER,
+    MARKER,
+    TAIL_LINES,
+    exec_problem,
+    split_command,
+    tail_lines,
+    too_big_together,
+)
 from flowproof_cli.process import file_tail as _tail
 from flowproof_cli.process import signal_group as _signal_group
 from flowproof_cli.runner import orphans
@@ -60,7 +70,11 @@ def resolve_argv(
     return [release_handles(word, held, handles) for word in words]
 
 
-def _cannot_start(program: str, exc: OSError) -> AgentStartError:
+def _cannot_start(
+    program: str, exc: OSError, argv: list[str], env: Mapping[str, str]
+) -> AgentStartError:
+    if exc.errno == errno.E2BIG:
+        return AgentStartError(f"cannot start the agent: {too_big_together(argv, env)}")
     if isinstance(exc, FileNotFoundError):
         return AgentStartError(f"cannot start the agent: {program!r} was not found")
     if isinstance(exc, PermissionError):
@@ -109,7 +123,12 @@ async def _spawn(
     launch: Launch | None,
     outputs: tuple[IO[bytes], IO[bytes]],
 ) -> asyncio.subprocess.Process:
-    """Start the agent in its own session, contained when `launch` is given."""
+    """Start the agent in its own session, contained when `launch` is given. What exec
+    cannot carry (a NUL, a name with `=`, a string over MAX_ARG_STRLEN) is refused first,
+    naming the argument or the variable."""
+    problem = exec_problem(argv, env)
+    if problem is not None:
+        raise AgentStartError(f"cannot start the agent: {problem}")
     if launch is not None:
         launch.start_handshake()  # the agent must not wait for this loop to exec
     try:
@@ -124,7 +143,7 @@ async def _spawn(
             pass_fds=launch.pass_fds if launch is not None else (),
         )
     except OSError as exc:
-        raise _cannot_start(argv[0], exc) from exc
+        raise _cannot_start(argv[0], exc, argv, env) from exc
 
 
 async def run_agent(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -13,11 +14,14 @@ IGNORED_DIRS = frozenset({".flowproof", ".git", "node_modules", ".venv"})
 
 
 def discover_specs(root: Path) -> list[Path]:
-    """Every *.flow.yaml below root in a stable order, skipping `.flowproof/` and friends."""
+    """Every *.flow.yaml below root in a stable order, skipping `.flowproof/` and friends.
+
+    Anything so named but a folder counts: a FIFO, a device or a broken link is that flow's
+    error (its load says what it is), never silently left out of the run."""
     found = [
         path
         for path in root.rglob(f"*{SPEC_SUFFIX}")
-        if path.is_file() and not IGNORED_DIRS.intersection(path.relative_to(root).parts[:-1])
+        if not path.is_dir() and not IGNORED_DIRS.intersection(path.relative_to(root).parts[:-1])
     ]
     return sorted(found)
 
@@ -28,7 +32,7 @@ def nearest_suite(spec_path: Path) -> Path | None:
     The walk stops at the repository root (a folder holding `.git`, itself still searched)
     or the filesystem root, so a suite never leaks in from outside the project.
     """
-    folder = spec_path.resolve().parent
+    folder = Path(os.path.realpath(spec_path)).parent  # never raises, even on a link loop
     while True:
         candidate = folder / SUITE_FILE
         if candidate.is_file():
@@ -79,7 +83,8 @@ def parse_shard(text: str) -> Shard:
 
 
 def _relative_key(path: Path, root: Path) -> str:
+    real = Path(os.path.realpath(path))  # no error on a link loop, which a flow may be
     try:
-        return path.resolve().relative_to(root.resolve()).as_posix()
+        return real.relative_to(os.path.realpath(root)).as_posix()
     except ValueError:
-        return path.resolve().as_posix()
+        return real.as_posix()

@@ -16,7 +16,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from flowproof_cli.runner.command import AgentOutcome, resolve_argv, run_agent
-from flowproof_cli.runner.environment import agent_environment, proxy_handles, runtime_handles
+from flowproof_cli.runner.environment import (
+    agent_environment,
+    proxy_handles,
+    runtime_handles,
+    task_file,
+)
 from flowproof_cli.runner.termination import cancelled_by_sigterm
 
 if TYPE_CHECKING:
@@ -71,9 +76,13 @@ async def diagnose(
     with cancelled_by_sigterm():
         async with ProxyHost([RequestGuard(), canned], upstream_tls=False) as proxy:
             port = proxy.port
-            argv = resolve_argv(command, environ, runtime_handles(port, prompt), where="--agent")
-            env = agent_environment(environ, port=port, prompt=prompt, spec_env={})
-            outcome = await run_agent(argv, env=env, cwd=cwd or Path.cwd(), timeout_s=timeout_s)
+            with task_file(prompt) as prompt_file:
+                handles = runtime_handles(port, prompt, prompt_file=prompt_file)
+                argv = resolve_argv(command, environ, handles, where="--agent")
+                env = agent_environment(
+                    environ, port=port, prompt=prompt, spec_env={}, prompt_file=prompt_file
+                )
+                outcome = await run_agent(argv, env=env, cwd=cwd or Path.cwd(), timeout_s=timeout_s)
     arrivals = [
         Arrival(route, dialect, count)
         for (route, dialect), count in sorted(canned.model_requests.items())

@@ -23,19 +23,23 @@ from typing import Any
 from flowproof_cli.cassette import CassetteSession
 from flowproof_cli.egress import EgressReport
 from flowproof_cli.egress import verdicts as egress
-from flowproof_cli.errors import PortInUseError
+from flowproof_cli.errors import ConfigError, PortInUseError
 from flowproof_cli.mode import Mode
 from flowproof_cli.runner.boundaries import ProxyHub
 from flowproof_cli.runner.command import resolve_argv, run_agent
 from flowproof_cli.runner.environment import (
     agent_environment,
+    prompt_note,
     proxy_handles,
     refuse_record_key,
     runtime_handles,
+    task_file,
 )
 from flowproof_cli.runner.mcp_servers import McpServers
 from flowproof_cli.runner.url_driver import TriggerOutcome, trigger
 from flowproof_cli.spec import FlowSpec
+from flowproof_cli.spec.fields import HEADER_FIX, header_problem
+from flowproof_cli.spec.variables import find_variables
 
 
 @dataclass(frozen=True)
@@ -95,28 +99,39 @@ async def drive_command(
     timeout_s: float,
 ) -> Driven:
     """Start the agent pointed at its own listener of the run's proxy; report how it ended."""
-    agent, mcp = spec.agent, wiring.mcp
-    async with wiring.listen(session) as port:
-        mcp_handles = mcp.handles() if mcp is not None else None
-        handles = runtime_handles(port, spec.task_prompt, mcp_handles)
-        argv = resolve_argv(agent.command or "", environ, handles)  # a handle is one word
-        spec_env = agent.resolved_env(environ, handles)
-        refuse_record_key(environ, _spec_name(spec), argv=argv, env=spec_env)
-        env = agent_environment(
-            environ,
-            port=port,
-            prompt=spec.task_prompt,
-            spec_env=spec_env,
-            mcp=mcp.environment() if mcp is not None else None,
-        )
-        launch = egress.launch_for(spec, environ)
-        try:
-            outcome = await run_agent(argv, env=env, cwd=cwd, timeout_s=timeout_s, launch=launch)
-        finally:
-            report = launch.finish()  # the process group has ended: stop the supervisor
+    prompt = spec.task_prompt
+    with task_file(prompt) as prompt_file:
+        async with wiring.listen(session) as port:
+            handles = runtime_handles(
+                port,
+                prompt,
+                wiring.mcp.handles() if wiring.mcp is not None else None,
+                prompt_file=prompt_file,
+            )
+            argv = resolve_argv(spec.agent.command or "", environ, handles)  # a handle: one word
+            spec_env = spec.agent.resolved_env(environ, handles)
+            refuse_record_key(environ, _spec_name(spec), argv=argv, env=spec_env)
+            env = agent_environment(
+                environ,
+                port=port,
+                prompt=prompt,
+                spec_env=spec_env,
+                mcp=wiring.mcp.environment() if wiring.mcp is not None else None,
+                prompt_file=prompt_file,
+            )
+            launch = egress.launch_for(spec, environ)
+            try:
+                outcome = await run_agent(
+                    argv, env=env, cwd=cwd, timeout_s=timeout_s, launch=launch
+                )
+            finally:
+                report = launch.finish()  # the process group has ended: stop the supervisor
 
     driven = Driven(exit_code=outcome.exit_code, stdout=outcome.stdout, stderr=outcome.stderr)
     driven.egress = report
+    note = prompt_note(prompt)
+    if note is not None:
+        driven.notes.append(note)
     if outcome.timed_out:
         driven.failure = (
             f"the agent did not finish within {timeout_s:g} s and was killed; "
@@ -144,6 +159,14 @@ async def drive_service(
     # resolved here, never stored or printed
     headers = agent.resolved_headers(environ, proxy_handles(port))
     refuse_record_key(environ, _spec_name(spec), headers=headers)
+    for name, value in headers.items():
+        problem = header_problem(name, value)
+        if problem is not None:  # a `${VAR}` brought it: name the variables, not the value
+            variables = ", ".join(find_variables(agent.headers[name]))
+            raise ConfigError(
+                f"{_spec_name(spec)}: agent.headers.{name} resolves to a value that cannot be "
+                f"sent: {problem} (it comes from {variables}). {HEADER_FIX}"
+            )
     async with contextlib.AsyncExitStack() as stack:
         await _listen_at_proxy_port(stack, wiring.listen(session, port), port)
         answer = await trigger(url, spec.task_prompt, headers=headers, timeout_s=timeout_s)

@@ -2,11 +2,25 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import contextlib
+import os
+from collections.abc import Iterator, Mapping, Sequence
 
 from flowproof_cli.cassette.upstream import KEY_VARIABLES, UPSTREAM_VARIABLES, record_keys
 from flowproof_cli.errors import ConfigError
-from flowproof_cli.spec.variables import PROMPT_HANDLE
+from flowproof_cli.process import (
+    ARG_LIMIT,
+    encoded_size,
+    fits_one_string,
+    held_temp_folder,
+    remove_held_folder,
+)
+from flowproof_cli.spec.variables import (
+    PROMPT_FILE_HANDLE,
+    PROMPT_FILE_VARIABLE,
+    PROMPT_HANDLE,
+    PROMPT_VARIABLE,
+)
 
 PLACEHOLDER_KEY = "flowproof-placeholder-key"
 
@@ -36,19 +50,54 @@ def proxy_handles(port: int) -> dict[str, str]:
     return {"proxy_url": f"{base}/v1", "proxy_url_no_v1": base}
 
 
-def runtime_handles(port: int, prompt: str, mcp: Mapping[str, str] | None = None) -> dict[str, str]:
+def runtime_handles(
+    port: int, prompt: str, mcp: Mapping[str, str] | None = None, *, prompt_file: str = ""
+) -> dict[str, str]:
     """Every `${flowproof.*}` handle `agent.command` and `agent.env` may use: the proxy's,
-    the task (`prompt`, the same text as FLOWPROOF_PROMPT) and the MCP servers' (`mcp`)."""
-    return {**proxy_handles(port), PROMPT_HANDLE: prompt, **(mcp or {})}
+    the task (`prompt`, the same text as FLOWPROOF_PROMPT, and `prompt_file`, the file
+    holding it) and the MCP servers' (`mcp`)."""
+    handles = {**proxy_handles(port), PROMPT_HANDLE: prompt}
+    if prompt_file:
+        handles[PROMPT_FILE_HANDLE] = prompt_file
+    return {**handles, **(mcp or {})}
 
 
-def injected_variables(port: int, prompt: str) -> dict[str, str]:
+@contextlib.contextmanager
+def task_file(prompt: str) -> Iterator[str]:
+    """A private file holding the task (FLOWPROOF_PROMPT_FILE), removed when the agent is
+    done (by the keeper if flowproof is killed): the one way to hand an agent a task larger
+    than one environment string carries."""
+    folder = held_temp_folder("flowproof-task-")
+    try:
+        path = os.path.join(folder, "prompt.txt")
+        with open(path, "w", encoding="utf-8", newline="") as stream:
+            stream.write(prompt)
+        yield path
+    finally:
+        remove_held_folder(folder)
+
+
+def prompt_note(prompt: str) -> str | None:
+    """Why FLOWPROOF_PROMPT is not set for this task, or None when it is."""
+    if fits_one_string(f"{PROMPT_VARIABLE}={prompt}"):
+        return None
+    size = encoded_size(f"{PROMPT_VARIABLE}={prompt}")
+    return (
+        f"{PROMPT_VARIABLE} is not set: the task is {size:,} bytes as a variable, and "
+        f"{ARG_LIMIT}; the agent can read it from the file named by {PROMPT_FILE_VARIABLE}"
+    )
+
+
+def injected_variables(port: int, prompt: str, prompt_file: str = "") -> dict[str, str]:
     handles = proxy_handles(port)
     injected = dict.fromkeys(OPENAI_URL_VARIABLES, handles["proxy_url"])
     injected.update(dict.fromkeys(ANTHROPIC_URL_VARIABLES, handles["proxy_url_no_v1"]))
     injected.update(dict.fromkeys(GEMINI_URL_VARIABLES, handles["proxy_url_no_v1"]))
     injected.update(dict.fromkeys(PLACEHOLDER_KEY_VARIABLES, PLACEHOLDER_KEY))
-    injected["FLOWPROOF_PROMPT"] = prompt
+    if prompt_file:
+        injected[PROMPT_FILE_VARIABLE] = prompt_file
+    if prompt_note(prompt) is None:  # else too long for exec: the file alone carries it
+        injected[PROMPT_VARIABLE] = prompt
     return injected
 
 
@@ -92,6 +141,7 @@ def agent_environment(
     prompt: str,
     spec_env: Mapping[str, str],
     mcp: Mapping[str, str] | None = None,
+    prompt_file: str = "",
 ) -> dict[str, str]:
     """Inherited environment, minus flowproof's keys, plus the injection (the model proxy,
     then `mcp`: FLOWPROOF_MCP_SERVER_<NAME> / FLOWPROOF_MCP_URL_<NAME>); `agent.env` last.
@@ -103,7 +153,9 @@ def agent_environment(
         for k, v in inherited.items()
         if k not in REMOVED_VARIABLES
     }
-    environment.update(injected_variables(port, prompt))
+    for name in (PROMPT_VARIABLE, PROMPT_FILE_VARIABLE):  # never an inherited task
+        environment.pop(name, None)
+    environment.update(injected_variables(port, prompt, prompt_file))
     environment.update(mcp or {})
     environment.update(spec_env)
     return environment

@@ -15,13 +15,16 @@ Two semantics, chosen by `in_directory`:
 from __future__ import annotations
 
 import asyncio
+import errno
+import math
+import os
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from flowproof_cli.errors import FlowproofError, TraceError
+from flowproof_cli.errors import ConfigError, FlowproofError, TraceError
 from flowproof_cli.evidence.records import file_sha256, with_evidence
 from flowproof_cli.match.build import Declared
 from flowproof_cli.mode import Mode
@@ -87,6 +90,11 @@ def plan_jobs(
     Every suite is prepared once, before any flow runs: a broken suite (bad `suite.yaml`,
     failing `env_from`) stops the whole run here with its error (exit 2).
     """
+    if timeout_s is not None and not (math.isfinite(timeout_s) and timeout_s > 0):
+        raise ConfigError(
+            f"the timeout {timeout_s!r} is not a number of seconds > 0. Fix: give a finite "
+            "number of seconds, e.g. 300, or none for the spec's own"
+        )
     suites: dict[Path | None, Suite] = {}
     jobs: list[FlowJob] = []
     for spec_path in spec_paths:
@@ -154,16 +162,36 @@ def error_row(job: FlowJob, message: str, name: str | None = None) -> FlowResult
 
 def skip_reason(spec: FlowSpec, job: FlowJob) -> str | None:
     """Why this flow does not run at all, or None. An empty variable counts as unset (CI
-    systems set a missing secret to the empty string)."""
+    systems set a missing secret to the empty string). A trace path that is a broken link
+    is an error, not a missing trace."""
     missing = [name for name in spec.skip_unless_env if not job.environ.get(name)]
     if missing:
         return f"not set: {', '.join(missing)} (skip_unless_env)"
     if job.mode is Mode.REPLAY and not job.trace_path.exists():
         command = f"flowproof record {job.spec_path}"
+        link = _broken_link(job.trace_path)
+        if link:  # something is there, broken: that flow's error, in a directory run too
+            raise TraceError(
+                f"no trace at {job.trace_path}: it is {link}. Fix: remove it, then record: "
+                f"{command}"
+            )
         if not job.in_directory:
             raise TraceError(f"no trace at {job.trace_path}; record it first: {command}")
         return f"no trace; record it: {command}"
     return None
+
+
+def _broken_link(path: Path) -> str:
+    """What a trace path that exists as a name but leads to no file is, in words ('' when
+    there is nothing at the path at all)."""
+    if not os.path.islink(path):
+        return ""
+    try:
+        os.stat(path)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return "a symbolic link loop"
+    return f"a symbolic link to {os.readlink(path)}, which does not exist"
 
 
 async def _execute(job: FlowJob, hub: LazyHub) -> FlowResult:

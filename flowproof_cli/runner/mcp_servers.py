@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from flowproof_cli.cassette.upstream import upstream_timeout
-from flowproof_cli.errors import SpecError
+from flowproof_cli.errors import ConfigError, SpecError
 from flowproof_cli.mcp.capture import (
     call_count,
     client_messages,
@@ -39,7 +39,9 @@ from flowproof_cli.mcp.replayer import Replayer
 from flowproof_cli.mcp.stdio import ERROR, REFUSED, StandinSession
 from flowproof_cli.mode import Mode
 from flowproof_cli.process import held_temp_folder, remove_held_folder, split_command
+from flowproof_cli.spec.fields import url_problem
 from flowproof_cli.spec.models import McpServerSpec
+from flowproof_cli.spec.variables import find_variables
 
 
 def standin_command(server: str, session_file: Path, python: str | None = None) -> list[str]:
@@ -212,7 +214,7 @@ class HttpServer(McpServer):
         self.session: HttpMcpSession = (
             HttpRecordSession(
                 spec.name,
-                url=spec.resolved_url(environ),
+                url=_dialable(spec, environ),
                 mocks=spec.mocks,
                 timeout_s=upstream_timeout(environ),
             )
@@ -254,6 +256,21 @@ class HttpServer(McpServer):
 
     def close(self) -> None:
         self.session.close()
+
+
+def _dialable(spec: McpServerSpec, environ: Mapping[str, str]) -> str:
+    """The server's URL with its `${VAR}` resolved, refused (naming the variables, never
+    their values) when it is no http(s) URL flowproof can dial."""
+    url = spec.resolved_url(environ)
+    problem = url_problem(url)
+    if problem is not None:
+        variables = ", ".join(find_variables(spec.url or ""))
+        raise ConfigError(
+            f"mcp.{spec.name}.url resolves to no http(s) URL: {problem} (its value comes from "
+            f"{variables}). Fix: set {variables} to the server's URL, e.g. "
+            "http://127.0.0.1:8931/mcp"
+        )
+    return url
 
 
 class McpServers:

@@ -27,7 +27,7 @@ from typing import Any, Literal
 
 from flowproof_cli.errors import ConfigError
 from flowproof_cli.match.build import Declared
-from flowproof_cli.process import GROUP, KEEPER, MARKER
+from flowproof_cli.process import GROUP, KEEPER, MARKER, NUL
 from flowproof_cli.runner.command import tail_lines
 from flowproof_cli.runner.termination import raising_on_sigterm
 from flowproof_cli.spec.suite import load_suite
@@ -101,6 +101,12 @@ def _env_from(command: str, suite_path: Path, environ: dict[str, str]) -> dict[s
             raise ConfigError(
                 f"{where} printed line {number} `{text}`, which is not KEY=VALUE. Fix: print "
                 "only `KEY=VALUE` lines (blank lines and `#` comments are ignored)"
+            )
+        if "\x00" in match.group(2):
+            raise ConfigError(
+                f"{where} printed line {number} setting {match.group(1)} to a value that "
+                f"holds the character {NUL}, which no environment variable can hold. Fix: "
+                "print the value without it"
             )
         added[match.group(1)] = match.group(2)
     return added

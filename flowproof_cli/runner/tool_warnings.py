@@ -23,7 +23,12 @@ from collections.abc import Iterator, Set
 from flowproof_cli.quoting import odd_note, skeleton, unmasked
 from flowproof_cli.runner.environment import proxy_handles
 from flowproof_cli.spec import FlowSpec, NoToolCallStep, ToolCallStep
-from flowproof_cli.spec.variables import PROMPT_HANDLE, closest_handle, find_handles
+from flowproof_cli.spec.variables import (
+    PROMPT_FILE_HANDLE,
+    PROMPT_HANDLE,
+    closest_handle,
+    find_handles,
+)
 
 PREFIX = "warning: "
 
@@ -102,7 +107,7 @@ def _all_handles(spec: FlowSpec) -> list[str]:
         f"mcp_server.{server.name}" if server.transport == "stdio" else f"mcp_url.{server.name}"
         for server in spec.mcp
     ]
-    return [PROMPT_HANDLE, *proxy_handles(0), *mcp]
+    return [PROMPT_HANDLE, PROMPT_FILE_HANDLE, *proxy_handles(0), *mcp]
 
 
 def _handle_warning(spec: FlowSpec, where: str, name: str, known: list[str]) -> str:

@@ -7,6 +7,7 @@ passes use the nodes: a key check that names unknown or duplicate keys at their 
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from types import UnionType
 from typing import Any, Union, get_args, get_origin
@@ -37,6 +38,12 @@ def read_text(path: Path | str, what: str = "the file") -> str:
     try:
         return limits.decode_utf8(limits.read_limited(Path(path), limits.MAX_SPEC_BYTES))
     except FileNotFoundError:
+        if os.path.islink(path):
+            raise SpecError(
+                f"it is a symbolic link to {os.readlink(path)}, which does not exist. Fix: "
+                "point the link at the file, or remove it",
+                path=str(path),
+            ) from None
         raise SpecError("file not found. Fix: check the path", path=str(path)) from None
     except OSError as exc:
         raise SpecError(
@@ -101,6 +108,7 @@ def _compose_checked(text: str) -> tuple[yaml.Node | None, Any]:
         if root is None:
             return None, None
         limits.check_graph(root, max_depth=limits.MAX_SPEC_DEPTH)
+        limits.check_surrogates(root)
         return root, loader.construct_document(root)
     finally:
         loader.dispose()
@@ -301,7 +309,10 @@ def _describe(error: ErrorDetails, loc: _Loc) -> str:
             "YAML reads as something else (yes, no, on, off, numbers, null)"
         )
     if kind in ("greater_than", "float_type", "float_parsing", "finite_number"):
-        return f"{field} must be a number of seconds > 0, got {value!r}. Fix: e.g. `timeout: 300`"
+        return (
+            f"{field} must be a finite number of seconds > 0, got {value!r}. Fix: e.g. "
+            "`timeout: 300`"
+        )
     if kind == "bool_type":
         return f"{field} must be true or false, got {value!r}. Fix: write `true` or `false`"
     if kind == "list_type":

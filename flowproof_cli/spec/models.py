@@ -38,6 +38,13 @@ from pydantic import (
 
 from flowproof_cli.dialects.base import ResultSequence
 from flowproof_cli.errors import SpecError
+from flowproof_cli.process import (
+    ARG_LIMIT,
+    BIG_DATA_FIX,
+    encoded_size,
+    env_name_problem,
+    fits_one_string,
+)
 from flowproof_cli.quoting import (
     closest_name,
     looks_alike,
@@ -47,12 +54,20 @@ from flowproof_cli.quoting import (
     unmasked,
 )
 from flowproof_cli.spec.fields import (
+    HEADER_FIX,
     first_repeat,
+    header_problem,
+    key_not_text,
     listed,
+    not_a_variable_name,
+    nul_problem,
     optional,
     optional_list,
     optional_port,
     optional_text,
+    shown_key,
+    url_fix,
+    url_problem,
 )
 from flowproof_cli.spec.grammar import (
     ReplyAssertion,
@@ -62,7 +77,7 @@ from flowproof_cli.spec.grammar import (
 )
 from flowproof_cli.spec.match import MatchSpec
 from flowproof_cli.spec.problems import SPEC_ERROR_TYPE, spec_problem
-from flowproof_cli.spec.variables import resolve_variables
+from flowproof_cli.spec.variables import PROMPT_HANDLE, find_handles, resolve_variables
 
 DEFAULT_TIMEOUT = 300.0
 
@@ -129,6 +144,52 @@ class AgentSpec(_Model):
                     (index,),
                 ) from None
         return entries
+
+    @field_validator("command", mode="after")
+    @classmethod
+    def _command_exec_can_pass(cls, command: str | None) -> str | None:
+        problem = nul_problem(command or "", "`agent.command`")
+        if problem is not None:
+            raise spec_problem(problem)
+        return command
+
+    @field_validator("env", mode="after")
+    @classmethod
+    def _env_exec_can_pass(cls, env: dict[str, str]) -> dict[str, str]:
+        for name, value in env.items():
+            bad_name = env_name_problem(name)
+            if bad_name is not None:
+                meant = name.split("=", 1)[0] if "=" in name.lstrip("=") else ""
+                fix = (
+                    f"name the variable `{meant}` and put the rest in its value"
+                    if meant and "\x00" not in meant
+                    else "write a name of letters, digits and `_`"
+                )
+                raise spec_problem(f"the `agent.env` name {bad_name}. Fix: {fix}", (name,))
+            problem = nul_problem(value, f"`agent.env.{name}`")
+            if problem is not None:
+                raise spec_problem(problem, (name,))
+        return env
+
+    @field_validator("headers", mode="after")
+    @classmethod
+    def _sendable_headers(cls, headers: dict[str, str]) -> dict[str, str]:
+        for name, value in headers.items():
+            problem = header_problem(name, value)
+            if problem is not None:
+                raise spec_problem(f"`agent.headers`: {problem}. {HEADER_FIX}", (name,))
+        return headers
+
+    @field_validator("url", mode="after")
+    @classmethod
+    def _dialable_url(cls, url: str | None) -> str | None:
+        problem = url_problem(url) if url is not None else None
+        if problem is not None:
+            raise spec_problem(
+                f"`agent.url` {url!r} is not an http(s) URL: {problem}. "
+                + url_fix("http://127.0.0.1:8000/run")
+            )
+        return url
 
     @property
     def declares_egress(self) -> bool:
@@ -212,13 +273,24 @@ class AgentSpec(_Model):
         return resolve_variables(host, environ, where="agent.allow_egress").strip()
 
 
-def _check_json(value: Any, what: str = "the result") -> Any:
+def _check_json(value: Any, what: str = "the result", at: tuple[str | int, ...] = ()) -> Any:
+    """`value` is JSON with text keys (a number key would pass json.dumps as text, and then
+    break every sorted dump of the mocks, at record and at replay alike)."""
+    found = key_not_text(value)
+    if found is not None:
+        key, path = found
+        raise spec_problem(
+            f"{what} has the key {shown_key(key)}, and JSON keys are text. Fix: quote it: "
+            f"`'{shown_key(key).split(' ')[0]}': ...`",
+            (*at, *path),
+        )
     try:
         json.dumps(value, allow_nan=False)
     except (TypeError, ValueError):
         raise spec_problem(
             f"{what} is not JSON (a YAML tag or a set?). Fix: use strings, numbers, "
-            "booleans, null, lists and mappings only"
+            "booleans, null, lists and mappings only",
+            at,
         ) from None
     return value
 
@@ -262,7 +334,7 @@ class ToolSpec(_Model):
                 "least one value, or remove `results` to declare the tool without mocking it"
             )
         for index, item in enumerate(value):
-            _check_json(item, f"result {index + 1} of `results`")
+            _check_json(item, f"result {index + 1} of `results`", (index,))
         return value
 
     @model_validator(mode="after")
@@ -397,6 +469,26 @@ class McpServerSpec(_Model):
         "Tools of this server; a `result` (or `results`, one per call) mocks the tool "
         "(never forwarded)."
     )
+
+    @field_validator("command", mode="after")
+    @classmethod
+    def _command_exec_can_pass(cls, command: str | None) -> str | None:
+        problem = nul_problem(command or "", "the MCP server's `command`")
+        if problem is not None:
+            raise spec_problem(problem)
+        return command
+
+    @field_validator("url", mode="after")
+    @classmethod
+    def _dialable_url(cls, url: str | None) -> str | None:
+        """A URL written out is checked here; one from `${VAR}` when it is resolved."""
+        problem = url_problem(url) if url is not None and "${" not in url else None
+        if problem is not None:
+            raise spec_problem(
+                f"the MCP server's `url` {url!r} is not an http(s) URL: {problem}. "
+                + url_fix("http://127.0.0.1:8931/mcp")
+            )
+        return url
 
     @model_validator(mode="after")
     def _one_transport(self) -> Self:
@@ -590,7 +682,7 @@ class ToolCallMatch(_Model):
         for key in ("args", "args_exact"):
             expected = getattr(self, key)
             if expected is not None:
-                _check_json(expected, f"`{key}`")
+                _check_json(expected, f"`{key}`", (key,))
         return self
 
     @model_serializer(mode="wrap")
@@ -899,10 +991,14 @@ class FlowSpec(_Model):
         ),
     )
     timeout: float = Field(
-        default=DEFAULT_TIMEOUT, gt=0, description="Seconds the agent may run before it fails."
+        default=DEFAULT_TIMEOUT,
+        gt=0,
+        allow_inf_nan=False,
+        description="Seconds the agent may run before it fails.",
     )
     skip_unless_env: list[str] = listed(
-        "Skip the flow (reported as skipped) unless all these variables are set."
+        "Skip the flow (reported as skipped) unless all these variables are set: their "
+        "names (`STAGING_URL`), not `${STAGING_URL}`."
     )
     control: ControlSpec | None = optional(
         "`{id, title?, description?}`: this flow evidences a control; each run records "
@@ -950,6 +1046,42 @@ class FlowSpec(_Model):
         lines = context.get("step_lines") or []
         for step, line in zip(self.steps, lines, strict=False):
             step._line = line
+        return self
+
+    @field_validator("skip_unless_env", mode="after")
+    @classmethod
+    def _variable_names(cls, names: list[str]) -> list[str]:
+        for index, name in enumerate(names):
+            problem = not_a_variable_name(name)
+            if problem is not None:
+                raise spec_problem(f"`skip_unless_env` entry {name!r} {problem}", (index,))
+        return names
+
+    @model_validator(mode="after")
+    def _task_exec_can_pass(self) -> Self:
+        """A command agent gets the task in its environment (FLOWPROOF_PROMPT) and where
+        `${flowproof.prompt}` is written: each must be a string exec can pass."""
+        if self.agent.command is None:
+            return self  # a url agent gets it in a JSON body, which carries anything
+        carrier = (
+            "no environment variable can hold, and a command agent gets the task as "
+            "FLOWPROOF_PROMPT"
+        )
+        for index, step in enumerate(self.steps):
+            if isinstance(step, PromptStep) and "\x00" in step.prompt:
+                problem = nul_problem(step.prompt, "the prompt", carrier)
+                raise spec_problem(str(problem), ("steps", index, "prompt"))
+        task, agent = self.task_prompt, self.agent
+        places: list[tuple[str, tuple[str, ...], str, str]]
+        places = [("`agent.command`", ("command",), "", str(agent.command))]
+        places += [(f"`agent.env.{k}`", ("env", k), f"{k}=", v) for k, v in agent.env.items()]
+        for where, at, prefix, text in places:
+            if PROMPT_HANDLE in find_handles(text) and not fits_one_string(prefix + task):
+                raise spec_problem(
+                    f"{where} passes the task with ${{flowproof.{PROMPT_HANDLE}}}, and the task "
+                    f"is {encoded_size(task) - 1:,} bytes; {ARG_LIMIT}. {BIG_DATA_FIX}",
+                    ("agent", *at),
+                )
         return self
 
     def _check_mcp(self) -> None:

@@ -11,10 +11,17 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+)
 
 from flowproof_cli.errors import SpecError
-from flowproof_cli.spec.fields import optional_text
+from flowproof_cli.spec.fields import nul_problem, optional_text
 from flowproof_cli.spec.loader import (
     _check_duplicates,
     _check_keys,
@@ -56,14 +63,25 @@ class SuiteSpec(BaseModel):
     @field_validator("env")
     @classmethod
     def _variable_names(cls, env: dict[str, str]) -> dict[str, str]:
-        for name in env:
+        for name, value in env.items():
             if not _VARIABLE_NAME.fullmatch(name):
                 raise spec_problem(
                     f"`{name}` is not a variable name. Fix: use letters, digits and `_`, "
                     "not starting with a digit",
                     (name,),
                 )
+            problem = nul_problem(value, f"`env.{name}`")
+            if problem is not None:
+                raise spec_problem(problem, (name,))
         return env
+
+    @field_validator("env_from", "before_each", "after_each")
+    @classmethod
+    def _shell_can_take(cls, command: str | None, info: ValidationInfo) -> str | None:
+        problem = nul_problem(command or "", f"`{info.field_name}`", "no shell command can hold")
+        if problem is not None:
+            raise spec_problem(problem)
+        return command
 
 
 def load_suite(path: Path | str) -> SuiteSpec:

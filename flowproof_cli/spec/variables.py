@@ -7,7 +7,8 @@ Only the `${NAME}` form is substituted (NAME = letters, digits, `_`, not startin
 `$NAME`, `$$` and anything else pass through untouched. `${flowproof.NAME}` is a handle that
 flowproof itself provides (e.g. `${flowproof.proxy_url}`), never an environment variable.
 `${FLOWPROOF_PROMPT}` is refused: flowproof sets that variable for the agent, it never reads
-it, and a spec that wants the task writes `${flowproof.prompt}`.
+it, and a spec that wants the task writes `${flowproof.prompt}` (likewise
+`${FLOWPROOF_PROMPT_FILE}` and `${flowproof.prompt_file}`).
 """
 
 from __future__ import annotations
@@ -21,6 +22,12 @@ from flowproof_cli.errors import ConfigError
 HANDLE_PREFIX = "flowproof."
 PROMPT_HANDLE = "prompt"  # `${flowproof.prompt}`: the joined task
 PROMPT_VARIABLE = "FLOWPROOF_PROMPT"  # what the agent reads; a spec cannot
+PROMPT_FILE_HANDLE = "prompt_file"  # `${flowproof.prompt_file}`: the file holding the task
+PROMPT_FILE_VARIABLE = "FLOWPROOF_PROMPT_FILE"  # the same file, for the agent
+_SET_FOR_THE_AGENT = {
+    PROMPT_VARIABLE: "the task",
+    PROMPT_FILE_VARIABLE: "the path of the file holding the task",
+}
 
 # A handle may name an MCP server after a second dot: `${flowproof.mcp_url.files-v2}`.
 _REFERENCE = re.compile(
@@ -80,11 +87,13 @@ def resolve_variables(
                 return handles[handle]
             return match.group(0)
         place = f" (used in {where})" if where else ""
-        if name == PROMPT_VARIABLE:
+        if name in _SET_FOR_THE_AGENT:
+            handle = PROMPT_HANDLE if name == PROMPT_VARIABLE else PROMPT_FILE_HANDLE
             raise ConfigError(
-                f"${{{PROMPT_VARIABLE}}}{place} is the variable flowproof sets for the agent, "
-                "not one a spec can read. Fix: write ${flowproof.prompt} instead: the task, "
-                "as one argument in agent.command or as a value in agent.env"
+                f"${{{name}}}{place} is the variable flowproof sets for the agent, not one a "
+                f"spec can read. Fix: write ${{flowproof.{handle}}} instead: "
+                f"{_SET_FOR_THE_AGENT[name]}, as one argument in agent.command or as a value "
+                "in agent.env"
             )
         if name in environ:
             return environ[name]

@@ -11,7 +11,9 @@ trace loaders turn it into their own error with the file name and a fix.
 
 from __future__ import annotations
 
+import errno
 import os
+import re
 import stat
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,6 +34,7 @@ MAX_TRACE_DEPTH = 128
 #: a repeated list or mapping everything below it. Without aliases nothing is added.
 MAX_ALIAS_EXPANSION = 1_000_000
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
 _CONTROL_NAMES = {0x00: "NUL", 0x07: "BEL", 0x08: "BS", 0x0B: "VT", 0x0C: "FF", 0x1B: "ESC"}
 _CONTROL_NAMES[0x7F] = "DEL"
 
@@ -60,14 +63,40 @@ def mb(limit: int) -> str:
     return f"{limit >> 20} MiB"
 
 
+_KINDS = (
+    (stat.S_ISDIR, "a folder"),
+    (stat.S_ISFIFO, "a FIFO (named pipe)"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+)
+
+
+def what_it_is(path: Path | str, mode: int) -> str:
+    """`path` (stat mode `mode`, not a regular file) in words: a FIFO, a device, or a
+    symbolic link to one, named by its target."""
+    kind = next((name for test, name in _KINDS if test(mode)), "not a file")
+    if os.path.islink(path):
+        return f"a symbolic link to {os.readlink(path)}, {kind}"
+    return kind
+
+
 def check_regular(path: Path, limit: int) -> None:
     """Refuse, from its stat alone, anything but a regular file of at most `limit` bytes: a
     FIFO or a device would block the open or never end, and an oversized file is refused
-    without reading it. OSError (missing, unreadable) propagates for the caller to word."""
-    info = os.stat(path)
+    without reading it. A symbolic link loop is said to be one; other OSErrors (missing,
+    unreadable) propagate for the caller to word."""
+    try:
+        info = os.stat(path)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise YamlRefused(
+                "it is a symbolic link loop, not a regular file", fix=_NOT_REGULAR
+            ) from None
+        raise
     if not stat.S_ISREG(info.st_mode):
         raise YamlRefused(
-            "it is not a regular file (a folder, a FIFO or a device?)", fix=_NOT_REGULAR
+            f"it is {what_it_is(path, info.st_mode)}, not a regular file", fix=_NOT_REGULAR
         )
     if info.st_size > limit:
         raise YamlRefused(
@@ -122,6 +151,30 @@ def control_character(
         line,
         "Fix: delete it, or write it as an escape inside a double-quoted string (e.g. `\\x1b`)",
     )
+
+
+def check_surrogates(root: Node | None) -> None:
+    """Refuse a lone UTF-16 surrogate (U+D800 to U+DFFF), which only an escape such as
+    `"\\ud800"` writes: no UTF-8 text can carry it, so no argument, variable, request body
+    or trace could hold the value. Each node is looked at once, aliases or not."""
+    seen: set[int] = set()
+    stack = [root] if root is not None else []
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        if isinstance(node, ScalarNode):
+            bad = _SURROGATE.search(str(node.value))
+            if bad is not None:
+                raise YamlRefused(
+                    f"the escape for U+{ord(bad.group()):04X} writes a lone surrogate, half of "
+                    "a UTF-16 pair and no character, which no UTF-8 text can carry",
+                    line_of(node),
+                    "Fix: write the character itself, or its `\\U` escape (e.g. `\\U0001F600`)",
+                )
+        else:
+            stack.extend(_children(node))
 
 
 # --- the node graph ---------------------------------------------------------------------

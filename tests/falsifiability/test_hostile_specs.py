@@ -18,6 +18,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from flowproof_cli.errors import SpecError
+from flowproof_cli.process import exec_problem
+from flowproof_cli.spec.fields import VARIABLE_NAME
 from flowproof_cli.spec.grammar import compile_regex, parse_reply_assertion, parse_tool_assertion
 from flowproof_cli.spec.loader import load_spec, parse_spec
 from flowproof_cli.spec.models import FlowSpec
@@ -371,6 +373,47 @@ def test_random_yaml_trees_load_or_are_refused_with_a_line(tree: Any) -> None:
 def test_random_text_loads_or_is_refused_with_a_line(text: str) -> None:
     loads_or_refuses(text)
     loads_or_refuses(text, parse_suite)
+
+
+_EXEC_TEXT = st.text(alphabet=st.sampled_from("aZ_1=\x00 $"), max_size=6)
+
+
+@PROPERTY
+@given(
+    st.dictionaries(st.one_of(_EXEC_TEXT, st.text(max_size=4)), _EXEC_TEXT, max_size=3),
+    _EXEC_TEXT,
+    _EXEC_TEXT,
+)
+def test_a_spec_that_loads_gives_exec_only_what_it_can_pass(
+    env: dict[str, str], command: str, prompt: str
+) -> None:
+    """NUL and `=` in `agent.env` names and values, `agent.command` and the prompt: a spec
+    either loads with values exec accepts, or is refused at a line."""
+    document = {
+        "name": "n",
+        "app": "agent",
+        "agent": {"command": f"a{command}", "env": env},
+        "steps": [{"prompt": f"p{prompt}"}],
+    }
+    try:
+        spec = parse_spec(yaml.safe_dump(document, allow_unicode=True), "h.flow.yaml")
+    except SpecError as error:
+        assert error.line is not None and "Fix:" in error.detail, str(error)
+        return
+    env_as_given = {**spec.agent.env, "FLOWPROOF_PROMPT": spec.task_prompt}
+    assert exec_problem([str(spec.agent.command)], env_as_given) is None
+
+
+@PROPERTY
+@given(st.lists(st.one_of(_EXEC_TEXT, st.text(max_size=8)), min_size=1, max_size=3))
+def test_skip_unless_env_loads_only_variable_names(entries: list[str]) -> None:
+    text = yaml.safe_dump({"skip_unless_env": entries}, allow_unicode=True) + HEAD
+    try:
+        spec = parse_spec(text + "steps: [{prompt: hi}]\n", "h.flow.yaml")
+    except SpecError as error:
+        assert error.line is not None and "Fix:" in error.detail, str(error)
+        return
+    assert all(VARIABLE_NAME.fullmatch(name) for name in spec.skip_unless_env)
 
 
 _WORDS = st.sampled_from(

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from flowproof_cli.errors import AgentStartError, ConfigError
-from flowproof_cli.process import OUTPUT_TAIL, split_command
+from flowproof_cli.process import MAX_ARG_STRLEN, OUTPUT_TAIL, split_command
 from flowproof_cli.runner.command import AgentOutcome, resolve_argv, run_agent
 
 ENV = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LC_ALL": "C"}
@@ -183,6 +183,40 @@ def test_non_executable_file_is_named(tmp_path: Path) -> None:
     with pytest.raises(AgentStartError) as info:
         run([str(script)], tmp_path)
     assert str(info.value) == f"cannot start the agent: {str(script)!r} is not executable"
+
+
+@pytest.mark.parametrize(
+    ("argv", "env", "named"),
+    [
+        (["sh", "a\x00b"], {}, "argument 1 of its command line holds the character U+0000"),
+        (["sh"], {"A=B": "x"}, "the environment variable name `A=B` holds `=`"),
+        (["sh"], {"": "x"}, "the environment variable name is empty"),
+        (["sh"], {"BAD": "a\x00b"}, "the environment variable BAD holds the character U+0000"),
+        (["sh"], {"SUR": "\ud800"}, "the environment variable SUR holds U+D800, a lone surrogate"),
+        (["sh", "x" * MAX_ARG_STRLEN], {}, "argument 1 of its command line is 131,073 bytes"),
+        (["sh"], {"BIG": "x" * MAX_ARG_STRLEN}, "the environment variable BIG is 131,077 bytes"),
+    ],
+)
+def test_what_exec_cannot_carry_is_named_before_the_spawn(
+    tmp_path: Path, argv: list[str], env: dict[str, str], named: str
+) -> None:
+    """A ValueError, UnicodeEncodeError or a bare "Argument list too long" before this."""
+    with pytest.raises(AgentStartError) as info:
+        asyncio.run(run_agent(argv, env=env, cwd=tmp_path, timeout_s=30))
+    assert str(info.value).startswith(f"cannot start the agent: {named}")
+    assert "Fix:" in str(info.value)
+
+
+def test_a_total_over_arg_max_names_the_limit_and_the_largest_variable(tmp_path: Path) -> None:
+    limit = os.sysconf("SC_ARG_MAX")
+    env = {f"V{n}": "x" * 100_000 for n in range(limit // 100_000 + 2)}
+    env["LARGEST"] = "x" * 120_000
+    with pytest.raises(AgentStartError) as info:
+        run(["sh", "-c", "true"], tmp_path, **env)
+    message = str(info.value)
+    assert f"over the system's limit ({limit:,} bytes, ARG_MAX)" in message
+    assert "the largest variable is LARGEST" in message
+    assert "FLOWPROOF_PROMPT_FILE" in message
 
 
 # --- run_agent: outcome -------------------------------------------------------------------

@@ -2,17 +2,22 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from flowproof_cli.cassette import Upstream
 from flowproof_cli.cassette.upstream import upstream_from_environment
 from flowproof_cli.dialects.openai_chat import OpenAIChat
 from flowproof_cli.errors import ConfigError
+from flowproof_cli.process import MAX_ARG_STRLEN
 from flowproof_cli.runner.environment import (
     PLACEHOLDER_KEY,
     agent_environment,
+    prompt_note,
     proxy_handles,
     runtime_handles,
+    task_file,
     wiring_hint,
 )
 from flowproof_cli.spec import parse_spec
@@ -50,6 +55,41 @@ def test_injected_variables() -> None:
     assert env["ANTHROPIC_API_KEY"] == PLACEHOLDER_KEY
     assert PLACEHOLDER_KEY == "flowproof-placeholder-key"
     assert env["FLOWPROOF_PROMPT"] == "What's the weather?"
+
+
+def test_the_task_is_in_its_file_and_in_flowproof_prompt_while_it_fits() -> None:
+    env = agent_environment(
+        {**INHERITED, "FLOWPROOF_PROMPT": "outer", "FLOWPROOF_PROMPT_FILE": "/outer"},
+        port=PORT,
+        prompt="short",
+        spec_env={},
+        prompt_file="/tmp/task/prompt.txt",
+    )
+    assert env["FLOWPROOF_PROMPT"] == "short"
+    assert env["FLOWPROOF_PROMPT_FILE"] == "/tmp/task/prompt.txt"
+    assert prompt_note("short") is None
+
+
+def test_a_task_no_variable_can_hold_is_left_to_its_file() -> None:
+    big = "x" * (MAX_ARG_STRLEN - len("FLOWPROOF_PROMPT="))  # one byte over, with the NUL
+    env = agent_environment(
+        {**INHERITED, "FLOWPROOF_PROMPT": "outer"}, port=PORT, prompt=big, spec_env={}
+    )
+    assert "FLOWPROOF_PROMPT" not in env  # neither this task nor an inherited one
+    note = prompt_note(big)
+    assert note is not None and "FLOWPROOF_PROMPT is not set" in note
+    assert "MAX_ARG_STRLEN" in note and "FLOWPROOF_PROMPT_FILE" in note
+    fits = big[:-1]
+    assert prompt_note(fits) is None
+    assert agent_environment(INHERITED, port=PORT, prompt=fits, spec_env={})["FLOWPROOF_PROMPT"]
+
+
+def test_the_task_file_holds_the_task_and_is_removed_after() -> None:
+    task = "a task\nwith ünïcode and\r\nline ends"
+    with task_file(task) as path:
+        assert Path(path).read_bytes() == task.encode("utf-8")
+        assert oct(Path(path).parent.stat().st_mode & 0o777) == "0o700"
+    assert not Path(path).parent.exists()
 
 
 def test_flowproof_record_configuration_is_removed() -> None:

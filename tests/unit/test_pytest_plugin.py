@@ -5,6 +5,7 @@ its failures reported as spec text and lines, and its skips as pytest skips.
 
 from __future__ import annotations
 
+import os
 import xml.etree.ElementTree as ET
 from collections.abc import Iterator
 from pathlib import Path
@@ -224,6 +225,29 @@ def test_a_broken_spec_is_its_items_error_not_a_collection_error(
     assert "Traceback" not in text
     result.stdout.fnmatch_lines(["*SKIPPED*not set: FLOWPROOF_TEST_UNSET (skip_unless_env)*"])
     assert skipped.is_file()
+
+
+def test_a_flow_that_is_not_a_regular_file_is_its_items_error(pytester: pytest.Pytester) -> None:
+    """pytest walks only regular files: a FIFO or a link to /dev/zero named like a flow is
+    still an item, whose error says what it is (never opened: a FIFO would block)."""
+    folder = pytester.path / "flows"
+    folder.mkdir()
+    os.mkfifo(folder / "pipe.flow.yaml")
+    (folder / "zero.flow.yaml").symlink_to("/dev/zero")
+    (folder / "loop.flow.yaml").symlink_to("loop.flow.yaml")
+    skip_unless = write_flow(folder, name="named", skip_unless_env=["${FLOWPROOF_TEST_UNSET}"])
+    result = pytester.runpytest_subprocess(*PLUGINS, "flows", timeout=120)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    assert outcomes(result) == {"failed": 4}
+    result.stdout.fnmatch_lines_random(
+        [
+            "*pipe.flow.yaml*it is a FIFO (named pipe), not a regular file*",
+            "*zero.flow.yaml*a symbolic link to /dev/zero, a character device, not a regular*",
+            "*loop.flow.yaml*it is a symbolic link loop, not a regular file*",
+            f"*{skip_unless.name}*Fix: write `FLOWPROOF_TEST_UNSET`*",
+        ]
+    )
+    assert "Traceback" not in result.stdout.str()
 
 
 def test_the_fixture_gives_the_verdict_of_a_skipped_flow(pytester: pytest.Pytester) -> None:

@@ -385,7 +385,7 @@ def test_empty_file(tmp_path: Path) -> None:
         (("app: agent", "app: web"), 2, "must be 'agent'"),
         (("command: run", "command: 42"), 4, "`agent.command` must be non-empty text"),
         (("name: n", "name: yes"), 1, "quote"),
-        (("name: n", "name: n\ntimeout: 0"), 2, "`timeout` must be a number of seconds > 0"),
+        (("name: n", "name: n\ntimeout: 0"), 2, "`timeout` must be a finite number of seconds > 0"),
         (("name: n", "name: n\nstrict: maybe"), 2, "`strict` must be true or false"),
         (("name: n", "name: n\ntools: {a: 1}"), 2, "`tools` must be a list"),
     ],

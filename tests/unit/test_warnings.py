@@ -170,8 +170,8 @@ def test_an_unknown_handle_lists_what_flowproof_provides() -> None:
     flow = agent_spec('command: agent\nenv: {M: "${flowproof.mcp_url.notes}"}\n')
     assert handle_warnings(flow) == [
         "warning: agent.env.M uses `${flowproof.mcp_url.notes}`, which flowproof does not "
-        "provide (it provides ${flowproof.prompt}, ${flowproof.proxy_url}, "
-        "${flowproof.proxy_url_no_v1} there; no MCP server `notes` is declared under `mcp:`); "
+        "provide (it provides ${flowproof.prompt}, ${flowproof.prompt_file}, "
+        "${flowproof.proxy_url}, ${flowproof.proxy_url_no_v1} there; no MCP server `notes` is declared under `mcp:`); "
         "it is passed on as written"
     ]
 

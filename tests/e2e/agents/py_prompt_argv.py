@@ -2,8 +2,9 @@
 
 It prints the arguments it got as JSON, then exits 5 unless exactly one arrived: a task
 split on its spaces or stripped of its quotes must fail the flow. With TASK_VARIABLE set, the
-task comes from that environment variable instead and no argument may arrive. The model is
-the `openai` SDK pointed at OPENAI_BASE_URL; the task is its one user message.
+task comes from that environment variable instead and no argument may arrive; with
+TASK_FILE_VARIABLE set, from the file that variable names. The model is the `openai` SDK
+pointed at OPENAI_BASE_URL; the task is its one user message.
 """
 
 from __future__ import annotations
@@ -19,7 +20,11 @@ def main() -> int:
     arguments = sys.argv[1:]
     print(json.dumps(arguments))
     variable = os.environ.get("TASK_VARIABLE")
-    if variable:
+    file_variable = os.environ.get("TASK_FILE_VARIABLE")
+    if file_variable:
+        with open(os.environ[file_variable], encoding="utf-8") as stream:
+            task, expected = stream.read(), 0
+    elif variable:
         task, expected = os.environ.get(variable, ""), 0
     else:
         task, expected = (arguments[0] if arguments else ""), 1
