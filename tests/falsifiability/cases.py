@@ -780,9 +780,9 @@ DRIVERS: tuple[Case, ...] = (
     ),
     _driver(
         "service-not-http",
-        ("driver:agent.url {} is not an http(s) URL", "error:ConfigError"),
-        "agent.url 'ftp://127.0.0.1/run' is not an http(s) URL. Fix: e.g. "
-        "http://127.0.0.1:8000/run",
+        ("driver:`agent.url` {} is not an http(s) URL", "error:SpecError"),
+        "`agent.url` 'ftp://127.0.0.1/run' is not an http(s) URL: its scheme is `ftp`, not "
+        "http or https. Fix: write e.g. http://127.0.0.1:8000/run",
         code=2,
         agent=_service("ftp://127.0.0.1/run"),
     ),

@@ -200,6 +200,10 @@ UNREACHABLE: dict[str, str] = {
         "dead code: no caller of Replayer.failures passes `variable` (the stdio server words "
         "its own `never spawned` failure, covered)"
     ),
+    "agent.url {} is not an http(s) URL. Fix: e.g. http://127.0.0.1:8000/run": (
+        "defensive: the spec loader refuses such an `agent.url` at its line first (the "
+        "driver-service-not-http case says that message)"
+    ),
     "{}: the matcher addon script ({}) could not be loaded": (
         "defensive: mitmproxy's loader logs the exception of every script that fails to load, "
         "and that message is the one worded (covered)"
