@@ -167,6 +167,9 @@ class AgentSpec(_Model):
                 )
                 raise spec_problem(f"the `agent.env` name {bad_name}. Fix: {fix}", (name,))
             problem = nul_problem(value, f"`agent.env.{name}`")
+            if problem is None and not fits_one_string(f"{name}={value}"):
+                size = encoded_size(f"{name}={value}")
+                problem = f"`agent.env.{name}` is {size:,} bytes; {ARG_LIMIT}. {BIG_DATA_FIX}"
             if problem is not None:
                 raise spec_problem(problem, (name,))
         return env

@@ -234,6 +234,12 @@ def test_a_task_too_long_for_an_env_value_is_refused_at_the_variable() -> None:
     assert "MAX_ARG_STRLEN" in error.detail
 
 
+def test_an_env_value_too_long_for_exec_is_refused_at_its_line() -> None:
+    text = spec_text(agent=f"  command: a\n  env:\n    DATA: {'x' * ARG_LIMIT}\n")
+    error = refused(text, "DATA:")
+    assert "`agent.env.DATA` is 131,078 bytes" in error.detail and "MAX_ARG_STRLEN" in error.detail
+
+
 @pytest.mark.parametrize("value", [".inf", "-.inf", ".nan", "1e400", "0", "-1"])
 def test_a_spec_timeout_that_is_not_a_finite_positive_number_is_refused(value: str) -> None:
     text = spec_text(top=f"timeout: {value}\n")

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 import flowproof
-from flowproof_cli.errors import SpecError, TraceError
+from flowproof_cli.errors import ConfigError, SpecError, TraceError
 from tests.conftest import REPO, clean_environ, run_cli
 from tests.e2e.flows import set_agent_env, write_flow
 from tests.e2e.mcp_flows import NOTES_V2, PY, client
@@ -61,6 +61,16 @@ def test_a_bad_spec_raises_with_its_line(tmp_path: Path) -> None:
     spec.write_text("name: bad\nagent: {command: x}\nnope: 1\n")
     with pytest.raises(SpecError, match=r"bad\.flow\.yaml:3"):
         flowproof.run_flow(spec)
+
+
+@pytest.mark.parametrize("seconds", [float("nan"), float("inf"), 0.0, -1.0])
+def test_a_timeout_that_is_not_a_finite_positive_number_raises(
+    tmp_path: Path, seconds: float
+) -> None:
+    """`--timeout nan` is refused by click; the API refuses it as well, before any run."""
+    spec = write_flow(tmp_path)
+    with pytest.raises(ConfigError, match=r"is not a number of seconds > 0\. Fix: "):
+        flowproof.run_flow(spec, timeout_s=seconds)
 
 
 def test_a_gated_flow_is_skipped_with_an_empty_trajectory(tmp_path: Path) -> None:
