@@ -39,6 +39,7 @@ def _injected(port: int) -> list[str]:
         f"{handles['proxy_url_no_v1']}",
         f"{', '.join(PLACEHOLDER_KEY_VARIABLES)} = {PLACEHOLDER_KEY}",
         "FLOWPROOF_PROMPT = the --prompt text",
+        "FLOWPROOF_PROMPT_FILE = a file holding the same text",
     ]
 
 

@@ -51,6 +51,8 @@ def test_prompt_is_given_and_key_is_not_needed() -> None:
     script = (
         "import os, sys; from openai import OpenAI; "
         "assert os.environ['FLOWPROOF_PROMPT'] == 'Count to three.'; "
+        "assert open(os.environ['FLOWPROOF_PROMPT_FILE']).read() == 'Count to three.'; "
+        "assert open(sys.argv[1]).read() == 'Count to three.'; "
         "assert 'FLOWPROOF_AGENT_KEY' not in os.environ; "
         "r = OpenAI(max_retries=0).chat.completions.create(model='m', messages=[]); "
         "print(r.choices[0].message.content)"
@@ -58,7 +60,7 @@ def test_prompt_is_given_and_key_is_not_needed() -> None:
     result = run_cli(
         "doctor",
         "--agent",
-        f"{PY} -c {shlex.quote(script)}",
+        f"{PY} -c {shlex.quote(script)} ${{flowproof.prompt_file}}",
         "--prompt",
         "Count to three.",
         env={"FLOWPROOF_AGENT_KEY": "sk-real"},
