@@ -81,6 +81,15 @@ def url_problem(url: str) -> str | None:
         return f"its scheme is `{parts.scheme or '(none)'}`, not http or https"
     if not parts.hostname:
         return "it has no host"
+    if parts.port == 0:
+        return "its port is not a number from 1 to 65535"
+    rest = url[url.index(parts.netloc) + len(parts.netloc) :]
+    if not rest.isascii():
+        return "its path or query holds text that is not ASCII (percent-encode it, e.g. %C3%BC)"
+    try:
+        parts.hostname.encode("idna")
+    except UnicodeError:
+        return "its host is not a name the DNS can carry"
     return None
 
 

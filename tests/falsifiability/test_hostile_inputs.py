@@ -148,6 +148,9 @@ BAD_URLS = {
     "ftp://127.0.0.1/run": "ftp",
     "http:///run": "no host",
     "http://127.0.0.1/a b": "space",
+    "http://127.0.0.1:0/run": "port",
+    "http://127.0.0.1:8000/r\u00fcn": "not ASCII",
+    "http://" + "a" * 70 + ".example/run": "DNS",
 }
 
 
