@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 import yaml
@@ -414,6 +415,54 @@ def test_skip_unless_env_loads_only_variable_names(entries: list[str]) -> None:
         assert error.line is not None and "Fix:" in error.detail, str(error)
         return
     assert all(VARIABLE_NAME.fullmatch(name) for name in spec.skip_unless_env)
+
+
+_URL_PARTS = st.sampled_from(
+    [
+        "http://",
+        "https://",
+        "ftp://",
+        "[",
+        "]",
+        "::1",
+        "127.0.0.1",
+        ":",
+        "99999",
+        "0",
+        "/",
+        "ü",
+        " ",
+        "\n",
+        "?q=",
+        "#",
+        "@",
+        "a" * 70,
+        ".",
+        "x",
+    ]
+)
+
+
+@PROPERTY
+@given(st.lists(st.one_of(_URL_PARTS, st.text(max_size=3)), max_size=8).map("".join))
+def test_an_agent_url_that_loads_can_be_dialled(url: str) -> None:
+    """Whatever the text, `agent.url` loads only as a URL the trigger can send a request to
+    (parsed, port read, request line ASCII, host encodable), or is refused at its line."""
+    document = {
+        "name": "n",
+        "app": "agent",
+        "agent": {"url": url, "proxy_port": 4646},
+        "steps": [{"prompt": "p"}],
+    }
+    try:
+        spec = parse_spec(yaml.safe_dump(document, allow_unicode=True), "h.flow.yaml")
+    except SpecError as error:
+        assert error.line is not None and "Fix:" in error.detail, str(error)
+        return
+    parts = urlsplit(str(spec.agent.url))
+    assert parts.scheme in ("http", "https") and parts.hostname and parts.port != 0
+    (parts.path + parts.query).encode("ascii")
+    parts.hostname.encode("idna")
 
 
 _WORDS = st.sampled_from(
