@@ -31,8 +31,9 @@ from flowproof_addons.conversation import ConversationViews
 from flowproof_addons.guard import Backstop, Refusal, RequestGuard, mark_forwarded, request_body
 from flowproof_cli import trace as traces
 from flowproof_cli.canonical import parse_or
-from flowproof_cli.cassette.upstream import timeout_reason, upstream_timeout
+from flowproof_cli.cassette.upstream import upstream_timeout
 from flowproof_cli.errors import FlowproofError
+from flowproof_cli.mcp.call_bound import CallBound
 from flowproof_cli.mcp.canonical import INTERNAL_ERROR
 from flowproof_cli.mcp.http import (
     ForwardRequest,
@@ -105,8 +106,9 @@ class McpHttpBoundary:
             if mode is Mode.RECORD:
                 if not ctx.options.flowproof_mcp_url:
                     raise ValueError("record needs flowproof_mcp_url (the real server)")
+                bound = CallBound(upstream_timeout(os.environ))
                 self.default = HttpRecordSession(
-                    name, url=ctx.options.flowproof_mcp_url, timeout_s=upstream_timeout(os.environ)
+                    name, url=ctx.options.flowproof_mcp_url, bound=bound
                 )
             else:
                 trace = traces.load(self._trace_path)
@@ -184,7 +186,7 @@ class McpHttpBoundary:
         elif isinstance(outcome, ForwardRequest):
             self._forward(flow, outcome)
             if isinstance(session, HttpRecordSession):
-                deadline.arm(flow, session.timeout_s)
+                deadline.arm(flow, session.bound.seconds)  # until its headers
         elif isinstance(outcome, StreamReply):
             port = await self.streams.ensure_started()
             key = self.streams.register(outcome.channel)
@@ -226,9 +228,9 @@ class McpHttpBoundary:
             return
         parser = SseParser()
         status = response.status_code
-        # A call's answer (not the standalone GET stream) that falls silent for the upstream
-        # timeout fails the record, as a server silent before it answers does.
-        idle_s = None if forward.standalone else session.timeout_s
+        # A call's answer (not the standalone GET stream, nor a listen stream) that falls
+        # silent for its bound fails the record, as a server silent before it answers does.
+        idle_s = None if forward.standalone else session.wait_for(forward.via)
         if idle_s is not None:
             deadline.rearm(flow, idle_s)
 
@@ -263,10 +265,10 @@ class McpHttpBoundary:
         forward: ForwardRequest | None = flow.metadata.get(FORWARDED)
         waited = deadline.disarm(flow) if forward is not None else None
         session = self._recorder_for(flow)
-        if waited is not None and session is not None:
-            # Cut at the upstream timeout inside an SSE answer read to the connection's
-            # close: to mitmproxy that close ended the body, so no error hook follows.
-            session.on_upstream_unreachable(timeout_reason(waited))
+        if waited is not None and session is not None and forward is not None:
+            # Cut at the call's bound inside an SSE answer read to the connection's close:
+            # to mitmproxy that close ended the body, so no error hook follows.
+            session.on_upstream_timeout(forward.via)
             return
         response = flow.response
         if forward is None or session is None or response is None or response.stream:
@@ -312,10 +314,11 @@ class McpHttpBoundary:
         if forward is None or session is None:
             return
         waited = deadline.disarm(flow)  # only a flow this boundary forwarded: not the model's
-        reason = flow.error.msg if flow.error else "connection failed"
         if waited is not None:
-            reason = timeout_reason(waited)
-        elif reason == "Client disconnected.":
+            session.on_upstream_timeout(forward.via)
+            return
+        reason = flow.error.msg if flow.error else "connection failed"
+        if reason == "Client disconnected.":
             if flow.response is not None:
                 return  # the agent closed a stream it had: nothing went wrong
             reason = "the agent closed its connection before the server answered"

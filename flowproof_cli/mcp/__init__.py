@@ -7,6 +7,7 @@ recorder.py       messages -> lane (record)
 replayer.py       lane -> answers (replay), the verdict
 mocks.py          `result:` mocks as CallToolResults
 capture.py        the stdio stand-in's append-only capture file
+call_bound.py     the bound of each call to a real server at record, and its wording
 stdio.py          the stdio stand-in (`flowproof mcp-stdio`)
 http.py           the streamable-HTTP boundary's request front (addons/mcp_http.py is the glue)
 http_record.py    record: forward to the real server, keep the lane

@@ -26,6 +26,10 @@ DROPPED_INITIALIZE_PARAMS = frozenset({"clientInfo", "capabilities"})
 #: Liveness checks, sent on timers by either side: answered at once, never in a lane (a
 #: keep-alive ping between two calls must not shift every later position).
 PING = "ping"
+#: A server's progress on a call (names the call by its progress token), and a client's
+#: cancellation of one (names it by its request id: the server need not answer it then).
+PROGRESS = "notifications/progress"
+CANCELLED = "notifications/cancelled"
 #: JSON-RPC's error codes flowproof answers with: a body that is not JSON, a message that
 #: is not a valid request, and a failure on the server's side (it died, it sent garbage).
 PARSE_ERROR = -32700

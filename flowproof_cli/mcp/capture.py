@@ -9,6 +9,8 @@ A torn last line (a kill mid-write) is skipped when reading.
     {"i": "...", "k": "c", "m": {...}}                the agent sent m
     {"i": "...", "k": "c", "m": {...}, "mock": true}  ... a mocked tools/call (not forwarded)
     {"i": "...", "k": "s", "m": {...}}                the server (or a mock) answered m
+    {"i": "...", "k": "error", "text": "..."}         the stand-in could not do its job
+    {"i": "...", "k": "refused", "text": "..."}       a message flowproof refused
 """
 
 from __future__ import annotations
@@ -21,13 +23,16 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from flowproof_cli.mcp.canonical import PING
-from flowproof_cli.mcp.lane import Lane
+from flowproof_cli.mcp.call_bound import STREAMING_METHODS, call_text
+from flowproof_cli.mcp.canonical import CANCELLED, PING, Kind, id_key, kind_of
+from flowproof_cli.mcp.lane import Lane, call_label
 from flowproof_cli.mcp.recorder import LaneRecorder
 
 START = "start"
 CLIENT = "c"
 SERVER = "s"
+ERROR = "error"  # the stand-in could not do its job (the flow fails)
+REFUSED = "refused"  # a message flowproof refused (the flow fails)
 
 
 class CaptureFile:
@@ -121,3 +126,28 @@ def call_count(entries: list[dict[str, Any]]) -> int:
         and message.get("id") is not None
         and message["method"] != PING
     )
+
+
+def unanswered(entries: list[dict[str, Any]]) -> list[str]:
+    """Record: the agent's requests the server never answered (`call_text` of each), in
+    order. A request the agent cancelled, a stream meant to stay open
+    (`subscriptions/listen`), and every call of a stand-in that failed (its failure named
+    them, and answered them) are not counted."""
+    waiting: dict[tuple[str, str], str] = {}
+    failed: set[str] = set()
+    for entry in entries:
+        kind, instance = entry.get("k"), str(entry.get("i", ""))
+        message: Any = entry.get("m")
+        if kind in (ERROR, REFUSED):
+            failed.add(instance)
+        elif kind == CLIENT and kind_of(message) is Kind.REQUEST and not entry.get("mock"):
+            if message["method"] not in STREAMING_METHODS:
+                label = call_label(message["method"], message.get("params"))
+                waiting[(instance, id_key(message["id"]))] = call_text(label, message["id"])
+        elif kind == CLIENT and isinstance(message, dict) and message.get("method") == CANCELLED:
+            params = message.get("params")
+            cancelled = params.get("requestId") if isinstance(params, dict) else None
+            waiting.pop((instance, id_key(cancelled)), None)
+        elif kind == SERVER and kind_of(message) is Kind.RESPONSE:
+            waiting.pop((instance, id_key(message["id"])), None)
+    return [call for (instance, _), call in waiting.items() if instance not in failed]

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from flowproof_cli.cassette.session import DEFAULT_UPSTREAM_TIMEOUT_S
+from flowproof_cli.mcp.call_bound import STREAMING_METHODS, CallBound, call_text
 from flowproof_cli.mcp.canonical import INTERNAL_ERROR, Kind, kind_of, with_id
 from flowproof_cli.mcp.http import ForwardRequest, HttpMcpSession, Outcome, Reply, json_reply
 from flowproof_cli.mcp.lane import Lane
@@ -35,11 +36,12 @@ class HttpRecordSession(HttpMcpSession):
         *,
         url: str,
         mocks: Mapping[str, Any] | None = None,
-        timeout_s: float = DEFAULT_UPSTREAM_TIMEOUT_S,
+        bound: CallBound | None = None,
     ):
         super().__init__(server, mocks)
         self.url = url
-        self.timeout_s = timeout_s  # the wait for each answer's headers, then a failure
+        #: The wait for each answer (its headers, then between its SSE events): a failure.
+        self.bound = bound or CallBound(DEFAULT_UPSTREAM_TIMEOUT_S)
         self.recorder = LaneRecorder()
         self._seen_event_ids: set[str] = set()
 
@@ -117,6 +119,23 @@ class HttpRecordSession(HttpMcpSession):
             return
         error = {"code": INTERNAL_ERROR, "message": f"HTTP {status}: {text[:200]}"}
         self.recorder.server({"jsonrpc": "2.0", "id": via, "error": error}, status=status)
+
+    def wait_for(self, via: Any) -> float | None:
+        """Seconds the answer to request `via` may take (None: a stream left open)."""
+        position = self.recorder.position_of(via) if via is not None else None
+        if position is not None and self.recorder.lane.calls[position].method in STREAMING_METHODS:
+            return None
+        return self.bound.seconds
+
+    def on_upstream_timeout(self, via: Any) -> None:
+        """The real server stayed silent for the bound: the record fails naming the call."""
+        position = self.recorder.position_of(via) if via is not None else None
+        if position is None:
+            what = f"no answer within {self.bound.seconds:g} s ({self.bound.source()})"
+            self.on_upstream_unreachable(what)
+            return
+        call = call_text(self.recorder.lane.calls[position].label(), via)
+        self.errors.append(f"the MCP server '{self.server}' {self.bound.not_answered(call)}")
 
     def on_upstream_unreachable(self, reason: str) -> None:
         self.errors.append(

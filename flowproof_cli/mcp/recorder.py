@@ -16,6 +16,7 @@ from typing import Any
 
 from flowproof_cli.mcp.canonical import (
     PING,
+    PROGRESS,
     SUBSCRIPTION_ID_META,
     Kind,
     answer_of,
@@ -80,6 +81,10 @@ class LaneRecorder:
                 self.lane.server[event].answer = answer_of(message)
         return None
 
+    def position_of(self, request_id: Any, *, instance: str = "") -> int | None:
+        """The 0-based call index of a request still waiting for its answer, else None."""
+        return self._pending.get((instance, id_key(request_id)))
+
     def label_of(self, request_id: Any, *, instance: str = "") -> str:
         """What a pending call is, for a message about its answer (`call N (method)`)."""
         position = self._pending.get((instance, id_key(request_id)))
@@ -141,11 +146,7 @@ class LaneRecorder:
         pending = [p for (inst, _), p in self._pending.items() if inst == instance]
         raw_params = message.get("params")
         params: dict[str, Any] = raw_params if isinstance(raw_params, dict) else {}
-        token = (
-            params.get("progressToken")
-            if message.get("method") == "notifications/progress"
-            else None
-        )
+        token = params.get("progressToken") if message.get("method") == PROGRESS else None
         if token is not None:
             for position in pending:
                 if self._tokens.get(position) == token:

@@ -8,9 +8,14 @@ its command line: the path of a session file flowproof wrote before the agent st
 - record: spawn the real server (with the environment the agent gave the stand-in, in the
   spec's folder), relay newline-delimited JSON-RPC both ways, capture every message to the
   append-only capture file before passing it on. A mocked `tools/call` is answered here and
-  never reaches the server.
+  never reaches the server. Each request waits at most its bound (`call_bound.py`).
 - replay: answer from the lane; spawn nothing. Several stand-in processes of one server
-  share the lane position through the capture file (under a lock).
+  share the lane position through the capture file (under a lock). Nothing here waits on
+  anything but the agent, so a call needs no bound.
+
+Every line gets an answer, whatever it holds: JSON too deeply nested to parse is a JSON-RPC
+parse error (and fails the flow), as over HTTP; an exception while handling a line is an
+internal error that fails the flow, never the stand-in's end.
 """
 
 from __future__ import annotations
@@ -28,30 +33,31 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from flowproof_cli.canonical import parse_or
 from flowproof_cli.dialects.base import ResultSequence
+from flowproof_cli.mcp.call_bound import STREAMING_METHODS, CallBound, Deadlines, call_text
 from flowproof_cli.mcp.canonical import (
     INTERNAL_ERROR,
     INVALID_REQUEST,
     PARSE_ERROR,
+    PROGRESS,
     Kind,
     batch_refusal,
     canonical_request,
     error_message,
     id_key,
     kind_of,
+    progress_token,
     usable_id,
     with_id,
 )
-from flowproof_cli.mcp.capture import CLIENT, SERVER, START, CaptureFile
+from flowproof_cli.mcp.capture import CLIENT, ERROR, REFUSED, SERVER, START, CaptureFile
 from flowproof_cli.mcp.lane import call_label, lane_from_document
 from flowproof_cli.mcp.mocks import MOCK_REFUSALS, mock_answer, output_schemas, refusal
 from flowproof_cli.mcp.recorder import is_json_rpc, quote_line
 from flowproof_cli.mcp.replayer import Replayer
 from flowproof_cli.mode import Mode
+from flowproof_cli.quoting import failure as exception_text
 
-ERROR = "error"  # capture entry: the stand-in could not do its job (the flow fails)
-REFUSED = "refused"  # capture entry: a message flowproof refused (the flow fails)
 STOP_GRACE_S = 2.0
 #: How long a dead server's stderr may take to reach its end (a child of it may hold it).
 STDERR_DRAIN_S = 1.0
@@ -60,8 +66,32 @@ STDERR_DRAIN_S = 1.0
 MAX_LINE_BYTES = 64 * 1024 * 1024
 _OVERLONG = f"flowproof: the line is longer than {MAX_LINE_BYTES} bytes"
 _NOT_RPC = "flowproof: the message is not a JSON-RPC request, notification or response"
-_NOT_JSON = object()  # what parse_or gives for a line that is not JSON (`null` is JSON)
+_NOT_JSON = object()  # what `_parse` gives for a line that is not JSON (`null` is JSON)
+_TOO_DEEP = object()  # ... and for JSON nested deeper than the parser goes
+#: What the agent is told of such a line (with -32700), as the HTTP boundary words a body.
+TOO_DEEP = "the line is JSON nested too deeply to read"
 _STDERR_TAIL = 2048
+
+
+def _parse(raw: bytes) -> Any:
+    """A line as JSON, `_NOT_JSON`, or `_TOO_DEEP` (the parser's RecursionError: a line of
+    `[[[[...` must be answered, never end the stand-in)."""
+    try:
+        return json.loads(raw)
+    except RecursionError:
+        return _TOO_DEEP
+    except ValueError:
+        return _NOT_JSON
+
+
+def sent_too_deep(server: str) -> str:
+    """The flow's failure when the agent sent a line too deeply nested to read."""
+    return f"the MCP server '{server}': the agent sent a line of JSON nested too deeply to read"
+
+
+def could_not_handle_line(server: str, exc: BaseException) -> str:
+    """The flow's failure when handling one of the agent's lines raised."""
+    return f"the MCP server '{server}': could not handle the agent's line ({exception_text(exc)})"
 
 
 def read_lines(stream: IO[bytes], limit: int = MAX_LINE_BYTES) -> Iterator[tuple[bytes, bool]]:
@@ -88,6 +118,14 @@ class StandinSession:
     cwd: str | None = None
     mocks: dict[str, Any] = field(default_factory=dict)
     lane: dict[str, Any] | None = None  # replay: the lane document
+    call_timeout_s: float | None = None  # record: each call's bound (None: unbounded)
+    call_timeout_set: bool = False  # ... set by the server's `call_timeout`
+
+    @property
+    def bound(self) -> CallBound | None:
+        if self.call_timeout_s is None:
+            return None
+        return CallBound(self.call_timeout_s, from_spec=self.call_timeout_set)
 
     def __post_init__(self) -> None:
         self.mode = Mode(self.mode)  # read back from JSON as its string
@@ -199,9 +237,11 @@ def _record(
 class _Relay:
     """One real server behind the stand-in: both directions, and what ends it early.
 
-    A server that dies, writes a line that is not JSON-RPC, or an endless line has failed
-    the record: every call still waiting, and every later one, is answered with a JSON-RPC
-    error naming the server and what it did (never silence), and the server is stopped.
+    A server that dies, writes a line that is not JSON-RPC (or JSON too deep to read), an
+    endless line, or leaves a call unanswered past its bound has failed the record: every
+    call still waiting, and every later one, is answered with a JSON-RPC error naming the
+    server and what it did (never silence), and the server is stopped. Whatever it writes
+    after that is dropped, so no call is answered twice.
     """
 
     def __init__(
@@ -219,8 +259,15 @@ class _Relay:
         self.counts: dict[str, int] = {}  # tool -> mocked calls answered (`results:`)
         self.failure: str | None = None
         self.stopping = False  # the agent is done: the server's end is no failure
-        self._pending: dict[str, tuple[Any, str]] = {}  # id key -> (id, call label)
+        self._pending: dict[str, tuple[Any, str]] = {}  # id key -> (id, call text)
+        self._tokens: dict[str, str] = {}  # progress token key -> id key of its call
         self._lock = threading.Lock()
+        bound = session.bound
+        self._deadlines = (
+            Deadlines(bound, lambda call: self._fail(bound.not_answered(call)))
+            if bound is not None
+            else None
+        )
         self._stderr = _StderrTail()
         self._stderr_pump = threading.Thread(
             target=self._stderr.pump, args=(server.stderr,), name="mcp-server-stderr", daemon=True
@@ -237,15 +284,21 @@ class _Relay:
     # -- the agent's side ----------------------------------------------------------------
 
     def from_agent(self, raw: bytes) -> None:
-        _record_client(
-            raw,
-            self.session,
-            self.capture,
-            self.output,
-            forward=self._forward,
-            schemas=self.schemas,
-            counts=self.counts,
-        )
+        """One line of the agent's: answered, whatever it holds or whatever goes wrong."""
+        try:
+            _record_client(
+                raw,
+                self.session,
+                self.capture,
+                self.output,
+                forward=self._forward,
+                schemas=self.schemas,
+                counts=self.counts,
+            )
+        except Exception as exc:  # any line, any bug: the flow fails, the stand-in goes on
+            text = could_not_handle_line(self.session.server, exc)
+            self.capture.append(ERROR, text=text)
+            self.output.write(_line(error_message(None, INTERNAL_ERROR, f"flowproof: {text}")))
 
     def _forward(self, data: bytes, passed: list[Any]) -> None:
         """Send on what no mock answered; once the server has failed, answer it here.
@@ -255,8 +308,7 @@ class _Relay:
             failure = self.failure
             if failure is None:
                 for element in requests:
-                    label = call_label(*canonical_request(element))
-                    self._pending[id_key(element["id"])] = (element["id"], label)
+                    self._wait_for(element)
         if failure is not None:
             for element in requests:
                 self._refuse(element["id"], failure)
@@ -265,6 +317,18 @@ class _Relay:
             assert self.server.stdin is not None
             self.server.stdin.write(data)
             self.server.stdin.flush()
+
+    def _wait_for(self, request: dict[str, Any]) -> None:
+        """A request is about to reach the server: its answer is awaited, within its bound."""
+        method, params = canonical_request(request)
+        key = id_key(request["id"])
+        call = call_text(call_label(method, params), request["id"])
+        self._pending[key] = (request["id"], call)
+        if self._deadlines is not None and method not in STREAMING_METHODS:
+            token = progress_token(request)
+            if token is not None:
+                self._tokens[id_key(token)] = key
+            self._deadlines.start(key, call)
 
     # -- the server's side ---------------------------------------------------------------
 
@@ -278,33 +342,53 @@ class _Relay:
             if not raw.endswith(b"\n"):
                 cut = raw  # its last line, cut by its end
                 break
-            if not self._from_server(raw):
-                return self._fail(
-                    f"wrote a line that is not JSON-RPC to its stdout: {quote_line(raw)} (an "
-                    "MCP server writes only JSON-RPC messages there; its logs belong on stderr)"
-                )
+            problem = self._from_server(raw)
+            if problem is not None:
+                return self._fail(problem)
         if not self.stopping:
             self._fail(self._exit_reason(cut))
         return None
 
-    def _from_server(self, raw: bytes) -> bool:
-        """Capture and relay one line; False when it is not JSON-RPC (a blank line is
+    def _from_server(self, raw: bytes) -> str | None:
+        """Capture and relay one line; what is wrong with it, if anything (a blank line is
         relayed and forgiven)."""
         if not raw.strip():
             self.output.write(raw)
-            return True
-        message = parse_or(raw, _NOT_JSON)
+            return None
+        message = _parse(raw)
+        if message is _TOO_DEEP:
+            return (
+                f"wrote a line of JSON nested too deeply to read to its stdout: {quote_line(raw)}"
+            )
         if not is_json_rpc(message):
-            return False
+            return (
+                f"wrote a line that is not JSON-RPC to its stdout: {quote_line(raw)} (an "
+                "MCP server writes only JSON-RPC messages there; its logs belong on stderr)"
+            )
         elements = message if isinstance(message, list) else [message]
         with self._lock:
+            if self.failure is not None:
+                return None  # failed already: every waiting call was answered with that
             for element in elements:
                 self.capture.append(SERVER, element)
                 self.schemas.update(output_schemas([element.get("result")]))
-                if kind_of(element) is Kind.RESPONSE:
-                    self._pending.pop(id_key(element["id"]), None)
+                self._answered_or_progressed(element)
         self.output.write(raw)
-        return True
+        return None
+
+    def _answered_or_progressed(self, element: dict[str, Any]) -> None:
+        """An answer ends its call's wait; progress on a call starts it over."""
+        if kind_of(element) is Kind.RESPONSE:
+            key = id_key(element["id"])
+            self._pending.pop(key, None)
+            if self._deadlines is not None:
+                self._deadlines.end(key)
+        elif element.get("method") == PROGRESS and self._deadlines is not None:
+            params = element.get("params")
+            token = params.get("progressToken") if isinstance(params, dict) else None
+            call = self._tokens.get(id_key(token)) if token is not None else None
+            if call is not None:
+                self._deadlines.extend(call)
 
     def _exit_reason(self, cut: bytes) -> str:
         """Why the server's stdout ended: its exit, with what it left behind."""
@@ -320,11 +404,11 @@ class _Relay:
             else f"exited with code {code}"
         )
         with self._lock:
-            labels = [label for _, label in self._pending.values()]
+            calls = [call.split(" (JSON-RPC id", 1)[0] for _, call in self._pending.values()]
         waiting = (
-            f" while {len(labels)} call{'s' if len(labels) > 1 else ''} waited for "
-            f"{'their answers' if len(labels) > 1 else 'its answer'} ({', '.join(labels)})"
-            if labels
+            f" while {len(calls)} call{'s' if len(calls) > 1 else ''} waited for "
+            f"{'their answers' if len(calls) > 1 else 'its answer'} ({', '.join(calls)})"
+            if calls
             else " while the agent was still connected"
         )
         cut_note = f"; its last line was cut: {quote_line(cut)}" if cut else ""
@@ -338,7 +422,7 @@ class _Relay:
 
     def _fail(self, what: str) -> None:
         """The record has failed: say so once, answer every waiting call, stop the server.
-        Only the relay thread calls it, so nothing it relayed is answered twice."""
+        Called by the relay thread or the bound's watchdog: whichever is first says it."""
         failure = f"the MCP server '{self.session.server}' {what}"
         with self._lock:
             if self.failure is not None or self.stopping:
@@ -361,6 +445,8 @@ class _Relay:
         """The MCP shutdown sequence: close stdin, then SIGTERM, then SIGKILL."""
         with self._lock:
             self.stopping = True
+        if self._deadlines is not None:
+            self._deadlines.stop()
         _stop(self.server, self._threads)
 
 
@@ -395,7 +481,13 @@ def _record_client(
     schemas: dict[str, Any],
     counts: dict[str, int],
 ) -> None:
-    message = parse_or(raw)
+    message = _parse(raw)
+    if message is _TOO_DEEP:  # answered as the HTTP boundary answers such a body
+        capture.append(ERROR, text=sent_too_deep(session.server))
+        output.write(_line(error_message(None, PARSE_ERROR, f"flowproof: {TOO_DEEP}")))
+        return
+    if message is _NOT_JSON:
+        message = None  # forwarded as it is: the real server answers what it cannot read
     elements = message if isinstance(message, list) else [message]
     passed: list[Any] = []
     for element in elements:
@@ -470,13 +562,29 @@ def _replay(
             continue
         if not raw.strip():
             continue
-        message = parse_or(raw, _NOT_JSON)
         with capture.locked():
             catch_up()
-            lines = _replay_message(message, replayer, capture, mine)
+            lines = _replay_line(raw, session.server, replayer, capture, mine)
         for line in lines:
             output.write(line)
     return 0
+
+
+def _replay_line(
+    raw: bytes, server: str, replayer: Replayer, capture: CaptureFile, mine: set[int]
+) -> list[bytes]:
+    """The answers to one line of the agent's: whatever it holds or whatever goes wrong,
+    it is answered, and a line flowproof could not handle fails the flow."""
+    try:
+        message = _parse(raw)
+        if message is _TOO_DEEP:
+            capture.append(REFUSED, text=sent_too_deep(server))
+            return [_line(error_message(None, PARSE_ERROR, f"flowproof: {TOO_DEEP}"))]
+        return _replay_message(message, replayer, capture, mine)
+    except Exception as exc:  # any line, any bug: an answer, never the stand-in's end
+        text = could_not_handle_line(server, exc)
+        capture.append(REFUSED, text=text)
+        return [_line(error_message(None, INTERNAL_ERROR, f"flowproof: {text}"))]
 
 
 def _replay_message(

@@ -35,8 +35,8 @@ def judge(
         return [f"divergence at {session.divergence.message}"]
     if mcp.hard:  # an MCP divergence explains a crash that followed it, like a model one
         return mcp.hard
-    if driven.failure is not None:
-        return [driven.failure]
+    if driven.failure is not None:  # an MCP call left unanswered may be why it timed out
+        return [driven.failure, *mcp.waiting]
     if session.requests == 0 and (mcp.soft or mcp.calls == 0 or recorded):
         return mcp.soft or [_no_requests(driven, recorded if mode is Mode.REPLAY else None)]
     if mode is Mode.REPLAY and len(session.served) != recorded:

@@ -8,7 +8,9 @@ ones (a server never contacted, a lane replayed short), the calls and, at record
 lanes; `close()` removes the session files.
 
 Each transport is one small class: `StdioServer` reads its stand-ins' capture file,
-`HttpServer` asks its session (`flowproof_cli.mcp.http`) of the flow's mode.
+`HttpServer` asks its session (`flowproof_cli.mcp.http`) of the flow's mode. At record each
+call to a real server is bounded (`mcp/call_bound.py`): the server's `call_timeout`, else the
+upstream timeout.
 """
 
 from __future__ import annotations
@@ -23,12 +25,16 @@ from typing import Any, ClassVar
 
 from flowproof_cli.cassette.upstream import upstream_timeout
 from flowproof_cli.errors import ConfigError, SpecError
+from flowproof_cli.mcp.call_bound import CallBound
 from flowproof_cli.mcp.capture import (
+    ERROR,
+    REFUSED,
     call_count,
     client_messages,
     lane_from_capture,
     read_entries,
     started,
+    unanswered,
 )
 from flowproof_cli.mcp.http import HttpMcpSession
 from flowproof_cli.mcp.http_record import HttpRecordSession
@@ -36,12 +42,20 @@ from flowproof_cli.mcp.http_replay import HttpReplaySession
 from flowproof_cli.mcp.lane import Lane, lane_to_document
 from flowproof_cli.mcp.mocks import lane_schemas, schema_problems
 from flowproof_cli.mcp.replayer import Replayer
-from flowproof_cli.mcp.stdio import ERROR, REFUSED, StandinSession
+from flowproof_cli.mcp.stdio import StandinSession
 from flowproof_cli.mode import Mode
 from flowproof_cli.process import held_temp_folder, remove_held_folder, split_command
 from flowproof_cli.spec.fields import url_problem
 from flowproof_cli.spec.models import McpServerSpec
 from flowproof_cli.spec.variables import find_variables
+
+
+def call_bound(spec: McpServerSpec, environ: Mapping[str, str]) -> CallBound:
+    """How long each call to the real server may wait at record: the server's
+    `call_timeout`, else the upstream timeout (the model's wait, 120 s by default)."""
+    if spec.call_timeout is not None:
+        return CallBound(spec.call_timeout, from_spec=True)
+    return CallBound(upstream_timeout(environ))
 
 
 def standin_command(server: str, session_file: Path, python: str | None = None) -> list[str]:
@@ -68,6 +82,9 @@ class McpVerdict:
     lanes: dict[str, Lane]  # record: what goes into the trace
     calls: int  # requests the agent made to its MCP servers
     per_server: dict[str, int] = field(default_factory=dict)  # the same, by server name
+    #: record: calls a real server had not answered when the agent ended (in `soft` too;
+    #: also said beside a timeout, which they may explain)
+    waiting: list[str] = field(default_factory=list)
 
     @classmethod
     def none(cls) -> McpVerdict:
@@ -122,6 +139,10 @@ class McpServer(ABC):
     @abstractmethod
     def _replay_failures(self) -> list[str]: ...
 
+    def waiting(self) -> list[str]:
+        """Record: calls the real server had not answered when the agent ended."""
+        return []
+
     @abstractmethod
     def close(self) -> None:
         """Nothing of the server stays open once the flow is judged."""
@@ -142,9 +163,11 @@ class StdioServer(McpServer):
         environ: Mapping[str, str],
         cwd: Path,
         python: str | None = None,
+        bound: CallBound | None = None,
     ):
         super().__init__(spec, mode, recorded)
         self.python = python
+        self.bound = bound  # record: each call's bound
         self.session_file = folder / f"{spec.name}.session.json"
         self.capture = folder / f"{spec.name}.capture.jsonl"
         self._entries: list[dict[str, Any]] = []
@@ -158,6 +181,8 @@ class StdioServer(McpServer):
             cwd=str(cwd),
             mocks=spec.mocks,
             lane=None if record else lane_to_document(recorded),
+            call_timeout_s=bound.seconds if bound is not None else None,
+            call_timeout_set=bound is not None and bound.from_spec,
         ).write(self.session_file)
 
     def target(self) -> str:
@@ -197,6 +222,15 @@ class StdioServer(McpServer):
     def _replay_failures(self) -> list[str]:
         return self._replayer.failures() if self._replayer is not None else []
 
+    def soft_failures(self) -> list[str]:
+        return [*super().soft_failures(), *self.waiting()]
+
+    def waiting(self) -> list[str]:
+        if self.mode is not Mode.RECORD or self.bound is None:
+            return []
+        bound = self.bound
+        return [bound.unanswered_at_end(self.name, call) for call in unanswered(self._entries)]
+
     def close(self) -> None:
         """Nothing to close: the stand-ins end with the agent, the files with the flow."""
 
@@ -216,7 +250,7 @@ class HttpServer(McpServer):
                 spec.name,
                 url=_dialable(spec, environ),
                 mocks=spec.mocks,
-                timeout_s=upstream_timeout(environ),
+                bound=call_bound(spec, environ),
             )
             if mode is Mode.RECORD
             else HttpReplaySession(spec.name, lane=recorded, mocks=spec.mocks)
@@ -313,6 +347,7 @@ class McpServers:
             environ=self.environ,
             cwd=self.cwd,
             python=self.python,
+            bound=call_bound(spec, self.environ) if self.mode is Mode.RECORD else None,
         )
 
     def _temp_folder(self) -> Path:
@@ -355,6 +390,7 @@ class McpServers:
             lanes={s.name: s.lane() for s in self.servers} if self.mode is Mode.RECORD else {},
             calls=sum(counts.values()),
             per_server=counts,
+            waiting=[call for server in self.servers for call in server.waiting()],
         )
 
     def _stale(self) -> list[str]:

@@ -472,6 +472,17 @@ class McpServerSpec(_Model):
         "Tools of this server; a `result` (or `results`, one per call) mocks the tool "
         "(never forwarded)."
     )
+    call_timeout: float | None = Field(
+        default=None,
+        gt=0,
+        allow_inf_nan=False,
+        description=(
+            "Seconds the real server may take to answer each request at record (progress "
+            "on the call starts the wait over) before the record fails naming the server, "
+            "the call and this bound. Default: the upstream timeout (`record "
+            "--upstream-timeout`, 120 s)."
+        ),
+    )
 
     @field_validator("command", mode="after")
     @classmethod

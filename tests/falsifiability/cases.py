@@ -1220,6 +1220,13 @@ MCP_CASES: tuple[Case, ...] = (
         env={"FP_MCP_NONE": "1"},
     ),
     _mcp(
+        "too-deep",
+        ("mcp:too deep",),
+        "the MCP server 'notes': the agent sent a line of JSON nested too deeply to read",
+        env={"FP_MCP_DEEP": "5000"},
+        twin={"env": {"FP_MCP_DEEP": ""}},
+    ),
+    _mcp(
         "stale-lane",
         ("mcp:stale lane",),
         "the trace has a lane for the MCP server 'notes', which the spec no longer declares "

@@ -12,6 +12,10 @@ on `tools/call`, or before anything, by MODE:
 * ``endless``: bytes without a newline, until it is killed
 * ``die``: exits with code 3 without answering (a word on stderr first)
 * ``die-partial``: half an answer with no newline, then exits with code 3
+* ``deep``: an answer whose result nests ``DEEP_LEVELS`` lists deep (too deep to parse)
+* ``silent``: reads the call and never answers it, staying up (until killed)
+* ``progress``: a slow call: ``notifications/progress`` for the call's progressToken every
+  ``PROGRESS_EVERY_S`` for ``PROGRESS_FOR_S``, then the right answer
 * ``lines FILE``: FILE's bytes on stdout as they are, then the right answer
 * ``ok``: no misbehaviour at all (the green path)
 """
@@ -20,8 +24,12 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 
 HUGE_BYTES = 10 * 1024 * 1024
+DEEP_LEVELS = 5000
+PROGRESS_EVERY_S = 0.2
+PROGRESS_FOR_S = 3.0
 TOOL = {"name": "probe", "description": "A tool.", "inputSchema": {"type": "object"}}
 
 
@@ -54,6 +62,14 @@ def misbehave(mode: str, request_id: object) -> None:
             sys.stdout.buffer.write(lines.read())
         sys.stdout.flush()
         answer(request_id, text)
+    elif mode == "deep":
+        nested = "[" * DEEP_LEVELS + "]" * DEEP_LEVELS
+        sys.stdout.write(
+            f'{{"jsonrpc": "2.0", "id": {json.dumps(request_id)}, "result": {nested}}}\n'
+        )
+        sys.stdout.flush()
+    elif mode == "silent":
+        pass  # the call is read and never answered; the loop reads on
     elif mode in ("die", "die-partial"):
         if mode == "die-partial":
             sys.stdout.write(f'{{"jsonrpc": "2.0", "id": {json.dumps(request_id)}, "resu')
@@ -62,6 +78,14 @@ def misbehave(mode: str, request_id: object) -> None:
         sys.exit(3)
     else:
         answer(request_id, text)
+
+
+def report_progress(token: object) -> None:
+    """A slow tool that says so: progress notifications, longer than the call's bound."""
+    for step in range(int(PROGRESS_FOR_S / PROGRESS_EVERY_S)):
+        time.sleep(PROGRESS_EVERY_S)
+        params = {"progressToken": token, "progress": step + 1}
+        send({"jsonrpc": "2.0", "method": "notifications/progress", "params": params})
 
 
 def main() -> int:
@@ -78,6 +102,9 @@ def main() -> int:
             answer(request_id, {"protocolVersion": version, "capabilities": {"tools": {}}})
         elif method == "tools/list":
             answer(request_id, {"tools": [TOOL]})
+        elif method == "tools/call" and mode == "progress":
+            report_progress(message.get("params", {}).get("_meta", {}).get("progressToken"))
+            misbehave("ok", request_id)
         elif method == "tools/call":
             misbehave(mode, request_id)
         else:

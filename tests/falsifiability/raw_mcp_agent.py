@@ -6,11 +6,13 @@ the command in `$FLOWPROOF_MCP_SERVER_PROBE` (flowproof's stand-in); over HTTP i
 `tools/list` and `tools/call probe`, and waits at most `WAIT_S` for each answer. It writes
 the answers by method (or "no answer"; over HTTP the status, content type and start of the
 body), and the stdio lines that were not JSON, as JSON to `$AGENT_SEEN`; it exits 0
-whatever happened.
+whatever happened. With `AGENT_DEEP=N` it first sends, over stdio, a `tools/call` whose
+arguments hold a list nested N levels deep (id 99; its answer is kept under "deep").
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import queue
@@ -52,6 +54,8 @@ def _await(request_id: int, lines: queue.Queue[bytes | None], seen: dict[str, An
             continue
         if isinstance(message, dict) and message.get("id") == request_id:
             return message
+        if isinstance(message, dict) and message.get("id") is None and "error" in message:
+            return message  # an error for a line no parser read, which has no id to tell
 
 
 def over_http(url: str) -> dict[str, Any]:
@@ -87,20 +91,17 @@ def main() -> int:
     lines: queue.Queue[bytes | None] = queue.Queue()
     threading.Thread(target=_reader, args=(process.stdout, lines), daemon=True).start()
     seen: dict[str, Any] = {"answers": {}, "not_json": []}
-    for request_id, (method, params) in enumerate(REQUESTS, start=1):
-        message = {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}
+    for method, request_id, data in _stdio_requests():
         try:
-            process.stdin.write((json.dumps(message) + "\n").encode())
-            if method == "initialize":
-                note = {"jsonrpc": "2.0", "method": "notifications/initialized"}
-                process.stdin.write((json.dumps(note) + "\n").encode())
+            process.stdin.write(data)
             process.stdin.flush()
         except OSError:
             seen["answers"][method] = "stdin closed"
             break
         answer = _await(request_id, lines, seen)
         seen["answers"][method] = answer if not isinstance(answer, dict) else _short(answer)
-    process.stdin.close()
+    with contextlib.suppress(OSError):  # the stand-in may be gone
+        process.stdin.close()
     try:
         process.wait(timeout=WAIT_S)
     except subprocess.TimeoutExpired:
@@ -108,6 +109,27 @@ def main() -> int:
     with open(os.environ["AGENT_SEEN"], "w", encoding="utf-8") as out:
         json.dump(seen, out)
     return 0
+
+
+def _stdio_requests() -> list[tuple[str, int, bytes]]:
+    """(what the answer is kept under, the request id, the bytes sent) of each request."""
+    sent = []
+    for request_id, (method, params) in enumerate(REQUESTS, start=1):
+        message = {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}
+        data = (json.dumps(message) + "\n").encode()
+        if method == "initialize":
+            note = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+            data += (json.dumps(note) + "\n").encode()
+        sent.append((method, request_id, data))
+    depth = int(os.environ.get("AGENT_DEEP") or 0)
+    if depth:  # written as text: json.dumps itself cannot nest this deep
+        deep = "[" * depth + "]" * depth
+        data = (
+            '{"jsonrpc": "2.0", "id": 99, "method": "tools/call", "params": {"name": "probe", '
+            f'"arguments": {{"x": {deep}}}}}}}\n'
+        ).encode()
+        sent.insert(-1, ("deep", 99, data))
+    return sent
 
 
 def _short(answer: dict[str, Any]) -> dict[str, Any]:

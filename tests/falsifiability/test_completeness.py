@@ -170,6 +170,7 @@ MESSAGE_SITES: dict[str, tuple[str, ...]] = {
     "flowproof_cli.runner.command": ("_cannot_start",),
     "flowproof_cli.runner.url_driver": ("_connection", "_describe"),
     "flowproof_cli.runner.mcp_servers": ("StdioServer._never_contacted", "McpServers._stale"),
+    "flowproof_cli.mcp.stdio": ("sent_too_deep", "could_not_handle_line"),
     "flowproof_cli.mcp.replayer": (
         "Replayer._request",
         "Replayer._answer",
@@ -203,6 +204,10 @@ UNREACHABLE: dict[str, str] = {
     "agent.url {} is not an http(s) URL. Fix: e.g. http://127.0.0.1:8000/run": (
         "defensive: the spec loader refuses such an `agent.url` at its line first (the "
         "driver-service-not-http case says that message)"
+    ),
+    "the MCP server '{}': could not handle the agent's line ({})": (
+        "defensive: no line the agent can send makes the stand-in raise; a raise forced in "
+        "tests/falsifiability/test_mcp_garbage.py is answered and named"
     ),
     "{}: the matcher addon script ({}) could not be loaded": (
         "defensive: mitmproxy's loader logs the exception of every script that fails to load, "

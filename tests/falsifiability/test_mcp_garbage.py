@@ -25,6 +25,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from flowproof_cli.mcp import stdio
 from flowproof_cli.mcp.capture import lane_from_capture, read_entries
 from flowproof_cli.mcp.lane import lane_to_document
 from flowproof_cli.mcp.recorder import is_json_rpc
@@ -32,7 +33,7 @@ from flowproof_cli.mcp.stdio import MAX_LINE_BYTES, StandinSession, read_lines, 
 from flowproof_cli.runner.mcp_servers import standin_command
 from tests.conftest import run_cli
 from tests.fakes.broken_upstream import BrokenUpstream
-from tests.falsifiability.mcp_garbage_server import HUGE_BYTES
+from tests.falsifiability.mcp_garbage_server import DEEP_LEVELS, HUGE_BYTES
 
 HERE = Path(__file__).resolve().parent
 SERVER = HERE / "mcp_garbage_server.py"
@@ -48,6 +49,18 @@ INIT = {
 LIST = {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}
 CALL = {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "probe"}}
 VIOLATION = "wrote a line that is not JSON-RPC to its stdout"
+TOO_DEEP = "the line is JSON nested too deeply to read"
+SENT_TOO_DEEP = "the MCP server 'probe': the agent sent a line of JSON nested too deeply to read"
+
+
+def deep_line(request_id: int = 7) -> bytes:
+    """A tools/call whose arguments nest DEEP_LEVELS lists deep: no JSON parser here reads it
+    (written as text: json.dumps cannot nest it either)."""
+    nested = "[" * DEEP_LEVELS + "]" * DEEP_LEVELS
+    return (
+        f'{{"jsonrpc": "2.0", "id": {request_id}, "method": "tools/call", "params": '
+        f'{{"name": "probe", "arguments": {{"x": {nested}}}}}}}\n'
+    ).encode()
 
 
 def line(message: Any) -> bytes:
@@ -80,6 +93,15 @@ class Standin:
         assert self.process.stdin is not None
         self.process.stdin.write(data)
         self.process.stdin.flush()
+
+    def next(self) -> Any:
+        """The next line the stand-in writes, parsed; fails after WAIT_S of silence."""
+        try:
+            raw = self._lines.get(timeout=WAIT_S)
+        except queue.Empty:
+            pytest.fail(f"no line within {WAIT_S} s: a hang")
+        assert raw is not None, "the stand-in closed its stdout"
+        return _json(raw)
 
     def ask(self, message: dict[str, Any]) -> dict[str, Any]:
         """The answer to `message` (other lines skipped); fails after WAIT_S of silence."""
@@ -116,10 +138,10 @@ def recording(tmp_path: Path) -> Iterator[Any]:
     """Start a stand-in recording `mcp_garbage_server.py MODE`."""
     started: list[Standin] = []
 
-    def start(mode: str) -> Standin:
+    def start(mode: str, **extra: Any) -> Standin:
         command = [sys.executable, str(SERVER), mode]
         capture = str(tmp_path / f"{mode}.capture.jsonl")
-        session = StandinSession("probe", "record", capture, command, str(tmp_path))
+        session = StandinSession("probe", "record", capture, command, str(tmp_path), **extra)
         started.append(Standin(session, tmp_path))
         return started[-1]
 
@@ -220,6 +242,86 @@ def test_an_endless_line_is_cut_at_the_limit_and_fails(recording) -> None:
     assert len(standin.errors()) == 1
 
 
+def test_json_nested_too_deep_from_the_agent_is_a_parse_error_at_record(recording) -> None:
+    """Before, the stand-in died with a RecursionError traceback and the record passed with
+    a lane cut short there."""
+    standin = recording("ok")
+    handshake(standin)
+    standin.send(deep_line())
+    assert standin.next() == {
+        "jsonrpc": "2.0",
+        "id": None,  # a line no parser reads has no id to tell
+        "error": {"code": -32700, "message": f"flowproof: {TOO_DEEP}"},
+    }
+    assert standin.ask(CALL)["result"]["content"][0]["text"] == "probed"  # it lives on
+    code, stderr = standin.close()
+    assert code == 0
+    assert "Traceback" not in stderr and "RecursionError" not in stderr, stderr
+    assert standin.errors() == [SENT_TOO_DEEP]
+
+
+def test_json_nested_too_deep_from_the_server_fails_and_is_named(recording) -> None:
+    standin = recording("deep")
+    handshake(standin)
+    answer = standin.ask(CALL)
+    assert answer["error"]["code"] == -32603
+    message = answer["error"]["message"]
+    assert message.startswith(
+        "flowproof: the MCP server 'probe' wrote a line of JSON nested too deeply to read to "
+        'its stdout: {"jsonrpc": "2.0", "id": 3, "result": [[[['
+    )
+    code, stderr = standin.close()
+    assert code == 0
+    assert "Traceback" not in stderr, stderr
+    assert standin.errors() == [message.removeprefix("flowproof: ")]
+
+
+# --- record: a real server that stops answering ----------------------------------------------
+
+SILENT_CALL = "tools/call probe (JSON-RPC id 3)"
+
+
+def test_a_call_the_server_never_answers_fails_at_its_call_timeout(recording) -> None:
+    """Before, the call waited for the agent's own timeout (46 s in the probe), and the
+    flow's failure named no server."""
+    standin = recording("silent", call_timeout_s=1.0, call_timeout_set=True)
+    handshake(standin)
+    answer = standin.ask(CALL)
+    expected = (
+        f"the MCP server 'probe' did not answer {SILENT_CALL} within 1 s (its `call_timeout`)"
+    )
+    assert answer["error"] == {"code": -32603, "message": f"flowproof: {expected}"}
+    later = standin.ask({**CALL, "id": 4})  # the server has failed: answered at once
+    assert later["error"]["message"] == f"flowproof: {expected}"
+    code, stderr = standin.close()
+    assert code == 0
+    assert standin.errors() == [expected]
+    assert f"flowproof: {expected}" in stderr
+
+
+def test_the_default_bound_names_how_to_change_it(recording) -> None:
+    standin = recording("silent", call_timeout_s=1.0)
+    handshake(standin)
+    assert standin.ask(CALL)["error"]["message"] == (
+        f"flowproof: the MCP server 'probe' did not answer {SILENT_CALL} within 1 s (the "
+        "upstream timeout; give the server a `call_timeout` in the spec, or set "
+        "--upstream-timeout SECONDS or FLOWPROOF_UPSTREAM_TIMEOUT)"
+    )
+    assert standin.close()[0] == 0
+
+
+def test_progress_for_a_call_starts_its_wait_over(recording) -> None:
+    """A slow tool that reports progress is not cut at the bound: each notification for the
+    call's progressToken starts the wait over, as each SSE event does over HTTP."""
+    standin = recording("progress", call_timeout_s=1.5, call_timeout_set=True)
+    handshake(standin)
+    call = {**CALL, "params": {"name": "probe", "_meta": {"progressToken": "p1"}}}
+    answer = standin.ask(call)
+    assert answer["result"]["content"][0]["text"] == "probed", answer
+    assert standin.close()[0] == 0
+    assert standin.errors() == []
+
+
 # --- replay: what the agent sends ----------------------------------------------------------
 
 
@@ -302,6 +404,62 @@ def test_an_overlong_line_is_refused_and_the_next_is_served(
         f"flowproof: the line is longer than {MAX_LINE_BYTES} bytes"
     )
     assert second["id"] == 1 and "result" in second
+
+
+def test_json_nested_too_deep_is_a_parse_error_and_replay_goes_on(
+    tmp_path: Path, lane: dict[str, Any]
+) -> None:
+    """Before, a RecursionError traceback ended the stand-in, and the verdict blamed a lane
+    replayed short."""
+    first, second = replay(tmp_path, lane, deep_line() + line(INIT))
+    assert first == {
+        "jsonrpc": "2.0",
+        "id": None,
+        "error": {"code": -32700, "message": f"flowproof: {TOO_DEEP}"},
+    }
+    assert second["id"] == 1 and "result" in second
+    refused = [
+        e["text"] for e in read_entries(tmp_path / "replay.capture.jsonl") if e["k"] == "refused"
+    ]
+    assert refused == [SENT_TOO_DEEP]
+
+
+@pytest.mark.parametrize("mode", ["record", "replay"])
+def test_a_line_the_stand_in_fails_to_handle_is_answered_and_named(
+    tmp_path: Path, lane: dict[str, Any], monkeypatch: pytest.MonkeyPatch, mode: str
+) -> None:
+    """Whatever raises while a line is handled: the agent gets an error, the flow fails
+    naming it, and the next line is served (never the stand-in's end)."""
+    target = "_record_client" if mode == "record" else "_replay_message"
+    real = getattr(stdio, target)
+    calls = {"n": 0}
+
+    def once(*args: Any, **kwargs: Any) -> Any:
+        calls["n"] += 1
+        if calls["n"] == 1:
+            raise RuntimeError("boom")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(stdio, target, once)
+    capture = tmp_path / f"{mode}-raise.capture.jsonl"
+    command = [sys.executable, str(SERVER), "ok"]
+    session = (
+        StandinSession("probe", "record", str(capture), command, str(tmp_path))
+        if mode == "record"
+        else StandinSession("probe", "replay", str(capture), lane=lane)
+    )
+    agent = _PacedAgent([line(INIT), line(INIT)], INIT["id"])
+    assert run_standin(session, agent, agent) == 0  # type: ignore[arg-type]
+    out = agent.answers()
+    text = "the MCP server 'probe': could not handle the agent's line (RuntimeError: boom)"
+    assert out[0] == {
+        "jsonrpc": "2.0",
+        "id": None,
+        "error": {"code": -32603, "message": f"flowproof: {text}"},
+    }
+    assert out[1]["id"] == 1 and "result" in out[1]
+    kinds = [(e["k"], e.get("text")) for e in read_entries(capture) if "text" in e]
+    assert kinds == [("error" if mode == "record" else "refused", text)]
 
 
 def test_a_10_mb_request_is_matched_like_any_other(tmp_path: Path, lane: dict[str, Any]) -> None:
@@ -461,16 +619,29 @@ def test_any_server_output_before_an_answer_is_relayed_or_named_never_a_hang(
 # --- the real CLI --------------------------------------------------------------------------
 
 
-def _flow(folder: Path, mode: str) -> Path:
+def _flow(
+    folder: Path,
+    mode: str,
+    *,
+    env: dict[str, str] | None = None,
+    timeout: float = 60,
+    **server: Any,
+) -> Path:
     spec = {
         "name": "garbage mcp probe",
         "app": "agent",
-        "timeout": 60,
+        "timeout": timeout,
         "agent": {
             "command": shlex.join([sys.executable, str(AGENT)]),
-            "env": {"AGENT_SEEN": str(folder / "seen.json")},
+            "env": {"AGENT_SEEN": str(folder / "seen.json"), **(env or {})},
         },
-        "mcp": [{"name": "probe", "command": shlex.join([sys.executable, str(SERVER), mode])}],
+        "mcp": [
+            {
+                "name": "probe",
+                "command": shlex.join([sys.executable, str(SERVER), mode]),
+                **server,
+            }
+        ],
         "steps": [{"prompt": "Use the probe."}],
     }
     path = folder / "probe.flow.yaml"
@@ -516,12 +687,79 @@ def test_record_with_a_broken_server_fails_and_keeps_the_trace(
     ]
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", ["record", "run"])
+def test_json_nested_too_deep_fails_the_flow_naming_it(tmp_path: Path, mode: str) -> None:
+    """The probe's case: before, the stand-in died with a RecursionError traceback; the
+    replay failed blaming a lane replayed short, and the record passed, writing that lane."""
+    spec = _flow(tmp_path, "ok")
+    assert _record(spec).code == 0
+    trace = spec.with_name("probe.trace.yaml")
+    good = trace.read_bytes()
+    _flow(tmp_path, "ok", env={"AGENT_DEEP": str(DEEP_LEVELS)})
+    result = _record(spec, "--yes") if mode == "record" else run_cli("run", spec, timeout=45)
+    assert result.code == 1, result.output
+    assert result.stdout.startswith(f"FAIL: garbage mcp probe - {SENT_TOO_DEEP}"), result.output
+    assert "ran short" not in result.output
+    assert "Traceback" not in result.output and "RecursionError" not in result.output
+    answers = _seen(tmp_path)
+    assert answers["deep"]["error"] == {"code": -32700, "message": f"flowproof: {TOO_DEEP}"}
+    assert answers["tools/call"]["result"]["content"][0]["text"] == "probed"
+    assert trace.read_bytes() == good
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("server", "extra", "bound"),
+    [
+        ({"call_timeout": 1}, (), "1 s (its `call_timeout`)"),
+        (
+            {},
+            ("--upstream-timeout", "1"),
+            "1 s (the upstream timeout; give the server a `call_timeout` in the spec, or set "
+            "--upstream-timeout SECONDS or FLOWPROOF_UPSTREAM_TIMEOUT)",
+        ),
+    ],
+    ids=["call_timeout", "upstream-timeout"],
+)
+def test_record_with_a_server_that_stops_answering_fails_at_the_bound(
+    tmp_path: Path, server: dict[str, Any], extra: tuple[str, ...], bound: str
+) -> None:
+    """The flow's own timeout is 60 s and the CLI is given 45: only the call's bound can end
+    it in time, and the failure names the server, the call and the bound."""
+    spec = _flow(tmp_path, "ok")
+    assert _record(spec).code == 0
+    good = spec.with_name("probe.trace.yaml").read_bytes()
+    _flow(tmp_path, "silent", **server)
+    result = _record(spec, "--yes", *extra)
+    assert result.code == 1, result.output
+    message = f"the MCP server 'probe' did not answer {SILENT_CALL} within {bound}"
+    assert result.stdout.startswith(f"FAIL: garbage mcp probe - {message}"), result.output
+    assert "Traceback" not in result.output
+    assert _seen(tmp_path)["tools/call"]["error"]["message"] == f"flowproof: {message}"
+    assert spec.with_name("probe.trace.yaml").read_bytes() == good
+
+
+@pytest.mark.slow
+def test_a_flow_timeout_while_a_call_waits_names_the_call(tmp_path: Path) -> None:
+    """The flow's timeout comes before the call's bound: the failure says which server was
+    still silent, on which call, and its bound."""
+    spec = _flow(tmp_path, "silent", timeout=3)
+    result = _record(spec)
+    assert result.code == 1, result.output
+    assert result.stdout.startswith("FAIL: garbage mcp probe - the agent did not finish within 3 s")
+    assert (
+        f"also: the MCP server 'probe' had not answered {SILENT_CALL} when the agent ended "
+        "(the call's bound: 120 s)"
+    ) in result.stdout, result.output
+
+
 # --- streamable HTTP: a real server that answers garbage -----------------------------------
 
 
-def _http_flow(folder: Path, url: str, timeout: float = 60) -> Path:
+def _http_flow(folder: Path, url: str, timeout: float = 60, **server: Any) -> Path:
     spec = yaml.safe_load(_flow(folder, "ok").read_text())
-    spec["mcp"] = [{"name": "probe", "url": url}]
+    spec["mcp"] = [{"name": "probe", "url": url, **server}]
     spec["timeout"] = timeout
     path = folder / "probe.flow.yaml"
     path.write_text(yaml.safe_dump(spec, sort_keys=False))
@@ -611,9 +849,24 @@ def test_record_over_http_with_a_silent_server_ends_at_the_upstream_timeout(
         url = f"{upstream.base_url}/mcp"
         result = _record(_http_flow(tmp_path, url), "--upstream-timeout", "1")
     assert result.code == 1, result.output
-    assert (
-        f"flowproof could not reach the real MCP server 'probe' at {url}: no answer within 1 s "
-        "(set the wait with --upstream-timeout SECONDS or FLOWPROOF_UPSTREAM_TIMEOUT)"
-    ) in result.stdout
+    assert result.stdout.startswith(
+        "FAIL: garbage mcp probe - the MCP server 'probe' did not answer initialize (JSON-RPC id "
+        "1) within 1 s (the upstream timeout; give the server a `call_timeout` in the spec, or "
+        "set --upstream-timeout SECONDS or FLOWPROOF_UPSTREAM_TIMEOUT)"
+    ), result.output
     assert "Traceback" not in result.output
+    assert not (tmp_path / "probe.trace.yaml").exists()
+
+
+@pytest.mark.slow
+def test_record_over_http_with_a_silent_server_ends_at_its_call_timeout(tmp_path: Path) -> None:
+    """The server's own `call_timeout` bounds its calls over HTTP as over stdio."""
+    with BrokenUpstream("hang") as upstream:
+        url = f"{upstream.base_url}/mcp"
+        result = _record(_http_flow(tmp_path, url, call_timeout=1))
+    assert result.code == 1, result.output
+    assert result.stdout.startswith(
+        "FAIL: garbage mcp probe - the MCP server 'probe' did not answer initialize (JSON-RPC id "
+        "1) within 1 s (its `call_timeout`)"
+    ), result.output
     assert not (tmp_path / "probe.trace.yaml").exists()

@@ -88,3 +88,22 @@ def test_named_errors(mcp: str, extra: dict, line: int, message: str) -> None:
         spec(mcp, **extra)
     assert caught.value.line == line, str(caught.value)
     assert message in str(caught.value)
+
+
+def test_call_timeout_bounds_each_call_of_either_transport() -> None:
+    parsed = spec(
+        "  - name: f\n    command: srv\n    call_timeout: 30\n"
+        "  - name: r\n    url: http://x/mcp\n    call_timeout: 2.5\n  - name: d\n    command: d\n"
+    )
+    assert [server.call_timeout for server in parsed.mcp] == [30.0, 2.5, None]
+    schema = spec_json_schema()["$defs"]["McpServerSpec"]["properties"]["call_timeout"]
+    assert "upstream timeout" in schema["description"]
+
+
+@pytest.mark.parametrize("value", [".nan", ".inf", "-.inf", "-1", "0", '"30"', "true", "[1]"])
+def test_a_call_timeout_that_is_not_seconds_is_named_at_its_line(value: str) -> None:
+    with pytest.raises(SpecError) as caught:
+        spec(f"  - name: f\n    command: srv\n    call_timeout: {value}\n")
+    assert caught.value.line == 8, str(caught.value)
+    assert "`mcp.0.call_timeout` must be a number of seconds > 0" in str(caught.value)
+    assert "Fix: e.g. `call_timeout: 60`" in str(caught.value)
