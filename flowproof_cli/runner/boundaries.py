@@ -152,9 +152,18 @@ class ProxyHub:
             [RequestGuard(), mcp_http, model, *self._extra, Backstop()],
             port=None,
             upstream_tls=self._upstream_tls,
+            on_problem=self._listener_problem,
         )
         await host.start()
         return host
+
+    def _listener_problem(self, port: int, message: str) -> None:
+        """A listener could not serve its agent as asked (too many connections, no
+        descriptor left to accept one): the flow it belongs to fails, saying so."""
+        if (mcp := self.mcp_sessions.get(port)) is not None:
+            mcp.errors.append(f"the MCP server '{mcp.server}': {message}")
+        elif (model := self.model_sessions.get(port)) is not None:
+            model.errors.append(message)
 
     async def stop(self) -> None:
         async with self._lock:

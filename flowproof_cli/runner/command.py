@@ -31,6 +31,7 @@ from flowproof_cli.process import (
 from flowproof_cli.process import file_tail as _tail
 from flowproof_cli.process import signal_group as _signal_group
 from flowproof_cli.runner import orphans
+from flowproof_cli.runner.descriptors import FIX, out_of_descriptors
 from flowproof_cli.runner.environment import ORPHAN_MARKER_VARIABLE
 from flowproof_cli.spec.variables import hold_handles, release_handles, resolve_variables
 
@@ -71,9 +72,14 @@ def resolve_argv(
 
 
 def _cannot_start(
-    program: str, exc: OSError, argv: list[str], env: Mapping[str, str]
+    program: str,
+    exc: OSError,
+    argv: list[str] | None = None,
+    env: Mapping[str, str] | None = None,
 ) -> AgentStartError:
-    if exc.errno == errno.E2BIG:
+    if (exhausted := out_of_descriptors(exc)) is not None:
+        return AgentStartError(f"cannot start the agent {program!r}: {exhausted}. {FIX}")
+    if exc.errno == errno.E2BIG and argv is not None and env is not None:
         return AgentStartError(f"cannot start the agent: {too_big_together(argv, env)}")
     if isinstance(exc, FileNotFoundError):
         return AgentStartError(f"cannot start the agent: {program!r} was not found")
@@ -113,6 +119,15 @@ async def _end_group(process: asyncio.subprocess.Process, pgid: int) -> None:
         _signal_group(pgid, signal.SIGKILL)
         if process.returncode is None:
             await process.wait()
+
+
+def _output_file(program: str) -> IO[bytes]:
+    """A temporary file for the agent's stdout or stderr (an AgentStartError if none can be
+    made: out of descriptors, a full disk)."""
+    try:
+        return tempfile.TemporaryFile()
+    except OSError as exc:
+        raise _cannot_start(program, exc) from exc
 
 
 async def _spawn(
@@ -164,8 +179,8 @@ async def run_agent(
     # marker (before the agent starts) and its group: a killed flowproof's tree ends too.
     marker = _marker(env)
     with (
-        tempfile.TemporaryFile() as stdout,
-        tempfile.TemporaryFile() as stderr,
+        _output_file(argv[0]) as stdout,
+        _output_file(argv[0]) as stderr,
         KEEPER.holding(MARKER, marker) if marker else contextlib.nullcontext(),
     ):
         process = await _spawn(argv, env=env, cwd=cwd, launch=launch, outputs=(stdout, stderr))

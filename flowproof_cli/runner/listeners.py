@@ -12,6 +12,7 @@ import errno
 import socket
 
 from flowproof_cli.errors import ConfigError, PortInUseError
+from flowproof_cli.runner.descriptors import FIX, out_of_descriptors
 
 LOOPBACK = "127.0.0.1"
 BACKLOG = 512  # agents that open many connections at once must not be refused
@@ -21,7 +22,12 @@ def bind_loopback(port: int = 0) -> socket.socket:
     """A listening, non-blocking TCP socket on 127.0.0.1:port (0: any free port)."""
     # IPPROTO_TCP named, not 0: asyncio sets TCP_NODELAY only on sockets whose `proto` says
     # TCP, and without it a response written as head + body waits ~40 ms for a delayed ACK.
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    try:
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    except OSError as exc:  # no descriptor left for it: said as that, with the limit
+        exhausted = out_of_descriptors(exc)
+        why = f"{exhausted}. {FIX}" if exhausted else exc.strerror or str(exc)
+        raise ConfigError(f"cannot listen on {LOOPBACK}:{port or 'any'}: {why}") from None
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # a port in TIME_WAIT
         sock.bind((LOOPBACK, port))

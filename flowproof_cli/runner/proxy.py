@@ -6,6 +6,10 @@ default eager strategy mitmproxy dials the (dummy) upstream even for requests an
 answered, and resets the client when that fails. The chain always ends with the backstop
 (`flowproof_addons.guard.Backstop`): a request no addon answered or forwarded on purpose is
 refused there, never sent on to the placeholder target.
+
+Each listener serves a bounded number of connections, running out of file descriptors while
+accepting is reported to the flow of that listener (`runner/descriptors.py`), and errors the
+loop or the engine log outside mitmproxy's run are said once per kind (`runner/loop_errors.py`).
 """
 
 from __future__ import annotations
@@ -30,7 +34,9 @@ from OpenSSL import SSL  # noqa: E402
 from flowproof_addons.guard import Backstop  # noqa: E402
 from flowproof_cli.errors import ConfigError  # noqa: E402
 from flowproof_cli.process import held_temp_folder, remove_held_folder  # noqa: E402
-from flowproof_cli.runner.listeners import bind_loopback, port_of  # noqa: E402
+from flowproof_cli.runner import loop_errors  # noqa: E402
+from flowproof_cli.runner.descriptors import AcceptWatch, ConnectionCap, Problem  # noqa: E402
+from flowproof_cli.runner.listeners import BACKLOG, bind_loopback, port_of  # noqa: E402
 
 # Never dialled: replay answers everything in the request hook, and record rewrites each
 # forwarded request to the configured upstream. A reverse mode still needs a target.
@@ -142,7 +148,12 @@ class ProxyHost:
     """
 
     def __init__(
-        self, addons: Sequence[Any], *, port: int | None = 0, upstream_tls: bool = True
+        self,
+        addons: Sequence[Any],
+        *,
+        port: int | None = 0,
+        upstream_tls: bool = True,
+        on_problem: Problem | None = None,
     ) -> None:
         # Always last: a request nothing answered is refused, never sent to the placeholder.
         self._addons = list(addons)
@@ -154,6 +165,9 @@ class ProxyHost:
         self._task: asyncio.Task[None] | None = None
         self._confdir = held_temp_folder("flowproof-mitm-")  # goes even if flowproof is killed
         self._servers: dict[int, asyncio.Server] = {}  # bound port -> its listener
+        problem = on_problem or (lambda port, message: None)
+        self._cap = ConnectionCap(problem)  # connections one listener may hold at once
+        self._accepts = AcceptWatch(problem)  # out of descriptors on accept: the flow fails
         self.port: int = 0
 
     @property
@@ -179,6 +193,8 @@ class ProxyHost:
             *self._addons,
         )
         opts.update(mode=[], connection_strategy="lazy", confdir=self._confdir)
+        loop_errors.install()
+        self._accepts.install(asyncio.get_running_loop())  # outside mitmproxy's run
         self._task = asyncio.create_task(self._master.run())
         running = asyncio.create_task(started.event.wait())
         done, _ = await asyncio.wait(
@@ -188,6 +204,7 @@ class ProxyHost:
             running.cancel()
             await self.stop()
             raise ConfigError("the proxy engine did not start within 10 s")
+        self._accepts.install(asyncio.get_running_loop())  # over mitmproxy's, while it runs
         if self._requested_port is not None:
             try:
                 self.port = await self.add_listener(self._requested_port)
@@ -213,7 +230,10 @@ class ProxyHost:
         instance: Any = mode_servers.ServerInstance.make(mode, proxyserver_addon)
         try:
             server = await asyncio.start_server(
-                instance.handle_stream, sock=sock, start_serving=False
+                self._cap.wrap(port, instance.handle_stream),
+                sock=sock,
+                backlog=BACKLOG,  # asyncio listens again, with its own 100 unless told
+                start_serving=False,
             )
         except OSError as exc:
             sock.close()
@@ -236,6 +256,8 @@ class ProxyHost:
             return
         server.close()
         await _close_client_connections(self._master.addons.get("proxyserver"), port)
+        self._cap.forget(port)
+        self._accepts.forget(port)
 
     async def stop(self) -> None:
         if self._master is not None:

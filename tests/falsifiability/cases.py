@@ -698,6 +698,14 @@ DRIVERS: tuple[Case, ...] = (
         spec={"timeout": 1},
     ),
     _driver(
+        "too-many-connections",
+        ("driver:the agent held {} connections open",),
+        "the agent held <<*>> connections open to flowproof's proxy on 127.0.0.1:<<*>> at "
+        "once, the limit of one listener",
+        env={"FP_IDLE_CONNECTIONS": "600"},
+        twin={"env": {"FP_IDLE_CONNECTIONS": "20"}},
+    ),
+    _driver(
         "no-model-call",
         ("driver:no model request reached flowproof's proxy: the agent exited 0",),
         "no model request reached flowproof's proxy: the agent exited 0 without calling a "

@@ -168,6 +168,7 @@ MESSAGE_SITES: dict[str, tuple[str, ...]] = {
     "flowproof_cli.runner.judge": ("judge", "_no_requests", "_how_it_answered"),
     "flowproof_cli.runner.drivers": ("drive_command", "_service_failure", "_listen_at_proxy_port"),
     "flowproof_cli.runner.command": ("_cannot_start",),
+    "flowproof_cli.runner.descriptors": ("ConnectionCap._over", "AcceptWatch.handled"),
     "flowproof_cli.runner.url_driver": ("_connection", "_describe"),
     "flowproof_cli.runner.mcp_servers": ("StdioServer._never_contacted", "McpServers._stale"),
     "flowproof_cli.mcp.stdio": ("sent_too_deep", "could_not_handle_line"),
@@ -208,6 +209,15 @@ UNREACHABLE: dict[str, str] = {
     "the MCP server '{}': could not handle the agent's line ({})": (
         "defensive: no line the agent can send makes the stand-in raise; a raise forced in "
         "tests/falsifiability/test_mcp_garbage.py is answered and named"
+    ),
+    "cannot start the agent {}: {}. {}": (
+        "flowproof out of file descriptors as the agent starts: no case can bring a run to "
+        "exactly that point (tests/unit/test_descriptors.py words it)"
+    ),
+    "{} and could not accept the agent's connection on 127.0.0.1:{} (it waited in the "
+    "listener's queue for a descriptor to be free). {}": (
+        "needs a run under a lowered `ulimit -n` whose flows together hold more connections "
+        "than it allows: tests/falsifiability/test_descriptors.py runs exactly that"
     ),
     "{}: the matcher addon script ({}) could not be loaded": (
         "defensive: mitmproxy's loader logs the exception of every script that fails to load, "
