@@ -212,7 +212,7 @@ def too_big_together(argv: Sequence[str], env: Mapping[str, str]) -> str:
 _KEEPER_PROGRAM = r"""# flowproof keeper: ends what a killed flowproof left behind
 import json, os, shutil, signal, time
 signal.signal(signal.SIGINT, signal.SIG_IGN)
-held = {"group": set(), "marker": set(), "path": set()}
+held = {"group": set(), "marker": set(), "cgroup": set(), "path": set()}
 pending = b""
 while chunk := os.read(0, 65536):
     *lines, pending = (pending + chunk).split(b"\n")
@@ -224,6 +224,36 @@ for pgid in held["group"]:
         os.killpg(pgid, signal.SIGKILL)
     except OSError:
         pass
+for cgroup in held["cgroup"]:
+    try:
+        kill = os.open(os.path.join(cgroup, "cgroup.kill"), os.O_WRONLY)
+        try:
+            os.write(kill, b"1")
+        finally:
+            os.close(kill)
+    except OSError:
+        for _ in range(40):
+            try:
+                with open(os.path.join(cgroup, "cgroup.procs")) as procs:
+                    members = [int(pid) for pid in procs.read().split()]
+            except (OSError, ValueError):
+                break
+            if not members:
+                break
+            for pid in members:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except OSError:
+                    pass
+            time.sleep(0.05)
+    for _ in range(40):
+        try:
+            os.rmdir(cgroup)
+            break
+        except FileNotFoundError:
+            break
+        except OSError:
+            time.sleep(0.05)
 markers = {os.fsencode(marker) for marker in held["marker"]}
 for _ in range(3 if markers and os.path.isdir("/proc") else 0):
     for entry in os.listdir("/proc"):
@@ -247,7 +277,7 @@ for path in held["path"]:
             pass
 """
 
-GROUP, MARKER, PATH = "group", "marker", "path"
+GROUP, MARKER, CGROUP, PATH = "group", "marker", "cgroup", "path"
 _KEEPER_EXIT_S = 2.0  # at most this long to let the keeper finish at a normal exit
 
 
@@ -258,7 +288,8 @@ class Keeper:
     for flowproof reaches it, would run on to its timeout, and the proxy's CA folder, the MCP
     stand-ins' session folder and a half-written trace's temporary file would stay. So each
     is held here while it exists: a process group, a marker (a `NAME=value` entry of the
-    agent's environment, which its descendants inherit, held before the agent starts), a
+    agent's environment, which its descendants inherit, held before the agent starts), an
+    agent's cgroup (everything in it is killed, then it is removed: `runner/cgroups.py`), a
     path. The keeper, started on first use in a session of its own, reads the list on a pipe
     only flowproof writes to; when that pipe closes (flowproof exited, however) it kills the
     groups and the marked processes still held and removes the paths. A clean run releases
@@ -337,20 +368,23 @@ KEEPER = Keeper()
 # -- paths held from before they exist ------------------------------------------------------
 
 
-def create_held[T](candidate: Callable[[], str], create: Callable[[str], T]) -> tuple[T, str]:
-    """`create(name)` for a fresh name from `candidate()`, the keeper holding the name from
-    before it exists, so no moment is left where a kill would orphan it (the run's first
-    hold starts the keeper: a fork and exec wide). `create` raises FileExistsError for a
-    name that is taken (someone else's: never ours to remove); another name is then tried."""
+def create_held[T](
+    candidate: Callable[[], str], create: Callable[[str], T], kind: str = PATH
+) -> tuple[T, str]:
+    """`create(name)` for a fresh name from `candidate()`, the keeper holding the name (as
+    `kind`) from before it exists, so no moment is left where a kill would orphan it (the
+    run's first hold starts the keeper: a fork and exec wide). `create` raises
+    FileExistsError for a name that is taken (someone else's: never ours to remove); another
+    name is then tried."""
     while True:
         name = candidate()
-        KEEPER.hold(PATH, name)
+        KEEPER.hold(kind, name)
         try:
             return create(name), name
         except FileExistsError:
-            KEEPER.release(PATH, name)
+            KEEPER.release(kind, name)
         except BaseException:
-            KEEPER.release(PATH, name)
+            KEEPER.release(kind, name)
             raise
 
 

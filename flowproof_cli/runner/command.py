@@ -1,7 +1,9 @@
 """The command driver: start the agent in its own process group, bound it in time, end it.
 
 Everything the agent started dies with it: the whole group is signalled on timeout, on
-cancellation and after a normal exit, so no grandchild outlives a flow.
+cancellation and after a normal exit, so no grandchild outlives a flow; where the platform
+allows, the agent also starts in a cgroup of its own (`runner/cgroups.py`), which ends even
+a descendant that left the group and cleared its environment.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from flowproof_cli.process import (
 from flowproof_cli.process import file_tail as _tail
 from flowproof_cli.process import signal_group as _signal_group
 from flowproof_cli.runner import orphans
+from flowproof_cli.runner.cgroups import AgentCgroup
 from flowproof_cli.runner.descriptors import FIX, out_of_descriptors
 from flowproof_cli.runner.environment import ORPHAN_MARKER_VARIABLE
 from flowproof_cli.spec.variables import hold_handles, release_handles, resolve_variables
@@ -103,6 +106,12 @@ async def _end_own_orphans(env: Mapping[str, str], before: set[int], agent_pid: 
     await asyncio.to_thread(end, before, {agent_pid}, marker.encode() if marker else None)
 
 
+async def _end_cgroup(cgroup: AgentCgroup | None) -> None:
+    """Kill what is left in the agent's cgroup and remove it (a thread: it waits for them)."""
+    if cgroup is not None:
+        await asyncio.to_thread(cgroup.end)
+
+
 async def _end_group(process: asyncio.subprocess.Process, pgid: int) -> None:
     """End the whole group, politely first: on timeout, cancellation, error or normal exit.
 
@@ -137,10 +146,11 @@ async def _spawn(
     cwd: Path,
     launch: Launch | None,
     outputs: tuple[IO[bytes], IO[bytes]],
+    cgroup: AgentCgroup | None = None,
 ) -> asyncio.subprocess.Process:
-    """Start the agent in its own session, contained when `launch` is given. What exec
-    cannot carry (a NUL, a name with `=`, a string over MAX_ARG_STRLEN) is refused first,
-    naming the argument or the variable."""
+    """Start the agent in its own session (and `cgroup`), contained when `launch` is given.
+    What exec cannot carry (a NUL, a name with `=`, a string over MAX_ARG_STRLEN) is refused
+    first, naming the argument or the variable."""
     problem = exec_problem(argv, env)
     if problem is not None:
         raise AgentStartError(f"cannot start the agent: {problem}")
@@ -156,6 +166,9 @@ async def _spawn(
             stderr=outputs[1],
             start_new_session=True,
             pass_fds=launch.pass_fds if launch is not None else (),
+            # Joined in the child before exec, so no descendant is ever outside it. Three
+            # system calls, no lock taken: safe beside the loop's threads.
+            preexec_fn=cgroup.join if cgroup is not None else None,
         )
     except OSError as exc:
         raise _cannot_start(argv[0], exc, argv, env) from exc
@@ -183,8 +196,14 @@ async def run_agent(
         _output_file(argv[0]) as stderr,
         KEEPER.holding(MARKER, marker) if marker else contextlib.nullcontext(),
     ):
-        process = await _spawn(argv, env=env, cwd=cwd, launch=launch, outputs=(stdout, stderr))
-
+        cgroup = AgentCgroup.make()  # held by the keeper from before it exists
+        try:
+            process = await _spawn(
+                argv, env=env, cwd=cwd, launch=launch, outputs=(stdout, stderr), cgroup=cgroup
+            )
+        except BaseException:
+            await _end_cgroup(cgroup)
+            raise
         pgid = process.pid
         KEEPER.hold(GROUP, pgid)
         timed_out = False
@@ -199,6 +218,7 @@ async def run_agent(
                 await _end_group(process, pgid)
             finally:
                 KEEPER.release(GROUP, pgid)  # SIGKILLed by now: a pgid free for reuse
+                await _end_cgroup(cgroup)  # what left the group, its environment cleared
             if adopts_orphans:
                 await _end_own_orphans(env, children_before, process.pid)
         stdout_text, stderr_text = _tail(stdout), _tail(stderr)

@@ -500,6 +500,33 @@ def test_sigkill_of_flowproof_ends_its_agent_and_removes_its_temp_folders(
     assert not marked_pids(started.marker)
 
 
+def _environ_of(pid: int) -> bytes:
+    return Path(f"/proc/{pid}/environ").read_bytes()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", MODES)
+def test_sigkill_of_flowproof_ends_a_daemon_that_left_its_session_and_cleared_its_environment(
+    mode: str, tmp_path: Path, reap: list[int]
+) -> None:
+    """Before, the keeper found an agent's descendants by the proxy URL in their environment:
+    a daemon that called setsid() (out of the agent's process group) and cleared its
+    environment survived a SIGKILL of flowproof, for its ten minutes of sleep."""
+    spec, probe = hanging_probe(tmp_path)
+    set_agent_env(spec, HYGIENE_DAEMON="1")
+    with hanging_run(mode, spec, probe, tmp_path) as (started, pids):
+        reap.extend([pids["agent.pid"], pids["orphan.pid"]])
+        daemon = int((probe / "daemon.pid").read_text())
+        reap.append(daemon)
+        assert not is_gone(daemon), "the daemon did not start"
+        assert _environ_of(daemon) == b"", "the daemon kept an environment to be found by"
+        assert os.getsid(daemon) != os.getsid(pids["agent.pid"]), "it kept the agent's session"
+        started.process.kill()
+        assert started.process.wait(timeout=EXIT_WAIT_S) == -signal.SIGKILL
+    assert eventually(lambda: is_gone(pids["agent.pid"]), GONE_WAIT_S), "the agent outlived it"
+    assert eventually(lambda: is_gone(daemon), GONE_WAIT_S), "the daemon outlived flowproof"
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("hook", ["env_from", "before_each"])
 def test_sigkill_of_flowproof_ends_a_running_suite_hook(

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from flowproof_cli.runner import command, orphans
+from flowproof_cli.runner import cgroups, command, orphans
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux only")
 
@@ -48,8 +48,10 @@ def test_a_setsid_descendant_is_ended_with_the_agent(tmp_path: Path) -> None:
 def test_without_adoption_the_setsid_descendant_would_survive(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The control: what the process-group kill alone leaves behind."""
+    """The control: what the process-group kill alone leaves behind (no adoption, and no
+    cgroup of the agent's own, which would end it too: tests/unit/test_cgroups.py)."""
     monkeypatch.setattr(orphans, "become_subreaper", lambda: False)
+    monkeypatch.setattr(cgroups, "cgroup_base", lambda: None)
     escaped = _run_escaping_agent(tmp_path)
     try:
         assert _alive(escaped)

@@ -5,7 +5,10 @@ group, but its parent is gone, so nobody waits for it), then writes into HYGIENE
 `agent.pid`, `orphan.pid` and `proxy.port` (from OPENAI_BASE_URL). Then it runs the regular
 tool-loop agent, so every knob of tool_loop_agent.py (AGENT_HANG_AFTER, AGENT_MODEL, ...)
 works. With HYGIENE_IGNORE_TERM the agent and its orphan ignore SIGTERM (only SIGKILL
-ends them).
+ends them). With HYGIENE_DAEMON it first starts a daemon as a careful one does: it
+double-forks, calls setsid() (a session and process group of its own) and replaces itself
+with `sleep` with an empty environment (no variable of flowproof's left to find it by);
+its pid goes to `daemon.pid`.
 """
 
 from __future__ import annotations
@@ -33,8 +36,23 @@ def spawn_orphan(pidfile: Path) -> None:
         time.sleep(0.01)
 
 
+def spawn_daemon(pidfile: Path) -> None:
+    child = os.fork()
+    if child == 0:
+        os.setsid()
+        if os.fork() == 0:
+            pidfile.write_text(str(os.getpid()))
+            os.execve("/bin/sleep", ["sleep", "600"], {})
+        os._exit(0)
+    os.waitpid(child, 0)
+    while not pidfile.exists():
+        time.sleep(0.01)
+
+
 def main() -> None:
     folder = Path(os.environ["HYGIENE_DIR"])
+    if os.environ.get("HYGIENE_DAEMON"):
+        spawn_daemon(folder / "daemon.pid")
     if os.environ.get("HYGIENE_IGNORE_TERM"):
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
     spawn_orphan(folder / "orphan.pid")
