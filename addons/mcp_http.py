@@ -321,6 +321,8 @@ class McpHttpBoundary:
         if reason == "Client disconnected.":
             if flow.response is not None:
                 return  # the agent closed a stream it had: nothing went wrong
+            if session.on_agent_gone(forward.via):
+                return  # named by its call: the server had not answered it
             reason = "the agent closed its connection before the server answered"
         session.on_upstream_unreachable(reason)  # also a body cut by the server
 

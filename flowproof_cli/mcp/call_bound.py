@@ -51,10 +51,11 @@ class CallBound:
         return f"did not answer {call} within {self.seconds:g} s ({self.source()})"
 
     def unanswered_at_end(self, server: str, call: str) -> str:
-        """A call still waiting when the agent ended (its timeout, or it gave up first)."""
+        """A call still waiting when the agent stopped waiting for it: the flow's timeout
+        stopped the agent, or its own client gave up first."""
         return (
-            f"the MCP server '{server}' had not answered {call} when the agent ended (the "
-            f"call's bound: {self.seconds:g} s)"
+            f"the MCP server '{server}' had not answered {call} when the agent stopped "
+            f"waiting (the call's bound: {self.seconds:g} s)"
         )
 
 

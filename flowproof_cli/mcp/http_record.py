@@ -137,6 +137,16 @@ class HttpRecordSession(HttpMcpSession):
         call = call_text(self.recorder.lane.calls[position].label(), via)
         self.errors.append(f"the MCP server '{self.server}' {self.bound.not_answered(call)}")
 
+    def on_agent_gone(self, via: Any) -> bool:
+        """The agent closed its connection before the server answered request `via`: the
+        record fails naming the call; False when `via` names no waiting call."""
+        position = self.recorder.position_of(via) if via is not None else None
+        if position is None:
+            return False
+        call = call_text(self.recorder.lane.calls[position].label(), via)
+        self.errors.append(self.bound.unanswered_at_end(self.server, call))
+        return True
+
     def on_upstream_unreachable(self, reason: str) -> None:
         self.errors.append(
             f"flowproof could not reach the real MCP server '{self.server}' at {self.url}: {reason}"

@@ -24,8 +24,8 @@ def test_the_bound_says_where_it_comes_from() -> None:
     assert default.startswith("did not answer ping (JSON-RPC id 1) within 120 s (the upstream")
     assert "`call_timeout`" in default and "--upstream-timeout" in default
     assert CallBound(2.5).unanswered_at_end("files", "ping (JSON-RPC id 1)") == (
-        "the MCP server 'files' had not answered ping (JSON-RPC id 1) when the agent ended "
-        "(the call's bound: 2.5 s)"
+        "the MCP server 'files' had not answered ping (JSON-RPC id 1) when the agent stopped "
+        "waiting (the call's bound: 2.5 s)"
     )
 
 
