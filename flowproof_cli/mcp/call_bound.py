@@ -50,6 +50,13 @@ class CallBound:
         """What a server did when the bound of `call` (a `call_text`) passed."""
         return f"did not answer {call} within {self.seconds:g} s ({self.source()})"
 
+    def server_not_answered(self, server: str, call: str) -> str:
+        """`not_answered`, naming the server (the HTTP boundary's failure line)."""
+        return (
+            f"the MCP server '{server}' did not answer {call} within {self.seconds:g} s "
+            f"({self.source()})"
+        )
+
     def unanswered_at_end(self, server: str, call: str) -> str:
         """A call still waiting when the agent stopped waiting for it: the flow's timeout
         stopped the agent, or its own client gave up first."""

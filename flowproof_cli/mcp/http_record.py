@@ -135,7 +135,7 @@ class HttpRecordSession(HttpMcpSession):
             self.on_upstream_unreachable(what)
             return
         call = call_text(self.recorder.lane.calls[position].label(), via)
-        self.errors.append(f"the MCP server '{self.server}' {self.bound.not_answered(call)}")
+        self.errors.append(self.bound.server_not_answered(self.server, call))
 
     def on_agent_gone(self, via: Any) -> bool:
         """The agent closed its connection before the server answered request `via`: the

@@ -312,8 +312,7 @@ def _describe(error: ErrorDetails, loc: _Loc) -> str:
         key = loc[-1] if loc and isinstance(loc[-1], str) else "timeout"
         example = f"{key}: {60 if key == 'call_timeout' else 300}"
         return (
-            f"{field} must be a finite number of seconds > 0, got {value!r}. Fix: e.g. "
-            f"`{example}`"
+            f"{field} must be a finite number of seconds > 0, got {value!r}. Fix: e.g. `{example}`"
         )
     if kind == "bool_type":
         return f"{field} must be true or false, got {value!r}. Fix: write `true` or `false`"

@@ -105,5 +105,5 @@ def test_a_call_timeout_that_is_not_seconds_is_named_at_its_line(value: str) -> 
     with pytest.raises(SpecError) as caught:
         spec(f"  - name: f\n    command: srv\n    call_timeout: {value}\n")
     assert caught.value.line == 8, str(caught.value)
-    assert "`mcp.0.call_timeout` must be a number of seconds > 0" in str(caught.value)
+    assert "`mcp.0.call_timeout` must be a finite number of seconds > 0" in str(caught.value)
     assert "Fix: e.g. `call_timeout: 60`" in str(caught.value)
