@@ -140,10 +140,15 @@ def plan_job(
 
 def settle(result: FlowResult) -> None:
     """A record's candidate, settled as `flowproof record` does with nobody to ask: it
-    stays beside the trace and the flow fails, naming how to accept it."""
-    from flowproof_cli.runner.rerecord import review  # noqa: PLC0415
+    stays beside the trace and the flow fails, naming how to accept it. A recording that
+    needs no review replaces the trace."""
+    from flowproof_cli.runner.rerecord import commit, discard, review  # noqa: PLC0415
 
-    review([result], yes=False, ask=None, echo=None)
+    try:
+        review([result], yes=False, ask=None, echo=None)
+        commit([result])
+    finally:
+        discard([result])
 
 
 def from_result(result: FlowResult) -> FlowRun:

@@ -42,6 +42,10 @@ class FlowResult:
     # (runner/rerecord.py): its path until approved or refused, and its trajectory diff.
     candidate_path: Path | None = None
     trajectory_diff: list[str] = field(default_factory=list)
+    # A passing record's new trace, complete beside the old one: moved over it only with
+    # the verdict (runner/rerecord.py `commit`), so that no signal splits the two. Never
+    # printed or stored.
+    staged_trace: Path | None = None
     # The files this verdict judged (flowproof_cli.evidence.records): the spec, and the
     # trace read (replay) or written (record).
     spec_sha256: str | None = None
@@ -77,6 +81,7 @@ class FlowResult:
         data["spec_path"] = str(self.spec_path)
         data["trace_path"] = str(self.trace_path)
         data["candidate_path"] = str(self.candidate_path) if self.candidate_path else None
+        del data["staged_trace"]
         data["status"] = self.status
         data["passed"] = self.passed
         return data

@@ -18,7 +18,6 @@ from flowproof_cli.cli.options import (
     trace_file_option,
     yes_option,
 )
-from flowproof_cli.cli.output import print_results
 from flowproof_cli.mode import Mode
 
 if TYPE_CHECKING:
@@ -77,6 +76,7 @@ def record(
     trace whose trajectory changed prints the trajectory diff and asks first (see --yes).
     """
     # The runner only here, not at import: `flowproof record --help` needs none of it.
+    from flowproof_cli.cli.commit import finish_record  # noqa: PLC0415
     from flowproof_cli.evidence.records import RunRecord  # noqa: PLC0415
     from flowproof_cli.runner.job import plan_jobs  # noqa: PLC0415
     from flowproof_cli.runner.parallel import execute  # noqa: PLC0415
@@ -90,9 +90,15 @@ def record(
         environ = {**job.environ, TIMEOUT_VARIABLE: repr(upstream_timeout)}
         job = dataclasses.replace(job, environ=environ)
     with RunRecord(spec_path.parent, [job]) as record:  # written however this ends
-        record.results = [execute(job)]
-        review_recordings(record.results, yes=yes, as_json=as_json)
-        sys.exit(print_results(record.results, as_json=as_json, summary=False, fs_report=fs_report))
+        results = record.results = [execute(job)]
+        sys.exit(
+            finish_record(
+                results,
+                review=lambda: review_recordings(results, yes=yes, as_json=as_json),
+                as_json=as_json,
+                fs_report=fs_report,
+            )
+        )
 
 
 def review_recordings(results: list[FlowResult], *, yes: bool, as_json: bool) -> None:

@@ -140,7 +140,7 @@ async def run_flow(
         _judge(setup, result, driven, mcp)
         if mode is Mode.RECORD:
             _keep_recording(setup, result, driven, mcp)
-    if mode is Mode.REPLAY or result.trace_written:  # the trace judged: read, or written
+    if mode is Mode.REPLAY:  # the trace judged; a record's, once written (rerecord.commit)
         result.trace_sha256 = file_sha256(trace_path)
     return result
 
@@ -177,6 +177,8 @@ def _prepare(
     spec_path = spec.source_path or Path(f"{spec.name}.flow.yaml")
     if mode is Mode.REPLAY and not trace_path.exists():
         raise TraceError(f"no trace at {trace_path}; record it first: {_record_command(spec_path)}")
+    if mode is Mode.RECORD:  # found out now, not once the agent has run
+        traces.check_writable(trace_path)
     secrets = secret_scan.resolve_secrets(spec, env, spec.source_path)
     cwd = spec_path.parent if spec.source_path else Path.cwd()
     rules, user_addons = _match_rules(spec, match, cwd, env)
@@ -267,8 +269,8 @@ def _judge(setup: _Setup, result: FlowResult, driven: Driven, mcp: McpVerdict) -
 
 
 def _keep_recording(setup: _Setup, result: FlowResult, driven: Driven, mcp: McpVerdict) -> None:
-    """Record writes a trace only for a passing flow: a first one, or a reviewed
-    replacement (runner/rerecord.py)."""
+    """Record stages a trace only for a passing flow: a first one, or a reviewed
+    replacement (runner/rerecord.py); the command moves it into place with the verdict."""
     if result.failures:
         result.notes.append("no trace written (record writes a trace only for a passing flow)")
         return

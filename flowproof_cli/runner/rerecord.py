@@ -4,15 +4,19 @@ Two halves, because with `-j N` several flows end at once and a question must no
 interleave with their output:
 
 * In the flow's process, `place_recording` (runner/flow.py, for a passing record only):
-  with no trace yet the recording is written as the trace. Over an existing trace whose
-  trajectory is unchanged it is written without asking (only values the model mints, like
-  ids and usage, can differ, and the file stays exactly what this run recorded). Any other
-  recording goes beside the trace as `x.trace.candidate.yaml`; the result carries that path
-  and the trajectory diff.
+  with no trace yet the recording is staged to become the trace. Over an existing trace
+  whose trajectory is unchanged it is staged without asking (only values the model mints,
+  like ids and usage, can differ, and the file stays exactly what this run recorded). Any
+  other recording goes beside the trace as `x.trace.candidate.yaml`; the result carries
+  that path and the trajectory diff.
 * Once every flow has ended, in the CLI, `review`: each candidate's diff is printed,
-  then the candidate is moved over the trace when approved (`--yes`, or `y` at the prompt),
-  deleted when refused (`n`), and kept beside the trace, with how to accept it, when nobody
-  can be asked (no terminal). An unapproved candidate is a failure of the flow (exit 1).
+  then the candidate is staged when approved (`--yes`, or `y` at the prompt), deleted
+  when refused (`n`), and kept beside the trace, with how to accept it, when nobody can be
+  asked (no terminal). An unapproved candidate is a failure of the flow (exit 1).
+* Last, `commit`: each staged recording is moved over its trace in one rename. The CLI does
+  it in the same step as printing the verdict, where no signal can split the two
+  (cli/commit.py); until then the old trace is untouched, and `discard` removes what was
+  staged and never committed (an approved candidate stays beside the trace).
 
 A failed record never gets here: it writes and removes nothing.
 """
@@ -30,7 +34,14 @@ from flowproof_cli.errors import TraceError
 from flowproof_cli.evidence.records import file_sha256
 from flowproof_cli.evidence.trajectory_diff import UNCHANGED, Intent, diff_traces
 from flowproof_cli.trace.envelope import from_document, to_document
-from flowproof_cli.trace.storage import TRACE_SUFFIX, dumps, write_atomic
+from flowproof_cli.trace.storage import (
+    TRACE_SUFFIX,
+    commit_staged,
+    discard_staged,
+    dumps,
+    stage,
+    write_atomic,
+)
 from flowproof_cli.verdict import FlowResult
 
 CANDIDATE_SUFFIX = ".trace.candidate.yaml"
@@ -59,28 +70,45 @@ def place_recording(
     *,
     scrub: Scrub | None = None,
 ) -> None:
-    """Write a passing recording where it belongs (see the module docstring). `scrub` takes
+    """Stage a passing recording where it belongs (see the module docstring). `scrub` takes
     the spec's secrets out of every value of both traces before they are compared, so that
     no part of one reaches the diff, even from an old trace recorded before it was guarded."""
     text = dumps(recording)
     if not trace_path.exists():
-        write_atomic(trace_path, text)
-        result.trace_written = True
+        result.staged_trace = _staged(trace_path, text)
         return
     # Compared as it will be stored, read back, exactly as the old trace is.
     diff = _diff_lines(trace_path, traces.loads(text, "the new recording"), intent, scrub)
     if diff is None:
-        write_atomic(trace_path, text)
-        result.trace_written = True
+        result.staged_trace = _staged(trace_path, text)
         result.notes.append(
             f"{UNCHANGED}: rewrote {trace_path} without review (only values the model mints, "
             "such as ids and usage, can differ)"
         )
         return
     candidate = candidate_path_for(trace_path)
-    write_atomic(candidate, text)
+    try:
+        write_atomic(candidate, text)
+    except OSError as exc:
+        raise _unwritable(candidate, exc) from None
     result.candidate_path = candidate
     result.trajectory_diff = diff
+
+
+def _staged(trace_path: Path, text: str) -> Path:
+    try:
+        return stage(trace_path, text)
+    except OSError as exc:
+        raise _unwritable(trace_path, exc) from None
+
+
+def _unwritable(path: Path, exc: OSError) -> TraceError:
+    """A write that failed after the check before the agent started (the disk filled, the
+    folder's permissions changed meanwhile)."""
+    return TraceError(
+        f"cannot write {path}: {exc.strerror or exc}. Fix: make {path.parent} writable (and "
+        "check the free space), then record again"
+    )
 
 
 def _diff_lines(
@@ -130,17 +158,47 @@ def review(results: Sequence[FlowResult], *, yes: bool, ask: Ask | None, echo: E
 
 
 def _accept(result: FlowResult, candidate: Path) -> None:
-    try:
-        os.replace(candidate, result.trace_path)
-    except OSError as exc:
-        result.error = (
-            f"could not move the new recording {candidate} over {result.trace_path}: "
-            f"{exc.strerror or exc}"
-        )
-        return
+    """Approved: the candidate becomes the staged recording (`commit` moves it)."""
     result.candidate_path = None
-    result.trace_written = True
-    result.trace_sha256 = file_sha256(result.trace_path)
+    result.staged_trace = candidate
+
+
+def commit(results: Sequence[FlowResult]) -> None:
+    """Move each staged recording over its trace, in one rename each."""
+    for result in results:
+        staged, result.staged_trace = result.staged_trace, None
+        if staged is None:
+            continue
+        try:
+            if _is_candidate(result, staged):
+                os.replace(staged, result.trace_path)
+            else:
+                commit_staged(staged, result.trace_path)
+        except OSError as exc:
+            result.error = (
+                f"could not move the new recording {staged} over {result.trace_path}: "
+                f"{exc.strerror or exc}"
+            )
+            continue
+        result.trace_written = True
+        result.trace_sha256 = file_sha256(result.trace_path)
+
+
+def discard(results: Sequence[FlowResult]) -> None:
+    """Remove what was staged and not committed; an approved candidate stays beside its
+    trace, where `flowproof record --yes` or a `mv` can still take it."""
+    for result in results:
+        staged, result.staged_trace = result.staged_trace, None
+        if staged is None:
+            continue
+        if _is_candidate(result, staged):
+            result.candidate_path = staged
+        else:
+            discard_staged(staged)
+
+
+def _is_candidate(result: FlowResult, staged: Path) -> bool:
+    return staged == candidate_path_for(result.trace_path)
 
 
 def _how_to_accept(result: FlowResult, candidate: Path) -> str:

@@ -335,6 +335,13 @@ def _build(node: Node, loader: Any, strings: dict[str, str], depth: int) -> Any:
 def write_atomic(path: Path, text: str) -> None:
     """Write a complete file or nothing: temp file, fsync, rename. The temp file is held by
     the keeper meanwhile, so a flowproof killed mid-write (no `except` runs) leaves none."""
+    commit_staged(stage(path, text), path)
+
+
+def stage(path: Path, text: str) -> Path:
+    """`text`, complete and fsynced, in a new temporary file beside `path`, which it will
+    replace (`commit_staged`) or never touch (`discard_staged`). The keeper holds the file
+    until then, so a flowproof killed before either leaves none behind."""
     path.parent.mkdir(parents=True, exist_ok=True)
     handle, temp_name = _held_temp(path)
     try:
@@ -342,13 +349,55 @@ def write_atomic(path: Path, text: str) -> None:
             stream.write(text)
             stream.flush()
             os.fsync(stream.fileno())
-        os.replace(temp_name, path)
+    except BaseException:
+        discard_staged(Path(temp_name))
+        raise
+    return Path(temp_name)
+
+
+def commit_staged(staged: Path, path: Path) -> None:
+    """Move a staged file over `path` in one rename; on failure it is removed."""
+    try:
+        os.replace(staged, path)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
-            os.unlink(temp_name)
+            os.unlink(staged)
         raise
     finally:
-        KEEPER.release(PATH, temp_name)
+        KEEPER.release(PATH, str(staged))
+
+
+def discard_staged(staged: Path) -> None:
+    """Remove a staged file that will not be committed."""
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(staged)
+    KEEPER.release(PATH, str(staged))
+
+
+def check_writable(path: Path) -> None:
+    """Raise TraceError unless a trace can be written at `path`, found out before anything
+    runs: `path` is not a folder, and a file can be created in its folder (or, when that
+    folder does not exist yet, in the nearest folder above it that does). The test creates
+    a held temporary file there and removes it at once."""
+    if path.is_dir():
+        raise TraceError(
+            f"cannot write the trace {path}: it is a folder. Fix: name a file, e.g. "
+            f"`-o {path / 'x.trace.yaml'}`"
+        )
+    folder = next((above for above in path.parents if above.exists()), Path("/"))
+    if not folder.is_dir():
+        raise TraceError(
+            f"cannot write the trace {path}: {folder} is not a folder. Fix: write the trace "
+            "elsewhere with `-o PATH`"
+        )
+    try:
+        discard_staged(stage(folder / path.name, ""))
+    except OSError as exc:
+        raise TraceError(
+            f"cannot write the trace {path}: the folder {folder} is not writable "
+            f"({exc.strerror or exc}). Fix: make {folder} writable, or write the trace "
+            "elsewhere with `-o PATH`"
+        ) from None
 
 
 def _held_temp(path: Path) -> tuple[int, str]:

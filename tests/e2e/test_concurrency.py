@@ -10,6 +10,7 @@ import pytest
 
 from flowproof_cli.cassette import Mode
 from flowproof_cli.runner.flow import run_flow
+from flowproof_cli.runner.rerecord import commit
 from flowproof_cli.spec import load_spec
 from flowproof_cli.trace import load as load_trace
 from flowproof_cli.trace import trace_path_for
@@ -38,11 +39,14 @@ def test_calls_arriving_in_another_order_still_match(tmp_path: Path) -> None:
 
 
 def _run(spec_path: Path, mode: Mode, environ: dict[str, str]):
-    return asyncio.run(
+    """One flow's verdict; a record's trace moved into place as the command does."""
+    result = asyncio.run(
         run_flow(
             load_spec(spec_path), mode=mode, trace_path=trace_path_for(spec_path), environ=environ
         )
     )
+    commit([result])
+    return result
 
 
 def test_goose_like_side_call_never_steals_the_reply(tmp_path: Path) -> None:

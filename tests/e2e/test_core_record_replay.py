@@ -6,6 +6,8 @@ Every behaviour has its red path: each failure checks the exit code and the mess
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import signal
 import sys
 import time
@@ -14,7 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.conftest import REPO, run_cli, start_cli
+from tests.conftest import REPO, run_cli, run_command, start_cli
 from tests.e2e.flows import set_agent_env, write_flow
 from tests.fakes.fake_upstream import FakeUpstream
 
@@ -196,6 +198,51 @@ def test_trace_override_paths(tmp_path: Path, fake_upstream: FakeUpstream) -> No
     assert custom.exists() and not trace_of(spec).exists()
     fake_upstream.stop()
     assert run_cli("run", spec, "-t", custom).code == 0
+
+
+def unprivileged(*args: str | Path) -> list[str | Path]:
+    """The CLI as a process file permissions apply to: as root, without its capabilities
+    (`setpriv`, uid 0 kept so the interpreter stays readable), so a read-only folder is
+    read-only to it as to any user."""
+    command: list[str | Path] = [sys.executable, "-m", "flowproof_cli", *args]
+    if os.geteuid() != 0:
+        return command
+    if shutil.which("setpriv") is None:
+        pytest.skip("running as root without setpriv: no folder is read-only to root")
+    drop = ["--securebits=+noroot,+noroot_locked,+no_setuid_fixup", "--bounding-set=-all"]
+    return ["setpriv", *drop, "--inh-caps=-all", "--ambient-caps=-all", *command]
+
+
+@pytest.mark.parametrize("where", ["beside the spec", "-o into a folder to create"])
+def test_a_read_only_folder_for_the_trace_is_refused_before_the_agent_starts(
+    tmp_path: Path, where: str
+) -> None:
+    """It was a PermissionError traceback once the agent had run (exit 1)."""
+    spec = write_flow(tmp_path)
+    if where == "beside the spec":
+        folder, trace, extra = tmp_path, trace_of(spec), ()
+    else:
+        folder = tmp_path / "read-only"
+        folder.mkdir()
+        trace = folder / "new" / "x.trace.yaml"
+        extra = ("-o", str(trace))
+    folder.chmod(0o555)
+    try:
+        with FakeUpstream() as fake:
+            upstream = {"FLOWPROOF_AGENT_UPSTREAM": f"{fake.base_url}/v1"}
+            result = run_command(unprivileged("record", spec, *extra), env=upstream, cwd=tmp_path)
+            assert fake.model_requests() == []  # the agent never ran
+    finally:
+        folder.chmod(0o755)
+    assert result.code == 2, result.output
+    assert "Traceback" not in result.output
+    assert (
+        f"error: cannot write the trace {trace}: the folder {folder} is not writable "
+        f"(Permission denied). Fix: make {folder} writable, or write the trace elsewhere "
+        "with `-o PATH`"
+    ) in result.stderr
+    assert not trace.exists()
+    assert not [p for p in folder.rglob("*") if p.name.endswith(".tmp")]
 
 
 def test_recording_is_deterministic(tmp_path: Path) -> None:

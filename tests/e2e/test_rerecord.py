@@ -20,7 +20,7 @@ import yaml
 from flowproof_cli.cassette import Mode
 from flowproof_cli.runner.job import plan_jobs
 from flowproof_cli.runner.parallel import run_jobs
-from flowproof_cli.runner.rerecord import review
+from flowproof_cli.runner.rerecord import commit, review
 from tests.conftest import REPO, CliResult, clean_environ, run_cli
 from tests.e2e.flows import set_agent_env, write_flow
 from tests.fakes.fake_upstream import FakeUpstream
@@ -250,10 +250,12 @@ def test_parallel_flows_leave_candidates_for_the_review(tmp_path: Path) -> None:
     assert trace_of(specs[0]).read_bytes() == old[specs[0]]  # the flow replaced nothing
     assert "  tools offered:" in first.trajectory_diff
     assert second.candidate_path is None
-    assert second.trace_written  # unchanged: rewritten as the flow ended
+    assert second.staged_trace is not None  # unchanged: staged as the flow ended
     printed: list[str] = []
     review(results, yes=True, ask=None, echo=printed.append)
+    commit(results)
     assert first.trace_written and first.candidate_path is None
+    assert second.trace_written
     assert "check_visa" in trace_of(specs[0]).read_text()
     assert not candidate_of(specs[0]).exists()
     assert printed[0] == f"one flow: the new recording differs from {trace_of(specs[0])}"

@@ -1,5 +1,6 @@
-"""Where a passing recording goes (`place_recording`) and how a candidate is settled
-(`review`), without an agent: the end-to-end paths are in tests/e2e/test_rerecord.py."""
+"""Where a passing recording goes (`place_recording`), how a candidate is settled
+(`review`) and how what was staged replaces the trace (`commit`) or not (`discard`),
+without an agent: the end-to-end paths are in tests/e2e/test_rerecord.py."""
 
 from __future__ import annotations
 
@@ -9,7 +10,13 @@ from pathlib import Path
 import pytest
 
 from flowproof_cli.evidence.trajectory_diff import Intent
-from flowproof_cli.runner.rerecord import candidate_path_for, place_recording, review
+from flowproof_cli.runner.rerecord import (
+    candidate_path_for,
+    commit,
+    discard,
+    place_recording,
+    review,
+)
 from flowproof_cli.trace import save
 from flowproof_cli.trace.storage import dumps
 from flowproof_cli.verdict import FlowResult
@@ -34,13 +41,18 @@ def test_candidate_names(tmp_path: Path, name: str, candidate: str) -> None:
     assert candidate_path_for(tmp_path / name) == tmp_path / candidate
 
 
-def test_a_first_recording_is_the_trace(tmp_path: Path) -> None:
+def test_a_first_recording_becomes_the_trace_when_committed(tmp_path: Path) -> None:
     trace = tmp_path / "weather.trace.yaml"
     result = result_for(trace)
     place_recording(trace, chat_trace(), Intent(), result)
+    assert not trace.exists() and not result.trace_written  # staged, not in place yet
+    assert result.staged_trace is not None and result.staged_trace.parent == tmp_path
+    commit([result])
     assert result.trace_written and result.candidate_path is None
+    assert result.staged_trace is None and result.trace_sha256 is not None
     assert trace.read_text() == dumps(chat_trace())
     assert result.notes == []
+    assert [p.name for p in tmp_path.iterdir()] == [trace.name]
 
 
 def test_an_unchanged_trajectory_is_rewritten_with_a_note(tmp_path: Path) -> None:
@@ -48,10 +60,24 @@ def test_an_unchanged_trajectory_is_rewritten_with_a_note(tmp_path: Path) -> Non
     save(trace, chat_trace())
     result = result_for(trace)
     place_recording(trace, chat_trace(ids="new"), Intent(), result)
+    assert "call_new0" not in trace.read_text()
+    commit([result])
     assert result.trace_written and result.candidate_path is None
     assert "call_new0" in trace.read_text()
     assert result.notes[0].startswith(f"trajectory unchanged: rewrote {trace} without review")
     assert not candidate_path_for(trace).exists()
+
+
+def test_a_discarded_recording_leaves_the_trace_and_nothing_beside_it(tmp_path: Path) -> None:
+    trace = tmp_path / "weather.trace.yaml"
+    save(trace, chat_trace())
+    old = trace.read_bytes()
+    result = result_for(trace)
+    place_recording(trace, chat_trace(ids="new"), Intent(), result)
+    discard([result])
+    commit([result])  # nothing left to commit
+    assert trace.read_bytes() == old and not result.trace_written
+    assert [p.name for p in tmp_path.iterdir()] == [trace.name]
 
 
 def test_a_changed_trajectory_waits_beside_the_trace(tmp_path: Path) -> None:
@@ -95,10 +121,21 @@ def test_review_with_yes_moves_the_candidate_and_prints_the_diff(tmp_path: Path)
     review([result], yes=True, ask=None, echo=printed.append)
     assert printed[0] == f"weather: the new recording differs from {result.trace_path}"
     assert "    get_weather.city: Nairobi -> Paris" in printed
+    assert result.trace_path.read_text() == dumps(chat_trace())  # moved only by commit
+    commit([result])
     assert result.trace_written and result.passed
     assert result.candidate_path is None and candidate is not None and not candidate.exists()
     assert result.trace_path.read_text() == dumps(PARIS)
     assert result.trace_sha256 is not None
+
+
+def test_an_approved_candidate_not_committed_stays_beside_the_trace(tmp_path: Path) -> None:
+    result = waiting(tmp_path)
+    candidate = result.candidate_path
+    review([result], yes=True, ask=None, echo=None)
+    discard([result])  # interrupted before the commit
+    assert result.candidate_path == candidate and candidate is not None and candidate.exists()
+    assert result.trace_path.read_text() == dumps(chat_trace())
 
 
 def test_review_asks_and_a_refusal_discards_the_candidate(tmp_path: Path) -> None:
@@ -132,6 +169,7 @@ def test_a_candidate_that_cannot_be_moved_is_an_error(tmp_path: Path) -> None:
     assert result.candidate_path is not None
     result.candidate_path.unlink()  # gone before it could be accepted
     review([result], yes=True, ask=None, echo=None)
+    commit([result])
     assert result.error is not None
     assert result.error.startswith("could not move the new recording ")
     assert result.exit_code == 2

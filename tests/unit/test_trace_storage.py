@@ -14,7 +14,15 @@ from flowproof_cli.cassette import Turn
 from flowproof_cli.errors import TraceError
 from flowproof_cli.trace import FORMAT_VERSION, Trace, load, loads, save, trace_path_for
 from flowproof_cli.trace.envelope import from_document
-from flowproof_cli.trace.storage import HEADER, dumps, write_atomic
+from flowproof_cli.trace.storage import (
+    HEADER,
+    check_writable,
+    commit_staged,
+    discard_staged,
+    dumps,
+    stage,
+    write_atomic,
+)
 
 SYSTEM_PROMPT = (
     "You are a careful weather assistant.\n"
@@ -266,6 +274,53 @@ def test_write_atomic_interrupted_keeps_the_previous_file(
         write_atomic(path, "new\n")
     assert path.read_text(encoding="utf-8") == "previous\n"
     assert os.listdir(tmp_path) == ["t.trace.yaml"]
+
+
+def test_a_staged_file_replaces_the_trace_only_when_committed(tmp_path: Path) -> None:
+    path = tmp_path / "t.trace.yaml"
+    path.write_text("previous\n", encoding="utf-8")
+    staged = stage(path, "new\n")
+    assert staged.parent == tmp_path and staged.name.endswith(".tmp")
+    assert path.read_text(encoding="utf-8") == "previous\n"
+    commit_staged(staged, path)
+    assert path.read_text(encoding="utf-8") == "new\n"
+    assert os.listdir(tmp_path) == ["t.trace.yaml"]
+    discard_staged(stage(path, "never\n"))
+    assert path.read_text(encoding="utf-8") == "new\n"
+    assert os.listdir(tmp_path) == ["t.trace.yaml"]
+
+
+def test_a_writable_place_passes_the_check_and_is_left_as_it_was(tmp_path: Path) -> None:
+    check_writable(tmp_path / "t.trace.yaml")
+    check_writable(tmp_path / "not" / "yet" / "t.trace.yaml")  # made when it is written
+    assert os.listdir(tmp_path) == []
+
+
+def test_a_folder_or_a_file_in_the_way_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(TraceError, match=f"cannot write the trace {tmp_path}: it is a folder"):
+        check_writable(tmp_path)
+    blocker = tmp_path / "blocker"
+    blocker.write_text("", encoding="utf-8")
+    with pytest.raises(TraceError, match=f"{blocker} is not a folder. Fix: write the trace"):
+        check_writable(blocker / "t.trace.yaml")
+
+
+def test_a_folder_that_refuses_a_new_file_is_named(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What a read-only folder does (the real one: test_core_record_replay.py, unprivileged)."""
+
+    def refused(name: str, flags: int, mode: int = 0o777) -> int:
+        raise PermissionError(13, "Permission denied", name)
+
+    monkeypatch.setattr(os, "open", refused)
+    with pytest.raises(TraceError) as error:
+        check_writable(tmp_path / "sub" / "t.trace.yaml")
+    assert str(error.value) == (
+        f"cannot write the trace {tmp_path / 'sub' / 't.trace.yaml'}: the folder {tmp_path} "
+        f"is not writable (Permission denied). Fix: make {tmp_path} writable, or write the "
+        "trace elsewhere with `-o PATH`"
+    )
 
 
 @pytest.mark.parametrize(
