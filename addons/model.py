@@ -281,7 +281,8 @@ class ModelBoundary:
         waited = deadline.disarm(flow) if pending is not None else None
         session = self._session_for(flow)
         if pending is not None and session is not None:
-            session.on_upstream_error(pending, _upstream_failure(flow, waited))
+            reason = _upstream_failure(flow, waited)
+            session.on_upstream_error(pending, reason, timed_out=waited is not None)
 
 
 # Stock mitmdump/mitmweb: the guard first, so non-model routes are refused; the

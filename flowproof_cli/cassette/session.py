@@ -195,6 +195,10 @@ class CassetteSession:
     # order: record forwards all but the auth headers, so the secret-leak scan reads them.
     # Never stored.
     headers: list[tuple[tuple[bytes, bytes], ...]] = field(default_factory=list)
+    # Record: why the upstream stopped answering, once a forwarded call timed out. The
+    # flow's further requests get the same error at once instead of another full wait (an
+    # SDK retries a 502 by itself).
+    upstream_gone: str | None = None
 
     def __post_init__(self) -> None:
         self._mock_text = {name: mock_text(value) for name, value in self.mocks.items()}
@@ -303,6 +307,9 @@ class CassetteSession:
             message = "flowproof: record has no upstream configured"
             self.errors.append(message)
             return _error(dialect, 502, message, "flowproof_no_upstream")
+        if self.upstream_gone is not None:  # the record has failed on it already
+            self.errors.append(self.upstream_gone)
+            return _error(dialect, 502, self.upstream_gone, "flowproof_upstream_error")
         body = json.dumps(dialect.upstream_body(live), ensure_ascii=False).encode()
         return Forward(
             url=self.upstream.url_for(dialect, path),
@@ -362,9 +369,15 @@ class CassetteSession:
         self.recorded.append(Turn(pending.dialect.name, pending.canonical, status, stored))
         return rendered
 
-    def on_upstream_error(self, pending: PendingTurn, reason: str) -> Rendered:
+    def on_upstream_error(
+        self, pending: PendingTurn, reason: str, *, timed_out: bool = False
+    ) -> Rendered:
+        """A forwarded call that got no answer. After a timeout every further request is
+        answered with the same error, without waiting on the upstream again."""
         message = f"flowproof: could not reach the upstream model: {reason}"
         self.errors.append(message)
+        if timed_out and self.upstream_gone is None:
+            self.upstream_gone = message
         return _error(pending.dialect, 502, message, "flowproof_upstream_error")
 
     def _replay(

@@ -25,7 +25,9 @@ from flowproof_cli.cassette import CassetteSession, Forward, Mode, Upstream
 from flowproof_cli.cassette.upstream import upstream_from_environment
 from flowproof_cli.dialects import Rendered
 from flowproof_cli.errors import ConfigError
+from flowproof_cli.trace import trace_path_for
 from tests.conftest import run_cli
+from tests.e2e.flows import write_flow
 from tests.fakes.broken_upstream import GARBAGE, SSE_CUT, BrokenUpstream
 from tests.fakes.fake_upstream import FakeUpstream
 
@@ -135,6 +137,24 @@ def test_an_answer_its_dialect_cannot_read_fails_instead_of_raising() -> None:
         "flowproof: the upstream model's answer to turn 1 is not a valid openai-chat answer "
         "(TypeError: "
     )
+
+
+def test_after_a_timeout_further_requests_get_the_same_error_unforwarded() -> None:
+    session, forward = forwarded()
+    first = session.on_upstream_error(forward.pending, "no answer within 1 s", timed_out=True)
+    again = session.on_request(CHAT_PATH, json.dumps(REQUESTS[CHAT_PATH]).encode())
+    assert isinstance(again, Rendered) and again.status == first.status == 502
+    assert again.body == first.body
+    assert set(session.errors) == {
+        "flowproof: could not reach the upstream model: no answer within 1 s"
+    }
+
+
+def test_another_upstream_error_leaves_further_requests_forwarded() -> None:
+    session, forward = forwarded()
+    session.on_upstream_error(forward.pending, "server closed connection")
+    again = session.on_request(CHAT_PATH, json.dumps(REQUESTS[CHAT_PATH]).encode())
+    assert isinstance(again, Forward)
 
 
 def test_the_key_an_upstream_echoes_never_reaches_the_message() -> None:
@@ -388,6 +408,27 @@ def test_a_silent_upstream_ends_at_the_upstream_timeout(good: tuple[Path, bytes]
     ) in result.stdout
     assert _seen(spec)["status"] == 502
     _untouched(spec, trace)
+
+
+@pytest.mark.slow
+def test_after_an_upstream_timeout_the_sdk_retries_are_answered_at_once(tmp_path: Path) -> None:
+    """The openai SDK retries a 502 twice by default: each retry waited the whole upstream
+    timeout again (a default record against a silent upstream took 301 s, the flow's
+    timeout). Once the upstream timed out, the flow's further requests get the same error
+    at once (with `x-should-retry: false`), so the upstream sees the one request."""
+    spec = write_flow(tmp_path, env={"AGENT_SDK_RETRIES": "2"})
+    with BrokenUpstream("hang") as upstream:
+        result = _record(spec, upstream.base_url, "--upstream-timeout", "1")
+        assert len(upstream.requests) == 1, result.output
+    assert result.code == 1, result.output
+    timeout = (
+        "flowproof: could not reach the upstream model: no answer within 1 s (set the wait "
+        "with --upstream-timeout SECONDS or FLOWPROOF_UPSTREAM_TIMEOUT)"
+    )
+    assert result.stdout.startswith(f"FAIL: weather flow - {timeout}\n"), result.output
+    assert "also:" not in result.stdout  # the same error, said once
+    assert "no trace written" in result.stdout
+    assert not trace_path_for(spec).exists()
 
 
 @pytest.mark.slow

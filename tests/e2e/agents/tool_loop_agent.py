@@ -4,7 +4,8 @@ Its real get_time tool returns the CURRENT time (volatile on purpose). Knobs, al
 environment, let one agent play every red path: AGENT_MODEL, AGENT_SYSTEM, AGENT_EXTRA_TOOL,
 AGENT_CITY_TYPE (changes a schema), AGENT_STOP_AFTER (calls), AGENT_EXTRA_CALL,
 AGENT_SWALLOW_ERRORS, AGENT_CRASH_FIRST (exit code), AGENT_HANG_AFTER (calls), AGENT_NO_MODEL,
-AGENT_STREAM (same requests, streamed answers: stream is transport).
+AGENT_STREAM (same requests, streamed answers: stream is transport), AGENT_SDK_RETRIES
+(the SDK's own retries of a failed call: 0 here, 2 by the SDK's default).
 """
 
 from __future__ import annotations
@@ -122,7 +123,7 @@ def main() -> int:
     if env("AGENT_NO_MODEL"):
         print("agent: nothing to do")
         return 0
-    client = OpenAI(max_retries=0)
+    client = OpenAI(max_retries=int(env("AGENT_SDK_RETRIES", "0")))
     messages: list[dict] = [
         {"role": "system", "content": env("AGENT_SYSTEM", "You are a weather assistant.")},
         {"role": "user", "content": env("FLOWPROOF_PROMPT", "")},
