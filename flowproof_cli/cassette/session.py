@@ -127,6 +127,19 @@ def _answer_problem(
     return None
 
 
+def _described(value: Any) -> str:
+    """A JSON value as a message names it: its kind, and a short one as written."""
+    if isinstance(value, bool) or value is None:
+        return json.dumps(value)
+    if isinstance(value, int | float):
+        return f"the number {json.dumps(value)}"
+    if isinstance(value, str):
+        return f"the text {_quote(json.dumps(value, ensure_ascii=False))}"
+    if isinstance(value, list):
+        return f"a list of {len(value)} item(s)"
+    return f"a mapping of {len(value)} key(s)" if isinstance(value, dict) else repr(value)
+
+
 def _error_detail(raw: bytes, response: Any, key: str | None) -> str:
     """An error body's own message where it has the usual `{"error": {"message": ...}}`."""
     error = response.get("error") if isinstance(response, dict) else None
@@ -291,6 +304,11 @@ class CassetteSession:
             message = f"flowproof: {exc}"
             return self.refuse(dialect, MOCKS_EXHAUSTED_STATUS, message, "flowproof_mock_exhausted")
         sent = dialect.canonical_request(live)
+        # The agent's mistake, never forwarded. (Replay reads only a request that matches no
+        # turn: one that matches equals a recorded request, read when the trace loaded.)
+        unreadable = dialect.unreadable_field(sent) if self.mode is Mode.RECORD else None
+        if unreadable is not None:
+            return self._unreadable(dialect, clean_path, sent, *unreadable)
         try:
             subject = f"the agent's model request {self.requests}"
             canonical = self.rules.matched(dialect.name, sent, subject=subject)
@@ -298,7 +316,28 @@ class CassetteSession:
             return self.refuse(dialect, 500, f"flowproof: {exc}", "flowproof_matcher_error")
         if self.mode is Mode.RECORD:
             return self._forward(dialect, path, live, PendingTurn(dialect, live, canonical, sent))
-        return self._replay(dialect, live, canonical, sent)
+        return self._replay(dialect, clean_path, live, canonical, sent)
+
+    def _unreadable(
+        self,
+        dialect: Dialect,
+        clean_path: str,
+        request: dict[str, Any],
+        name: str | None,
+        exc: Exception,
+    ) -> Rendered:
+        """The agent sent a request its API's dialect cannot read: refused as the agent's,
+        naming the field and what it holds (an upstream would refuse it too)."""
+        if name is not None:
+            why = f"its `{name}` is {_described(request[name])}, which the {dialect.name} dialect"
+        else:
+            why = f"its fields together are a shape the {dialect.name} dialect"
+        message = (
+            f"flowproof: the agent's request to {clean_path} is not a valid {dialect.name} "
+            f"request: {why} cannot read ({type(exc).__name__}: {_quote(str(exc))}); it was "
+            f"refused, not {'forwarded' if self.mode is Mode.RECORD else 'matched'}"
+        )
+        return self.refuse(dialect, 400, message, "invalid_request_error")
 
     def _forward(
         self, dialect: Dialect, path: str, live: dict[str, Any], pending: PendingTurn
@@ -383,6 +422,7 @@ class CassetteSession:
     def _replay(
         self,
         dialect: Dialect,
+        clean_path: str,
         live: dict[str, Any],
         canonical: dict[str, Any],
         sent: dict[str, Any],
@@ -398,6 +438,9 @@ class CassetteSession:
             self._keep_sent(position, sent, turn.request)
             response = self.rules.live_response(turn.response)
             return self.render(dialect, live, turn.status, response)
+        unreadable = dialect.unreadable_field(sent)
+        if unreadable is not None:  # no divergence to explain: the agent's request is broken
+            return self._unreadable(dialect, clean_path, sent, *unreadable)
         self.divergence = self._explain(dialect, canonical)
         return _error(
             dialect,

@@ -231,6 +231,29 @@ class Dialect(ABC):
     def assistant_turn(self, request: JSON, response: JSON, turn: int) -> AssistantTurn:
         """The text and tool calls of a recorded response, for the trajectory."""
 
+    def unreadable_field(self, request: JSON) -> tuple[str | None, Exception] | None:
+        """None when this dialect reads `request` as the judge and a divergence report will;
+        otherwise the top-level field it cannot read (None when only fields together fail)
+        and the error. Only a failing request is read again, field by field."""
+        try:
+            self._read_request(request)
+            return None
+        except Exception as exc:  # an agent's request can hold any JSON anywhere
+            whole = exc
+        for name, value in request.items():
+            try:
+                self._read_request({name: value})
+            except Exception as exc:
+                return name, exc
+        return None, whole
+
+    def _read_request(self, request: JSON) -> None:
+        """Read a request as the trajectory and a divergence outline do. The conversation
+        is walked by the outline only: the trajectory would also serialize it whole."""
+        self.outline(request)
+        thin = {key: value for key, value in request.items() if key != self.conversation_key}
+        self.assistant_turn(thin, {}, 0)
+
     def outline(self, request: JSON) -> RequestOutline:
         """The request's model, tools and conversation, for divergence reports."""
         return RequestOutline(

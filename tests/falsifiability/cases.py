@@ -638,6 +638,13 @@ DIVERGENCES: tuple[Case, ...] = (
         "flowproof: the request to /v1/chat/completions is not a JSON object",
     ),
     _diverge(
+        "unreadable-request",
+        ("session:unreadable request",),
+        {"FP_PARAM": "messages=1e30"},
+        "flowproof: the agent's request to /v1/chat/completions is not a valid openai-chat "
+        "request: its `messages` is the number 1e+30, which the openai-chat dialect cannot read",
+    ),
+    _diverge(
         "extra-call",
         ("session:extra call",),
         {"FP_EXTRA_CALL": "1"},

@@ -4,6 +4,7 @@ No SDK: an SDK would retry, time out or reword what the proxy answered. The agen
 Chat Completions request to `$OPENAI_BASE_URL/chat/completions` and writes the status, the
 headers and the body it got (or the transport error) as JSON to `$AGENT_SEEN`. It exits 0
 whatever happened, so a failed record is flowproof's own verdict, never the agent's crash.
+`$AGENT_BODY`, when set, is posted as it is instead (a malformed request).
 """
 
 from __future__ import annotations
@@ -21,9 +22,10 @@ def call() -> dict[str, Any]:
         "model": "gpt-4o-mini",
         "messages": [{"role": "user", "content": os.environ.get("FLOWPROOF_PROMPT", "hi")}],
     }
+    raw_body = os.environ.get("AGENT_BODY") or json.dumps(body)
     request = urllib.request.Request(
         os.environ["OPENAI_BASE_URL"].rstrip("/") + "/chat/completions",
-        data=json.dumps(body).encode(),
+        data=raw_body.encode(),
         headers={"content-type": "application/json", "authorization": "Bearer placeholder"},
     )
     try:

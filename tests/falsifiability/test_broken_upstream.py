@@ -29,7 +29,7 @@ from flowproof_cli.trace import trace_path_for
 from tests.conftest import run_cli
 from tests.e2e.flows import write_flow
 from tests.fakes.broken_upstream import GARBAGE, SSE_CUT, BrokenUpstream
-from tests.fakes.fake_upstream import FakeUpstream
+from tests.fakes.fake_upstream import FakeUpstream, Reply
 
 KEY = "sk-proj-broken0upstream0key0000000000"
 CHAT_PATH = "/v1/chat/completions"
@@ -137,6 +137,29 @@ def test_an_answer_its_dialect_cannot_read_fails_instead_of_raising() -> None:
         "flowproof: the upstream model's answer to turn 1 is not a valid openai-chat answer "
         "(TypeError: "
     )
+
+
+#: Per dialect: a request with a number where a list is read, and the field named for it.
+UNREADABLE = {
+    CHAT_PATH: ({"model": "m", "messages": 1e30}, "messages"),
+    "/v1/responses": ({"model": "m", "input": "hi", "tools": 7}, "tools"),
+    "/v1/messages": ({"model": "m", "max_tokens": 5, "messages": 3}, "messages"),
+    "/v1beta/models/g:generateContent": ({"contents": 5}, "contents"),
+}
+
+
+@pytest.mark.parametrize("mode", [Mode.RECORD, Mode.REPLAY])
+@pytest.mark.parametrize("path", UNREADABLE)
+def test_a_request_its_dialect_cannot_read_is_refused_as_the_agents(path: str, mode: Mode) -> None:
+    body, field = UNREADABLE[path]
+    upstream = Upstream("http://127.0.0.1:9/v1", KEY) if mode is Mode.RECORD else None
+    session = CassetteSession(mode, upstream=upstream)
+    outcome = session.on_request(path, json.dumps(body).encode())
+    assert isinstance(outcome, Rendered) and outcome.status == 400
+    (failure,) = session.errors
+    assert failure.startswith(f"flowproof: the agent's request to {path.split('?')[0]} is not a ")
+    assert f"request: its `{field}` is the number " in failure
+    assert json.dumps(failure) in outcome.body.decode()  # the agent is told the same
 
 
 def test_after_a_timeout_further_requests_get_the_same_error_unforwarded() -> None:
@@ -273,14 +296,18 @@ def test_a_bad_upstream_timeout_variable_is_a_config_error(value: str) -> None:
 # --- the real CLI against a broken upstream ------------------------------------------------
 
 
-def _flow(folder: Path, timeout: float = 60) -> Path:
+def _flow(folder: Path, timeout: float = 60, body: str | None = None) -> Path:
+    """The raw agent's flow; `body`: what it posts instead of its good request."""
+    env = {"AGENT_SEEN": str(folder / "seen.json")}
+    if body is not None:
+        env["AGENT_BODY"] = body
     spec = {
         "name": "broken upstream probe",
         "app": "agent",
         "timeout": timeout,
         "agent": {
             "command": f"{shlex.quote(sys.executable)} {shlex.quote(str(AGENT))}",
-            "env": {"AGENT_SEEN": str(folder / "seen.json")},
+            "env": env,
         },
         "steps": [{"prompt": "Say hello."}],
     }
@@ -429,6 +456,50 @@ def test_after_an_upstream_timeout_the_sdk_retries_are_answered_at_once(tmp_path
     assert "also:" not in result.stdout  # the same error, said once
     assert "no trace written" in result.stdout
     assert not trace_path_for(spec).exists()
+
+
+#: An agent's request whose `messages` is no list: what its dialect cannot read.
+MALFORMED = '{"model": "gpt-4o-mini", "messages": 1e30}'
+BLAMED = (
+    "flowproof: the agent's request to /v1/chat/completions is not a valid openai-chat "
+    "request: its `messages` is the number 1e+30, which the openai-chat dialect cannot read "
+    "(TypeError: 'float' object is not iterable); it was refused, not "
+)
+
+
+@pytest.mark.slow
+def test_an_agent_request_its_dialect_cannot_read_is_the_agents_at_record(
+    good: tuple[Path, bytes],
+) -> None:
+    """It was forwarded, and the upstream's good answer was then blamed: "the upstream
+    model's answer to turn 1 is not a valid openai-chat answer"."""
+    spec, trace = good
+    _flow(spec.parent, body=MALFORMED)
+    with FakeUpstream(script=lambda dialect, body: Reply(text="Hello")) as fake:
+        result = _record(spec, fake.base_url)
+        assert fake.model_requests() == []  # refused, never forwarded
+    assert result.code == 1, result.output
+    assert result.stdout.startswith(f"FAIL: broken upstream probe - {BLAMED}forwarded\n")
+    assert "upstream model's answer" not in result.output
+    seen = _seen(spec)
+    assert seen["status"] == 400
+    assert json.loads(seen["body"])["error"]["message"] == f"{BLAMED}forwarded"
+    _untouched(spec, trace)
+
+
+@pytest.mark.slow
+def test_an_agent_request_its_dialect_cannot_read_is_the_agents_at_replay(
+    good: tuple[Path, bytes],
+) -> None:
+    """It was "could not handle the request ... it was refused, not forwarded", a fault of
+    flowproof's own by its wording."""
+    spec, trace = good
+    _flow(spec.parent, body=MALFORMED)
+    result = run_cli("run", spec)
+    assert result.code == 1, result.output
+    assert result.stdout.startswith(f"FAIL: broken upstream probe - {BLAMED}matched\n")
+    assert _seen(spec)["status"] == 400
+    _untouched(spec, trace)
 
 
 @pytest.mark.slow

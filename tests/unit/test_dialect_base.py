@@ -238,3 +238,27 @@ def test_piece_size_grows_only_past_the_bound() -> None:
     assert piece_size({"a": ["x" * limit, {"b": "x" * limit}]}) == limit // 8
     assert piece_size({"a": 1, "b": None}) == DELTA_SIZE
     assert split_deltas("y" * 100, 24) == ["y" * 24] * 4 + ["y" * 4]
+
+
+@pytest.mark.parametrize(
+    ("protocol", "request_", "field"),
+    [
+        ("openai-chat", {"model": "m", "messages": 1e30}, "messages"),
+        ("openai-chat", {"model": "m", "messages": [], "tools": 7}, "tools"),
+        ("anthropic", {"model": "m", "messages": 3}, "messages"),
+        ("gemini", {"contents": 5}, "contents"),
+    ],
+)
+def test_the_field_a_dialect_cannot_read_is_named(
+    protocol: str, request_: dict[str, Any], field: str
+) -> None:
+    found = dialect_named(protocol).unreadable_field(request_)
+    assert found is not None
+    assert found[0] == field
+    assert isinstance(found[1], TypeError)
+
+
+@pytest.mark.parametrize("protocol", ["openai-chat", "openai-responses", "anthropic", "gemini"])
+def test_a_request_a_dialect_reads_has_no_unreadable_field(protocol: str) -> None:
+    conversation = dialect_named(protocol).conversation_key
+    assert dialect_named(protocol).unreadable_field({"model": "m", conversation: []}) is None
