@@ -14,7 +14,7 @@ from urllib.parse import urlsplit
 
 from flowproof_cli.cassette.divergence import Divergence, explain, nearest_turn
 from flowproof_cli.cassette.index import TurnIndex
-from flowproof_cli.cassette.secret_forms import without
+from flowproof_cli.cassette.secret_forms import without, without_across_parts
 from flowproof_cli.cassette.turn import Turn, canonical_json
 from flowproof_cli.dialects import Dialect, Rendered, dialect_named, route
 from flowproof_cli.dialects.base import MockText, ResultSequence, ResultsExhausted, bare_key
@@ -68,6 +68,13 @@ class Upstream:
         """An upstream answer with the key taken out, in any common encoding (an upstream
         may echo it): neither the agent nor the trace ever holds it."""
         return without(raw, bare_key(self.key), KEY_REDACTED) if self.key else raw
+
+    def without_key_across_parts(self, response: Any) -> bool:
+        """The key taken out of a parsed answer where it spans adjacent content parts (an
+        echo cut in two text blocks), in place; whether it was there."""
+        if not self.key:
+            return False
+        return without_across_parts(response, bare_key(self.key), KEY_REDACTED.decode())
 
     @property
     def host(self) -> str:
@@ -377,6 +384,8 @@ class CassetteSession:
             response: Any = json.loads(raw)
         except (ValueError, RecursionError):
             response = raw.decode("utf-8", "replace")
+        if self.upstream is not None and self.upstream.without_key_across_parts(response):
+            raw = json.dumps(response, ensure_ascii=False).encode()
         position = len(self.recorded)
         self._keep_sent(position, pending.sent, pending.canonical)
         key = self.upstream.key if self.upstream else None

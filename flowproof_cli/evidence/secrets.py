@@ -6,7 +6,8 @@ it (before match rules, which may have normalized the very span holding the secr
 response as the agent was given it, the headers of every model request (record forwards all
 but the auth headers upstream), and every MCP lane (calls with their params and answers,
 server notifications and requests with the agent's answers). Encodings matter because an
-agent that base64s a key into a tool argument has still leaked it.
+agent that base64s a key into a tool argument has still leaked it; so does the join of a
+value's content parts, where a value cut across two text blocks is whole.
 
 A finding names the variable, the place and the encoding, never the value: a `Secret` keeps
 its search strings out of its repr, and `redact_result` replaces any of them that reached a
@@ -23,7 +24,7 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from flowproof_cli.cassette.secret_forms import MIN_LENGTH, Needle, needles
+from flowproof_cli.cassette.secret_forms import MIN_LENGTH, Needle, joined_parts, needles
 from flowproof_cli.errors import ConfigError
 from flowproof_cli.spec.models import NoSecretLeakStep
 
@@ -231,8 +232,22 @@ def _note(findings: Findings, name: str, where: str, encoding: str) -> None:
         encodings.append(encoding)
 
 
-def _hits(secrets: Sequence[Secret], text: str) -> list[tuple[Secret, Needle]]:
-    return [(s, n) for s in secrets for n in s.needles if n.text in text]
+#: How a finding in the join of adjacent content parts only is labelled, after its encoding.
+SPLIT = "split across content parts"
+
+
+def _hits(secrets: Sequence[Secret], value: Any) -> list[tuple[Secret, Needle, str]]:
+    """Each (secret, form, label) found in a value: in one of its texts, or else (labelled
+    SPLIT) in the join of its content parts, where a value cut in two is whole."""
+    text, joined = _text(value), joined_parts(value)
+    found = []
+    for secret in secrets:
+        for needle in secret.needles:
+            if needle.text in text:
+                found.append((secret, needle, needle.encoding))
+            elif joined is not None and needle.text in joined:
+                found.append((secret, needle, f"{needle.encoding}, {SPLIT}"))
+    return found
 
 
 def scan(secrets: Sequence[Secret], scopes: Iterable[Scope | Unit]) -> Findings:
@@ -240,20 +255,19 @@ def scan(secrets: Sequence[Secret], scopes: Iterable[Scope | Unit]) -> Findings:
     by its parts; a hit no part explains is reported at the scope itself."""
     findings: Findings = {}
     for scope in scopes:
-        hits = _hits(secrets, _text(scope.value))
+        hits = _hits(secrets, scope.value)
         if not hits:
             continue
         located: set[tuple[str, str]] = set()
         parts = scope.parts() if isinstance(scope, Scope) and scope.parts else []
+        hit = {secret for secret, _, _ in hits}
         for unit in parts:
-            text = _text(unit.value)
-            for secret, needle in hits:
-                if needle.text in text:
-                    _note(findings, secret.name, unit.where, needle.encoding)
-                    located.add((secret.name, needle.text))
-        for secret, needle in hits:
+            for secret, needle, label in _hits([s for s in secrets if s in hit], unit.value):
+                _note(findings, secret.name, unit.where, label)
+                located.add((secret.name, needle.text))
+        for secret, needle, label in hits:
             if (secret.name, needle.text) not in located:
-                _note(findings, secret.name, scope.where, needle.encoding)
+                _note(findings, secret.name, scope.where, label)
     return findings
 
 

@@ -69,9 +69,13 @@ class Reply:
 
     ``tool_calls`` holds ``(name, arguments_json_string)`` pairs. A ``status`` other than 200
     answers with ``error_body`` (or a dialect-shaped default error) instead, never streamed.
+    ``text_parts`` is the text cut into adjacent content parts (Anthropic text blocks, Gemini
+    parts, Responses `output_text` entries); Chat Completions, whose content is one string,
+    gets them joined.
     """
 
     text: str | None = None
+    text_parts: tuple[str, ...] = ()
     tool_calls: list[tuple[str, str]] = field(default_factory=list)
     status: int = 200
     error_body: dict[str, Any] | None = None
@@ -354,7 +358,8 @@ class Renderer:
         self.body = body
         self.reply = reply
         self.model = str(body.get("model") or "fake-model")
-        self.text = reply.text
+        self.text = "".join(reply.text_parts) if reply.text_parts else reply.text
+        self.parts = list(reply.text_parts) or [self.text or ""]
         self.created = fake.now()
         counted = {k: v for k, v in body.items() if k not in ("stream", "stream_options")}
         self.prompt_tokens = max(1, len(json.dumps(counted)) // 4)
@@ -469,12 +474,8 @@ class Renderer:
                     "status": "completed",
                     "role": "assistant",
                     "content": [
-                        {
-                            "type": "output_text",
-                            "text": self.text or "",
-                            "annotations": [],
-                            "logprobs": [],
-                        }
+                        {"type": "output_text", "text": part, "annotations": [], "logprobs": []}
+                        for part in self.parts
                     ],
                 }
             )
@@ -586,7 +587,7 @@ class Renderer:
         message_id = self.fake.rand_id("msg_01", 22)
         blocks: list[dict[str, Any]] = []
         if self.text is not None or not self.reply.tool_calls:
-            blocks.append({"type": "text", "text": self.text or ""})
+            blocks.extend({"type": "text", "text": part} for part in self.parts)
         for name, args in self.reply.tool_calls:
             try:
                 parsed = json.loads(args) if args.strip() else {}
@@ -672,7 +673,7 @@ class Renderer:
     def gemini_parts(self) -> list[dict[str, Any]]:
         parts: list[dict[str, Any]] = []
         if self.text is not None or not self.reply.tool_calls:
-            parts.append({"text": self.text or ""})
+            parts.extend({"text": part} for part in self.parts)
         for name, args in self.reply.tool_calls:
             try:
                 parsed = json.loads(args) if args.strip() else {}

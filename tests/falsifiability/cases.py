@@ -117,6 +117,16 @@ def _set_reply(text: str) -> TraceEdit:
     return edit
 
 
+def _set_reply_parts(*texts: str) -> TraceEdit:
+    """The final reply as adjacent text parts (a client joins them into one text)."""
+
+    def edit(trace: dict[str, Any]) -> None:
+        parts = [{"type": "text", "text": text} for text in texts]
+        trace["turns"][-1]["response"]["body"]["choices"][0]["message"]["content"] = parts
+
+    return edit
+
+
 def _set_system(text: str) -> TraceEdit:
     """Every recorded request's system prompt (what a volatile prompt recorded as)."""
 
@@ -1085,6 +1095,15 @@ def _leak(encoding: str) -> Case:
 
 SECRETS: tuple[Case, ...] = (
     *(_leak(encoding) for encoding in SECRET_ENCODINGS),
+    Case(
+        "secret",
+        "leak-split-across-parts",
+        ("location:model response", "split:content parts"),
+        f"{_LEAKED}turn 3 response (raw, split across content parts)",
+        steps=(_LEAK_STEP,),
+        trace=_set_reply_parts(f"{REPLY} ref {SECRET[:9]}", SECRET[9:]),
+        twin={"trace": _set_reply_parts(f"{REPLY} ref sk-proj-n", "ot-the-key")},
+    ),
     Case(
         "secret",
         "leak-in-request",

@@ -423,6 +423,61 @@ def test_an_upstream_echoing_the_key_leaves_it_nowhere(project: Project, encodin
     assert project.leaks(result) == []
 
 
+def joined_texts(value: Any) -> str:
+    """Every `text` of a JSON value, joined with nothing between: what a client shows of an
+    answer cut into content parts."""
+    if isinstance(value, dict):
+        own = value.get("text") if isinstance(value.get("text"), str) else ""
+        return own + "".join(joined_texts(v) for k, v in value.items() if k != "text")
+    if isinstance(value, list):
+        return "".join(joined_texts(item) for item in value)
+    return ""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("dialect", ["anthropic", "gemini"])
+def test_a_key_echoed_across_two_content_parts_leaves_it_nowhere(
+    project: Project, dialect: str
+) -> None:
+    """An echo cut in two adjacent text parts: each part holds only a piece, so the whole
+    key was stored in the trace as two adjacent pieces. It is taken out of their join as
+    the whole key is out of one part: the agent and the trace hold `[redacted]` instead."""
+    cut = len(project.key) // 2
+    parts = (f"Hello! You sent {project.key[:cut]}", f"{project.key[cut:]}, fine.")
+    project.write_flow(env={"AGENT_DIALECT": dialect})
+    with FakeUpstream(script=lambda _dialect, _body: Reply(text_parts=parts)) as fake:
+        result = project.record(fake, FLOWPROOF_AGENT_KEY=project.key)
+    assert result.code == 0, result.output
+    stored = yaml.safe_load(project.trace.read_text())
+    bodies = [turn["response"]["body"] for turn in stored["turns"]]
+    assert [joined_texts(body) for body in bodies] == ["Hello! You sent [redacted], fine."]
+    answer = json.loads(project.answers()[-1].split(" ", 1)[1])
+    assert project.key not in joined_texts(answer)
+    assert "[redacted]" in joined_texts(answer)
+    assert project.leaks(result) == []
+
+
+@pytest.mark.slow
+def test_a_declared_secret_across_two_content_parts_fails_the_record(project: Project) -> None:
+    """The scan reads the join of adjacent content parts as well as each part: a declared
+    secret cut in two is found whole there, and the record writes no trace."""
+    token = realistic_key()
+    cut = len(token) // 3
+    spec = yaml.safe_load(project.write_flow(env={"AGENT_DIALECT": "anthropic"}).read_text())
+    spec["steps"] = [*STEPS, {"assert_no_secret_leak": "${APP_TOKEN}"}]
+    project.spec.write_text(yaml.safe_dump(spec, sort_keys=False))
+    parts = (f"Hello! Yours is {token[:cut]}", token[cut:])
+    with FakeUpstream(script=lambda _dialect, _body: Reply(text_parts=parts)) as fake:
+        result = project.record(fake, APP_TOKEN=token)
+    assert result.code == 1, result.output
+    assert (
+        "FAIL: secret flow - secret ${APP_TOKEN} leaked: turn 1 response (raw, split across "
+        "content parts) (step at line "
+    ) in result.stdout
+    assert not project.trace.exists()
+    assert token not in result.output
+
+
 @pytest.mark.slow
 def test_a_401_echoing_the_key_stays_a_401_without_it(project: Project) -> None:
     with FakeUpstream(script=echoing(project.key, "raw", 401)) as fake:

@@ -12,7 +12,7 @@ from urllib.parse import quote, quote_plus
 import pytest
 
 from flowproof_cli.cassette import CassetteSession, Forward, Mode, Turn, Upstream
-from flowproof_cli.cassette.secret_forms import base64_cores
+from flowproof_cli.cassette.secret_forms import base64_cores, without_across_parts
 from flowproof_cli.errors import ConfigError
 from flowproof_cli.evidence.secrets import (
     MAX_LOCATIONS,
@@ -44,7 +44,7 @@ def secret(value: str = VALUE, name: str = "STRIPE_KEY") -> Secret:
     return Secret.of(name, value)
 
 
-def encodings_at(value: str, text: str, name: str = "STRIPE_KEY") -> list[str]:
+def encodings_at(value: str, text: object, name: str = "STRIPE_KEY") -> list[str]:
     """The encodings the scanner reports for `text` as one corpus entry."""
     findings = scan([secret(value, name)], [Unit("here", text)])
     return findings.get(name, {}).get("here", [])
@@ -65,6 +65,61 @@ def test_absent_value_and_a_value_split_across_two_leaves_are_not_found() -> Non
     assert encodings_at(VALUE, "nothing to see") == []
     halves = [VALUE[:16], VALUE[16:]]
     assert scan([secret()], [Unit("split", halves)]) == {}
+    fields = {"type": VALUE[:16], "id": VALUE[16:]}  # two fields, not two content parts
+    assert scan([secret()], [Unit("fields", fields)]) == {}
+
+
+def test_a_value_split_across_two_content_parts_is_found_in_their_join() -> None:
+    """A client joins an answer's text parts into one text: a value cut across two of
+    them is whole there, in any encoding, whatever lies between the parts."""
+    blocks = [
+        {"type": "text", "text": f"key {VALUE[:9]}"},
+        {"type": "tool_use", "name": "x", "input": {}},
+        {"type": "text", "text": f"{VALUE[9:]} end"},
+    ]
+    findings = scan([secret()], [Unit("turn 1 response", {"content": blocks})])
+    assert findings == {"STRIPE_KEY": {"turn 1 response": ["raw, split across content parts"]}}
+    hexed = VALUE.encode().hex()
+    parts = {"parts": [{"text": hexed[:20]}, {"text": hexed[20:]}]}
+    assert encodings_at(VALUE, parts) == ["hex, split across content parts"]
+    whole = {"content": [{"type": "text", "text": VALUE}, {"type": "text", "text": "!"}]}
+    assert encodings_at(VALUE, whole) == ["raw"]
+
+
+def test_a_value_across_content_parts_is_cut_out_of_every_part_it_spans() -> None:
+    blocks = [
+        {"type": "text", "text": f"you sent {VALUE[:5]}"},
+        {"type": "text", "text": VALUE[5:12]},
+        {"type": "tool_use", "input": {"n": 1}},
+        {"type": "text", "text": f"{VALUE[12:]} and {VALUE} again"},
+    ]
+    answer = {"content": blocks}
+    assert without_across_parts(answer, VALUE, "[redacted]")
+    texts = [block.get("text") for block in blocks]
+    assert texts == ["you sent [redacted]", "", None, f" and {VALUE} again"]  # one part: raw's
+    encoded = base64.b64encode(VALUE.encode()).decode()
+    answer = {"parts": [{"text": encoded[:7]}, {"text": encoded[7:]}]}
+    assert without_across_parts(answer, VALUE, "[redacted]")
+    assert answer["parts"][0] == {"text": "[redacted]"}
+    assert scan([secret()], [Unit("after", answer)]) == {}  # no form of it in the join
+
+
+def test_nothing_across_parts_or_too_short_a_value_changes_nothing() -> None:
+    answer = {"content": [{"type": "text", "text": VALUE[:5]}, {"type": "text", "text": "x"}]}
+    before = json.loads(json.dumps(answer))
+    assert not without_across_parts(answer, VALUE, "[redacted]")
+    assert not without_across_parts(answer, VALUE[:5] + "x"[:0], "[redacted]")  # under 8
+    assert answer == before
+
+
+def test_a_split_value_is_located_at_the_message_whose_parts_hold_it() -> None:
+    request = chat_request("fine")
+    split = [{"type": "text", "text": VALUE[:10]}, {"type": "text", "text": VALUE[10:]}]
+    request["messages"].append({"role": "user", "content": split})
+    findings = scan([secret()], model_scopes(recorded_session((request, chat_response("ok")))))
+    assert findings == {
+        "STRIPE_KEY": {"turn 1 request, message 4 (user)": ["raw, split across content parts"]}
+    }
 
 
 @pytest.mark.parametrize("offset", range(6))
