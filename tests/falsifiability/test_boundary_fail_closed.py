@@ -117,16 +117,20 @@ def test_an_encoding_flowproof_cannot_decode_is_refused(harness: Harness, encodi
     ],
     ids=["chat-messages-5", "anthropic-messages-5", "gemini-contents-5"],
 )
-def test_wrong_typed_fields_are_a_named_500_that_fails_the_flow(
+def test_wrong_typed_fields_are_the_agents_400_that_fails_the_flow(
     harness: Harness, path: str, fields: dict[str, Any]
 ) -> None:
+    """The agent's mistake, named as such with the field (it was a 500 "could not handle
+    the request", worded as flowproof's own fault)."""
     flow = harness.open_flow()
     status, headers, body = post(flow.model_port, path, json.dumps(fields).encode())
-    assert status == 500
-    assert headers["x-should-retry"] == "false"  # SDKs retry a 500 otherwise
+    assert status == 400
+    assert headers["x-should-retry"] == "false"
     text = message_of(body)
-    assert text.startswith(f"flowproof: could not handle the request to {path} (TypeError: ")
-    assert text.endswith("); it was refused, not forwarded")
+    assert text.startswith(f"flowproof: the agent's request to {path} is not a valid ")
+    field = next(name for name, value in fields.items() if value == 5 and name != "max_tokens")
+    assert f" request: its `{field}` is the number 5, which the " in text
+    assert text.endswith("); it was refused, not matched")
     assert flow.session.errors == [text]
     assert harness.spy.dials == []
 
@@ -463,7 +467,8 @@ except urllib.error.HTTPError as exc:
         (deep_json(), f"flowproof: the request to {CHAT} is JSON nested too deeply to read"),
         (
             json.dumps({"model": "m", "messages": 5}).encode(),
-            f"flowproof: could not handle the request to {CHAT} (TypeError: ",
+            f"flowproof: the agent's request to {CHAT} is not a valid openai-chat request: its "
+            "`messages` is the number 5, which the openai-chat dialect cannot read (TypeError: ",
         ),
     ],
     ids=["too-deep", "wrong-type"],
