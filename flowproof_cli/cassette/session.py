@@ -147,6 +147,27 @@ def _described(value: Any) -> str:
     return f"a mapping of {len(value)} key(s)" if isinstance(value, dict) else repr(value)
 
 
+def _unreadable(
+    dialect: Dialect,
+    clean_path: str,
+    request: dict[str, Any],
+    name: str | None,
+    exc: Exception,
+    mode: Mode,
+) -> str:
+    """Why an agent's request its API's dialect cannot read is refused as the agent's,
+    naming the field and what it holds (an upstream would refuse it too)."""
+    if name is not None:
+        why = f"its `{name}` is {_described(request[name])}, which the {dialect.name} dialect"
+    else:
+        why = f"its fields together are a shape the {dialect.name} dialect"
+    return (
+        f"flowproof: the agent's request to {clean_path} is not a valid {dialect.name} "
+        f"request: {why} cannot read ({type(exc).__name__}: {_quote(str(exc))}); it was "
+        f"refused, not {'forwarded' if mode is Mode.RECORD else 'matched'}"
+    )
+
+
 def _error_detail(raw: bytes, response: Any, key: str | None) -> str:
     """An error body's own message where it has the usual `{"error": {"message": ...}}`."""
     error = response.get("error") if isinstance(response, dict) else None
@@ -315,7 +336,8 @@ class CassetteSession:
         # turn: one that matches equals a recorded request, read when the trace loaded.)
         unreadable = dialect.unreadable_field(sent) if self.mode is Mode.RECORD else None
         if unreadable is not None:
-            return self._unreadable(dialect, clean_path, sent, *unreadable)
+            message = _unreadable(dialect, clean_path, sent, *unreadable, self.mode)
+            return self.refuse(dialect, 400, message, "invalid_request_error")
         try:
             subject = f"the agent's model request {self.requests}"
             canonical = self.rules.matched(dialect.name, sent, subject=subject)
@@ -324,27 +346,6 @@ class CassetteSession:
         if self.mode is Mode.RECORD:
             return self._forward(dialect, path, live, PendingTurn(dialect, live, canonical, sent))
         return self._replay(dialect, clean_path, live, canonical, sent)
-
-    def _unreadable(
-        self,
-        dialect: Dialect,
-        clean_path: str,
-        request: dict[str, Any],
-        name: str | None,
-        exc: Exception,
-    ) -> Rendered:
-        """The agent sent a request its API's dialect cannot read: refused as the agent's,
-        naming the field and what it holds (an upstream would refuse it too)."""
-        if name is not None:
-            why = f"its `{name}` is {_described(request[name])}, which the {dialect.name} dialect"
-        else:
-            why = f"its fields together are a shape the {dialect.name} dialect"
-        message = (
-            f"flowproof: the agent's request to {clean_path} is not a valid {dialect.name} "
-            f"request: {why} cannot read ({type(exc).__name__}: {_quote(str(exc))}); it was "
-            f"refused, not {'forwarded' if self.mode is Mode.RECORD else 'matched'}"
-        )
-        return self.refuse(dialect, 400, message, "invalid_request_error")
 
     def _forward(
         self, dialect: Dialect, path: str, live: dict[str, Any], pending: PendingTurn
@@ -449,7 +450,8 @@ class CassetteSession:
             return self.render(dialect, live, turn.status, response)
         unreadable = dialect.unreadable_field(sent)
         if unreadable is not None:  # no divergence to explain: the agent's request is broken
-            return self._unreadable(dialect, clean_path, sent, *unreadable)
+            message = _unreadable(dialect, clean_path, sent, *unreadable, self.mode)
+            return self.refuse(dialect, 400, message, "invalid_request_error")
         self.divergence = self._explain(dialect, canonical)
         return _error(
             dialect,

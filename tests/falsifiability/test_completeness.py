@@ -162,7 +162,7 @@ MESSAGE_SITES: dict[str, tuple[str, ...]] = {
         "CassetteSession._replay",
         "CassetteSession._explain",
         "CassetteSession._forward",
-        "CassetteSession._unreadable",
+        "_unreadable",
         "CassetteSession.on_upstream_error",
     ),
     "flowproof_cli.dialects.base": ("ResultsExhausted.__init__",),
