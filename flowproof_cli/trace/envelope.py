@@ -2,7 +2,7 @@
 
 Layout (YAML; docs/trace-format.md is the reference):
 
-    flowproof_trace: 1          # format version
+    flowproof_trace: 2          # format version (1 is still read)
     flow: <spec name>
     mocks: {tool: result}       # the spec's tools: mocks, snapshotted
     mock_results: {tool: [...]} # the `results:` sequences, snapshotted; omitted when none
@@ -15,6 +15,7 @@ Layout (YAML; docs/trace-format.md is the reference):
       blocked: [{destination: 203.0.113.7:443, protocol: tcp, at_ms: 412}]
     mcp:                        # one lane per MCP server; omitted when there are none
       <server>: {calls: [...], server: [...]}   # see flowproof_cli/mcp/lane.py
+    end_of_trace: true          # always last (version 2): a trace cut short lacks it
 
 Never headers, never keys: only bodies cross into this file.
 """
@@ -33,7 +34,12 @@ from flowproof_cli.errors import TraceError
 from flowproof_cli.mcp.lane import Lane, lane_from_document, lane_to_document
 from flowproof_cli.routes import DEFAULT_PROTOCOL
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+#: The versions this flowproof reads. Version 1 has no END_KEY, so a version 1 trace cut at
+#: the end of a line cannot be told from a whole one; re-recording writes version 2.
+READ_VERSIONS = (1, 2)
+#: The last key of every trace of version 2: whatever cuts the end off a trace takes it.
+END_KEY = "end_of_trace"
 #: The fix of every trace that cannot be read: the file is written by flowproof, so an
 #: unreadable one was edited, cut or damaged after it was recorded.
 FIX = (
@@ -60,11 +66,13 @@ class Trace:
 @dataclass(frozen=True)
 class Lines:
     """Where the parts of a trace start in its file (1-based), for error messages: the
-    top-level keys, each turn, and each MCP server under `mcp`. Empty: not known."""
+    top-level keys, each turn, each MCP server under `mcp`, and the file's last line.
+    Empty: not known."""
 
     keys: Mapping[str, int] = field(default_factory=dict)
     turns: Sequence[int] = ()
     servers: Mapping[str, int] = field(default_factory=dict)
+    last: int = 0
 
 
 class _Where:
@@ -120,7 +128,7 @@ def to_document(trace: Trace) -> dict[str, Any]:
     singles = {k: v for k, v in trace.mocks.items() if not isinstance(v, ResultSequence)}
     sequences = {k: v for k, v in trace.mocks.items() if isinstance(v, ResultSequence)}
     document: dict[str, Any] = {
-        "flowproof_trace": trace.version,
+        "flowproof_trace": FORMAT_VERSION,  # a document written now is of this version
         "flow": trace.flow,
         "mocks": sorted_keys(singles),
     }
@@ -133,6 +141,7 @@ def to_document(trace: Trace) -> dict[str, Any]:
         document["egress"] = {"blocked": [_blocked_entry(item) for item in trace.egress_blocked]}
     if trace.mcp:  # absent without MCP servers, so older traces stay byte-identical
         document["mcp"] = {name: lane_to_document(trace.mcp[name]) for name in sorted(trace.mcp)}
+    document[END_KEY] = True  # last: a trace cut short anywhere lacks it
     return document
 
 
@@ -148,13 +157,21 @@ def from_document(document: Any, source: str, lines: Lines | None = None) -> Tra
         raise trace_error(
             where.key("flowproof_trace"),
             f"`flowproof_trace` is {version!r}, not a format version number (this flowproof "
-            f"reads version {FORMAT_VERSION})",
+            f"reads versions {_versions()})",
         )
-    if version != FORMAT_VERSION:
+    if version not in READ_VERSIONS:
         raise TraceError(
             f"{source}: trace format version {version!r} is not supported "
-            f"by this flowproof (it reads version {FORMAT_VERSION}). Fix: re-record it with "
+            f"by this flowproof (it reads versions {_versions()}). Fix: re-record it with "
             "`flowproof record <spec>`, or read it with the flowproof that wrote it"
+        )
+    if version >= 2 and document.get(END_KEY) is not True:
+        raise trace_error(
+            where.at(where.lines.last) if END_KEY not in document else where.key(END_KEY),
+            "the trace does not end with `end_of_trace: true`, so it was cut short (every "
+            "trace flowproof writes ends with that line)"
+            if END_KEY not in document
+            else f"`{END_KEY}` is {document[END_KEY]!r}; flowproof writes `{END_KEY}: true`",
         )
     flow = document.get("flow")
     if not isinstance(flow, str):
@@ -169,6 +186,10 @@ def from_document(document: Any, source: str, lines: Lines | None = None) -> Tra
         mcp=_mcp_lanes(document.get("mcp"), where),
         match=_match_rules(document.get("match"), where),
     )
+
+
+def _versions() -> str:
+    return " and ".join(map(str, READ_VERSIONS))
 
 
 def _turns(section: Any, where: _Where) -> list[Turn]:
@@ -241,6 +262,11 @@ def _turn_parts(entry: dict[str, Any]) -> tuple[dict[str, Any], int, Any]:
     status = response.get("status")
     if type(status) is not int or not 100 <= status <= 599:
         raise ValueError(f"its `response.status` must be an HTTP status number, got {status!r}")
+    if status < 200:  # an agent given one would wait for the answer that follows it
+        raise ValueError(
+            f"its `response.status` is {status}, an interim (1xx) status, not an answer: a "
+            "recorded turn holds the final answer (200 to 599)"
+        )
     if "body" not in response:
         raise ValueError("its `response` has no `body`")
     return request, status, response["body"]

@@ -13,6 +13,7 @@ of the turns themselves.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import io
 import os
 import secrets
@@ -190,7 +191,7 @@ def _read_whole(text: str) -> tuple[Any, Lines]:
         limits.check_graph(
             root, max_depth=limits.MAX_TRACE_DEPTH, duplicates=True, aliases="&" in text
         )
-        lines = _lines_of(root, _same)
+        lines = dataclasses.replace(_lines_of(root, _same), last=text.count("\n"))
         return (loader.construct_document(root) if root is not None else None), lines
     finally:
         loader.dispose()
@@ -237,6 +238,7 @@ class _ByTurn:
 
     def read(self, lines: Iterable[str]) -> tuple[Any, Lines]:
         in_turns = False
+        number = 0
         for number, line in enumerate(lines, start=1):
             if in_turns:
                 if line.startswith("- ") or line.rstrip("\r\n") == "-":
@@ -257,7 +259,8 @@ class _ByTurn:
                 continue
             self.head.append(line)
         self._flush()
-        return self._document()
+        document, found = self._document()
+        return document, dataclasses.replace(found, last=number)
 
     def _document(self) -> tuple[Any, Lines]:
         document, root = (

@@ -1437,6 +1437,21 @@ COMMANDS: tuple[CommandCase, ...] = (
         "trace-version",
     ),
     CommandCase(
+        "trace-cut-short",
+        ("error:TraceError", "trace:cut short"),
+        "case.trace.yaml:<<*>>: the trace does not end with `end_of_trace: true`, so it was cut "
+        "short",
+        2,
+        "trace-cut",
+    ),
+    CommandCase(
+        "trace-interim-status",
+        ("error:TraceError", "trace:interim status"),
+        "turn 1 is malformed: its `response.status` is 100, an interim (1xx) status, not an answer",
+        2,
+        "trace-interim",
+    ),
+    CommandCase(
         "config-error",
         ("error:ConfigError",),
         "record needs a real model to forward to: set FLOWPROOF_AGENT_UPSTREAM",

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 import signal
 import socket
 import subprocess
@@ -514,7 +515,18 @@ def _run_command(setup: str, root: Path, recordings: Mapping[str, Any], busy: in
     if setup == "trace-version":
         spec = _command_folder(root, recordings)
         trace = spec.with_name(TRACE_FILE)
-        trace.write_text(trace.read_text().replace("flowproof_trace: 1", "flowproof_trace: 99"))
+        version = re.compile(r"^flowproof_trace: \d+$", re.MULTILINE)
+        trace.write_text(version.sub("flowproof_trace: 99", trace.read_text(), count=1))
+        return run_cli("run", spec)
+    if setup in ("trace-cut", "trace-interim"):
+        spec = _command_folder(root, recordings)
+        trace = spec.with_name(TRACE_FILE)
+        lines = trace.read_text().splitlines(keepends=True)
+        if setup == "trace-cut":  # whole lines cut off its end
+            lines = lines[:-5]
+        else:
+            lines[lines.index("    status: 200\n")] = "    status: 100\n"
+        trace.write_text("".join(lines))
         return run_cli("run", spec)
     if setup == "no-upstream":
         return run_cli("record", _command_folder(root, recordings))

@@ -26,6 +26,8 @@ from flowproof_cli.trace import Trace
 from flowproof_cli.trace.envelope import other_flow_note
 from flowproof_cli.trace.storage import dumps, load, loads
 from tests.conftest import REPO, run_cli
+from tests.e2e.flows import write_flow
+from tests.fakes.fake_upstream import FakeUpstream
 from tests.falsifiability.hostile_yaml import (
     PROPERTY,
     YAML_SNIPPETS,
@@ -498,3 +500,78 @@ def test_a_failing_replay_names_a_trace_of_another_flow(tmp_path: Path) -> None:
     assert result.code == 1, result.output
     assert "was recorded for the flow `Someone else's agent (openai SDK)" in result.stdout
     assert "is it the trace of another flow?" in result.stdout
+
+
+# --- whole lines cut off the end, and interim statuses ---------------------------------------
+
+#: The traces of the repository as this flowproof writes them now (version 2).
+REWRITTEN = {str(path.relative_to(REPO)): dumps(load(path)) for path in TRACE_FILES}
+
+
+@pytest.mark.parametrize("name", sorted(REWRITTEN))
+def test_every_cut_at_a_line_end_is_refused_as_cut_short(name: str) -> None:
+    """Whole lines cut off the end (a partial copy, a merge): from one line to all but the
+    last, every cut is refused at the line it ends on. Before the end line, up to 21 lines
+    with `usage` fields could go and the trace still replayed green."""
+    lines = REWRITTEN[name].splitlines(keepends=True)
+    for kept in range(1, len(lines)):
+        text = "".join(lines[:kept])
+        if "flowproof_trace" not in text:  # only the header comment is left
+            with pytest.raises(TraceError, match="not a flowproof trace"):
+                loads(text, name)
+            continue
+        message = refused(text, name)
+        assert message.startswith(f"{name}:{kept}: the trace does not end with "), message
+        assert "`end_of_trace: true`, so it was cut short" in message
+
+
+def test_a_version_1_trace_without_an_end_line_still_loads() -> None:
+    assert "end_of_trace" not in BASE and loads(BASE).turns  # committed before version 2
+
+
+def test_an_end_line_that_is_not_true_is_refused() -> None:
+    text = REWRITTEN["specs/chat.trace.yaml"].replace("end_of_trace: true", "end_of_trace: maybe")
+    assert "`end_of_trace` is 'maybe'; flowproof writes `end_of_trace: true`" in refused(text)
+
+
+@pytest.mark.parametrize("status", [100, 101, 103, 199])
+def test_an_interim_status_is_refused_at_its_turn(status: int) -> None:
+    text = edited("    status: 200", f"    status: {status}", REWRITTEN["specs/chat.trace.yaml"])
+    message = refused(text)
+    assert message.startswith(f"x.trace.yaml:{line_of(text, '- request:')}: turn 1 is malformed")
+    assert f"its `response.status` is {status}, an interim (1xx) status, not an answer" in message
+
+
+def _recorded(folder: Path) -> tuple[Path, Path]:
+    """A flow recorded through the CLI against the fake model (its answers carry `usage`)."""
+    spec = write_flow(folder, timeout=5)
+    with FakeUpstream() as fake:
+        result = run_cli("record", spec, env={"FLOWPROOF_AGENT_UPSTREAM": f"{fake.base_url}/v1"})
+    assert result.code == 0, result.output
+    return spec, spec.with_name("weather.trace.yaml")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("lines", [1, 8, 21])
+def test_run_refuses_a_recorded_trace_with_lines_cut_off_its_end(
+    tmp_path: Path, lines: int
+) -> None:
+    spec, trace = _recorded(tmp_path)
+    kept = trace.read_text(encoding="utf-8").splitlines(keepends=True)[:-lines]
+    trace.write_text("".join(kept), encoding="utf-8")
+    result = run_cli("run", spec)
+    refused_by_the_cli(result, f"error: {trace}:{len(kept)}: the trace does not end with ")
+    assert "so it was cut short" in result.stderr
+
+
+@pytest.mark.slow
+def test_run_refuses_a_recorded_interim_status_instead_of_waiting(tmp_path: Path) -> None:
+    """A recorded `status: 100` made the agent wait for the answer after it, until the
+    flow's timeout."""
+    spec, trace = _recorded(tmp_path)
+    text = trace.read_text(encoding="utf-8")
+    trace.write_text(text.replace("    status: 200\n", "    status: 100\n", 1), encoding="utf-8")
+    result = run_cli("run", spec)
+    first = text.splitlines().index("- request:") + 1
+    refused_by_the_cli(result, f"error: {trace}:{first}: turn 1 is malformed: ")
+    assert "`response.status` is 100, an interim (1xx) status" in result.stderr

@@ -115,7 +115,8 @@ def test_dump_layout() -> None:
     text = dumps(make_trace())
     assert text.startswith(HEADER)
     body = text[len(HEADER) :]
-    assert body.startswith("flowproof_trace: 1\nflow: weather\nmocks:\n")
+    assert body.startswith(f"flowproof_trace: {FORMAT_VERSION}\nflow: weather\nmocks:\n")
+    assert body.endswith("\nend_of_trace: true\n")  # last: a cut anywhere takes it
     assert "  get_weather:\n    sky: sunny\n    temp: 24\n" in body
     assert "Sunny, 24°C in Nairobi." in body  # unicode kept readable
 
@@ -170,14 +171,25 @@ def test_protocol_key_omitted_for_openai_chat_and_kept_for_others() -> None:
 
 
 def test_unknown_version_is_refused_with_a_re_record_hint() -> None:
-    text = dumps(make_trace()).replace("flowproof_trace: 1\n", "flowproof_trace: 7\n")
+    text = dumps(make_trace()).replace(
+        f"flowproof_trace: {FORMAT_VERSION}\n", "flowproof_trace: 7\n"
+    )
     with pytest.raises(TraceError) as info:
         loads(text, "x.trace.yaml")
     assert str(info.value) == (
         "x.trace.yaml: trace format version 7 is not supported by this flowproof "
-        f"(it reads version {FORMAT_VERSION}). Fix: re-record it with `flowproof record <spec>`, "
+        "(it reads versions 1 and 2). Fix: re-record it with `flowproof record <spec>`, "
         "or read it with the flowproof that wrote it"
     )
+
+
+def test_a_version_1_document_is_read_without_an_end_line_and_written_as_version_2() -> None:
+    text = dumps(make_trace())
+    old = text.replace(f"flowproof_trace: {FORMAT_VERSION}\n", "flowproof_trace: 1\n")
+    old = old.replace("end_of_trace: true\n", "")
+    trace = loads(old, "old.trace.yaml")
+    assert trace.version == 1 and trace.turns == make_trace().turns
+    assert dumps(trace) == text
 
 
 @pytest.mark.parametrize("text", ["just a string\n", "- a\n- list\n", "flow: x\nturns: []\n", ""])
