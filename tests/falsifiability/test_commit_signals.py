@@ -111,14 +111,17 @@ def problems(sig: signal.Signals, end: Ended, old: bytes) -> list[str]:
 
 
 def read_until(process: subprocess.Popen[str], text: str) -> str:
-    """stdout up to and including the first line holding `text` (all of it, at its end)."""
+    """stdout as it arrives until it holds `text`: read from the pipe itself, unbuffered, so
+    that `communicate` reads on from exactly there (a buffered reader would keep what it
+    read past `text` to itself)."""
     assert process.stdout is not None
-    seen = ""
-    for line in process.stdout:
-        seen += line
-        if text in line:
+    seen = b""
+    while text.encode() not in seen:
+        chunk = os.read(process.stdout.fileno(), 65536)
+        if not chunk:
             break
-    return seen
+        seen += chunk
+    return seen.decode()
 
 
 @pytest.mark.slow
