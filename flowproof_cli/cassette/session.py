@@ -153,6 +153,7 @@ def _unreadable(
     request: dict[str, Any],
     name: str | None,
     exc: Exception,
+    *,
     mode: Mode,
 ) -> str:
     """Why an agent's request its API's dialect cannot read is refused as the agent's,
@@ -336,7 +337,7 @@ class CassetteSession:
         # turn: one that matches equals a recorded request, read when the trace loaded.)
         unreadable = dialect.unreadable_field(sent) if self.mode is Mode.RECORD else None
         if unreadable is not None:
-            message = _unreadable(dialect, clean_path, sent, *unreadable, self.mode)
+            message = _unreadable(dialect, clean_path, sent, *unreadable, mode=self.mode)
             return self.refuse(dialect, 400, message, "invalid_request_error")
         try:
             subject = f"the agent's model request {self.requests}"
@@ -450,7 +451,7 @@ class CassetteSession:
             return self.render(dialect, live, turn.status, response)
         unreadable = dialect.unreadable_field(sent)
         if unreadable is not None:  # no divergence to explain: the agent's request is broken
-            message = _unreadable(dialect, clean_path, sent, *unreadable, self.mode)
+            message = _unreadable(dialect, clean_path, sent, *unreadable, mode=self.mode)
             return self.refuse(dialect, 400, message, "invalid_request_error")
         self.divergence = self._explain(dialect, canonical)
         return _error(
