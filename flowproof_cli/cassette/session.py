@@ -507,12 +507,17 @@ class CassetteSession:
 
     def trajectory(self) -> Trajectory:
         """The served turns in recorded order, so record and replay agree."""
-        trajectory = Trajectory()
-        for position in self.used_turns():
-            turn = self.recorded[position]
-            if turn.status != 200 or not isinstance(turn.response, dict):
-                continue
-            dialect = dialect_named(turn.protocol)
-            response = self.rules.live_response(turn.response)
-            trajectory.turns.append(dialect.assistant_turn(turn.request, response, position + 1))
-        return trajectory
+        return served_trajectory(self.recorded, self.used_turns(), self.rules)
+
+
+def served_trajectory(recorded: list[Turn], used: list[int], rules: MatchRules) -> Trajectory:
+    """The trajectory of the `used` turns of `recorded`, answers as this run serves them."""
+    trajectory = Trajectory()
+    for position in used:
+        turn = recorded[position]
+        if turn.status != 200 or not isinstance(turn.response, dict):
+            continue
+        dialect = dialect_named(turn.protocol)
+        response = rules.live_response(turn.response)
+        trajectory.turns.append(dialect.assistant_turn(turn.request, response, position + 1))
+    return trajectory
