@@ -19,6 +19,7 @@ from __future__ import annotations
 import logging
 import os
 import time
+from collections.abc import Awaitable
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -38,7 +39,7 @@ from flowproof_addons.guard import (
 )
 from flowproof_cli import trace as traces
 from flowproof_cli.cassette import CassetteSession, Forward, Upstream
-from flowproof_cli.cassette.session import INTERNAL_KIND
+from flowproof_cli.cassette.session import INTERNAL_KIND, OffLoop
 from flowproof_cli.cassette.upstream import (
     CLIENT_GONE_REASON,
     timeout_reason,
@@ -50,6 +51,7 @@ from flowproof_cli.match.addons import rules_from_master_addons
 from flowproof_cli.match.build import snapshot_rules
 from flowproof_cli.match.relocate import Relocation
 from flowproof_cli.match.rules import MatcherAddonError, MatchRules, Rule
+from flowproof_cli.match.user_code import DEFAULT_BUDGET_S, Budget, addon_budget
 from flowproof_cli.mode import Mode
 from flowproof_cli.quoting import could_not_handle
 
@@ -84,6 +86,15 @@ def _replay_rules(trace: traces.Trace, path: Path | None, loaded: list[Rule]) ->
     home = os.environ.get("HOME")
     relocation = Relocation(str(Path.cwd()), home or "") if snapshot.relocate else None
     return MatchRules(snapshot.rules + loaded, relocation)
+
+
+def _stock_budget() -> Budget:
+    """Under stock mitmproxy: each matcher addon call's budget, from the environment."""
+    try:
+        return addon_budget(os.environ)
+    except ConfigError as exc:
+        log.error("flowproof: %s; using %g s", exc, DEFAULT_BUDGET_S)
+        return Budget()
 
 
 def _respond(flow: http.HTTPFlow, rendered: Rendered) -> None:
@@ -157,7 +168,7 @@ class ModelBoundary:
             return
         mode, upstream, trace = self._stock
         chain = addonmanager.traverse(ctx.master.addons.chain)
-        loaded: list[Rule] = list(rules_from_master_addons(chain))
+        loaded: list[Rule] = list(rules_from_master_addons(chain, _stock_budget()))
         if mode is Mode.RECORD:
             rules = MatchRules(loaded)
             self.default = CassetteSession(Mode.RECORD, upstream=upstream, rules=rules)
@@ -197,22 +208,61 @@ class ModelBoundary:
         port = sockname[1] if sockname else None
         return self.sessions.get(port, self.default) if port is not None else self.default
 
-    def request(self, flow: http.HTTPFlow) -> None:
+    def request(self, flow: http.HTTPFlow) -> Awaitable[None] | None:
         if flow.response is not None:
-            return
+            return None
         dialect = route(flow.request.path)
         session = self._session_for(flow) if dialect is not None else None
         if session is None or dialect is None:
-            return
+            return None
+        if session.off_loop is not None:  # matcher addons: mitmproxy awaits the answer
+            return self._answer_off_loop(flow, session, session.off_loop, dialect)
         try:
             self._answer(flow, session, dialect)
         except Exception as exc:  # fail closed: answered, counted, never forwarded
-            flow.metadata.pop(PENDING, None)
-            flow.metadata.pop(FORWARDED, None)
-            message = f"flowproof: {could_not_handle(flow.request.path.split('?', 1)[0], exc)}"
-            _respond(flow, session.refuse(dialect, 500, message, INTERNAL_KIND))
+            self._failed(flow, session, dialect, exc)
+        return None
+
+    def _failed(
+        self, flow: http.HTTPFlow, session: CassetteSession, dialect: Dialect, exc: Exception
+    ) -> None:
+        flow.metadata.pop(PENDING, None)
+        flow.metadata.pop(FORWARDED, None)
+        message = f"flowproof: {could_not_handle(flow.request.path.split('?', 1)[0], exc)}"
+        _respond(flow, session.refuse(dialect, 500, message, INTERNAL_KIND))
 
     def _answer(self, flow: http.HTTPFlow, session: CassetteSession, dialect: Dialect) -> None:
+        body = self._received(flow, session, dialect)
+        outcome = (
+            body
+            if isinstance(body, Rendered)
+            else session.on_request(flow.request.path, body, dialect)
+        )
+        self._apply(flow, session, outcome)
+
+    async def _answer_off_loop(
+        self, flow: http.HTTPFlow, session: CassetteSession, off_loop: OffLoop, dialect: Dialect
+    ) -> None:
+        """`_answer` for a flow with matcher addons: the session applies its rules in a
+        thread of its own, so the addons' code never holds the event loop (the other flows,
+        `--timeout`, SIGTERM and Ctrl-C go on meanwhile)."""
+        try:
+            body = self._received(flow, session, dialect)
+            outcome = (
+                body
+                if isinstance(body, Rendered)
+                else await off_loop.on_request(flow.request.path, body, dialect)
+            )
+            self._apply(flow, session, outcome)
+        except Exception as exc:  # fail closed, as `request` does
+            self._failed(flow, session, dialect, exc)
+
+    @staticmethod
+    def _received(
+        flow: http.HTTPFlow, session: CassetteSession, dialect: Dialect
+    ) -> bytes | Rendered:
+        """The request's body for the session, or the refusal of one the proxy would not
+        read (its body's encoding)."""
         if session.mocked_tools:  # the conversation view marks their results
             flow.metadata[MOCKED_TOOLS] = session.mocked_tools
         # For the secret-leak scan, as the agent sent them: a rewrite of the headers makes a
@@ -220,11 +270,14 @@ class ModelBoundary:
         session.headers.append(flow.request.headers.fields)
         body = request_body(flow.request)
         if isinstance(body, Refusal):
-            outcome: Rendered | Forward = session.on_refused(
+            return session.on_refused(
                 flow.request.path, dialect, body.status, f"flowproof: {body.text}"
             )
-        else:
-            outcome = session.on_request(flow.request.path, body, dialect)
+        return body
+
+    def _apply(
+        self, flow: http.HTTPFlow, session: CassetteSession, outcome: Rendered | Forward
+    ) -> None:
         if isinstance(outcome, Rendered):
             _respond(flow, outcome)
             flow.comment = "flowproof: answered from the trace"

@@ -20,6 +20,7 @@ from flowproof_cli.dialects import Dialect, Rendered, dialect_named, route
 from flowproof_cli.dialects.base import MockText, ResultSequence, ResultsExhausted, bare_key
 from flowproof_cli.match.patterns import PatternBudgetExceeded
 from flowproof_cli.match.rules import MatcherAddonError, MatchRules
+from flowproof_cli.match.user_code import Raised, SerialThread
 from flowproof_cli.mode import Mode
 from flowproof_cli.quoting import could_not_handle, printable, quoted
 from flowproof_cli.trajectory import Trajectory
@@ -99,6 +100,22 @@ class PendingTurn:
     live_request: dict[str, Any]  # as the agent sent it (mocks applied), for rendering
     canonical: dict[str, Any]  # as matched and stored: the match rules applied
     sent: dict[str, Any]  # canonical as the agent sent it, before the match rules
+
+
+@dataclass(frozen=True)
+class _Received:
+    """A request read, before the match rules: what `_answered` needs besides them."""
+
+    dialect: Dialect
+    path: str
+    clean_path: str
+    live: dict[str, Any]  # as the agent sent it (mocks applied), for rendering
+    sent: dict[str, Any]  # its canonical form, before the match rules
+    number: int  # the session's count of requests when it arrived, as failures name it
+
+
+def _nothing() -> None:
+    return None
 
 
 #: The most of an upstream's body one message quotes.
@@ -254,6 +271,8 @@ class CassetteSession:
             self._matched = list(self.recorded)
         self._index = TurnIndex(self._matched) if self.mode is Mode.REPLAY else None
         self._known_calls: dict[str, str] = {}  # call id -> tool name, from served responses
+        # Matcher addons among the rules: the event loop has them applied off it, here.
+        self.off_loop = OffLoop(self) if self.rules.runs_user_code else None
 
     def _matchable_turns(self) -> list[Turn]:
         """The recorded turns with the requests as today's rules match them."""
@@ -281,17 +300,11 @@ class CassetteSession:
     ) -> Rendered | Forward:
         """Answer or forward one request; `dialect` is `route(path)` when the caller has it.
         Whatever goes wrong is an answer that fails the flow, never an exception: one escaping
-        the proxy's hook would let the request on toward the placeholder target."""
-        if dialect is None:
-            dialect = route(path)
-        if dialect is None:
-            return _error(None, 404, f"flowproof: no model route at {path}", "not_found")
-        clean_path = self._count(path)
-        try:
-            return self._handle(dialect, path, clean_path, raw_body)
-        except Exception as exc:  # any input, any bug: an answer, never an exception
-            message = f"flowproof: {could_not_handle(clean_path, exc)}"
-            return self.refuse(dialect, 500, message, INTERNAL_KIND)
+        the proxy's hook would let the request on toward the placeholder target. When the
+        rules run matcher addons this waits on their scripts' threads: the event loop calls
+        `off_loop.on_request` instead."""
+        read = self._received(path, raw_body, dialect)
+        return read if isinstance(read, Rendered) else self._answered(read, self._relaxed(read))
 
     def on_refused(self, path: str, dialect: Dialect, status: int, message: str) -> Rendered:
         """A request the proxy would not read (its body's encoding): counted, refused. A 500
@@ -312,9 +325,28 @@ class CassetteSession:
         self.errors.append(message)
         return _error(dialect, status, message, kind)
 
-    def _handle(
+    def _internal(self, dialect: Dialect, clean_path: str, exc: BaseException) -> Rendered:
+        """Any input, any bug: an answer, never an exception."""
+        message = f"flowproof: {could_not_handle(clean_path, exc)}"
+        return self.refuse(dialect, 500, message, INTERNAL_KIND)
+
+    def _received(
+        self, path: str, raw_body: bytes, dialect: Dialect | None
+    ) -> Rendered | _Received:
+        """The request counted and read (mocks applied, canonical form), or its refusal."""
+        if dialect is None:
+            dialect = route(path)
+        if dialect is None:
+            return _error(None, 404, f"flowproof: no model route at {path}", "not_found")
+        clean_path = self._count(path)
+        try:
+            return self._read(dialect, path, clean_path, raw_body)
+        except Exception as exc:  # any input, any bug: an answer
+            return self._internal(dialect, clean_path, exc)
+
+    def _read(
         self, dialect: Dialect, path: str, clean_path: str, raw_body: bytes
-    ) -> Rendered | Forward:
+    ) -> Rendered | _Received:
         try:
             body = json.loads(raw_body or b"null")
         except RecursionError:  # an exception like any other (500), worded for what it is
@@ -339,14 +371,30 @@ class CassetteSession:
         if unreadable is not None:
             message = _unreadable(dialect, clean_path, sent, *unreadable, mode=self.mode)
             return self.refuse(dialect, 400, message, "invalid_request_error")
+        return _Received(dialect, path, clean_path, live, sent, self.requests)
+
+    def _relaxed(self, read: _Received) -> dict[str, Any] | Rendered:
+        """The request as matched (the rules applied), or the refusal of a rule that failed,
+        recorded at once: it fails the flow even if its answer is never sent."""
         try:
-            subject = f"the agent's model request {self.requests}"
-            canonical = self.rules.matched(dialect.name, sent, subject=subject)
+            subject = f"the agent's model request {read.number}"
+            return self.rules.matched(read.dialect.name, read.sent, subject=subject)
         except (MatcherAddonError, PatternBudgetExceeded) as exc:
-            return self.refuse(dialect, 500, f"flowproof: {exc}", "flowproof_matcher_error")
-        if self.mode is Mode.RECORD:
-            return self._forward(dialect, path, live, PendingTurn(dialect, live, canonical, sent))
-        return self._replay(dialect, clean_path, live, canonical, sent)
+            return self.refuse(read.dialect, 500, f"flowproof: {exc}", "flowproof_matcher_error")
+        except Exception as exc:  # any bug: an answer
+            return self._internal(read.dialect, read.clean_path, exc)
+
+    def _answered(self, read: _Received, relaxed: dict[str, Any] | Rendered) -> Rendered | Forward:
+        if isinstance(relaxed, Rendered):
+            return relaxed
+        dialect, live = read.dialect, read.live
+        try:
+            if self.mode is Mode.RECORD:
+                pending = PendingTurn(dialect, live, relaxed, read.sent)
+                return self._forward(dialect, read.path, live, pending)
+            return self._replay(dialect, read.clean_path, live, relaxed, read.sent)
+        except Exception as exc:  # any bug: an answer
+            return self._internal(dialect, read.clean_path, exc)
 
     def _forward(
         self, dialect: Dialect, path: str, live: dict[str, Any], pending: PendingTurn
@@ -505,6 +553,11 @@ class CassetteSession:
             return list(range(len(self.recorded)))
         return sorted(self.served)
 
+    def close(self) -> None:
+        """Its flow is over: the thread of `off_loop`, if any, ends."""
+        if self.off_loop is not None:
+            self.off_loop.close()
+
     def trajectory(self) -> Trajectory:
         """The served turns in recorded order, so record and replay agree."""
         return served_trajectory(self.recorded, self.used_turns(), self.rules)
@@ -521,3 +574,35 @@ def served_trajectory(recorded: list[Turn], used: list[int], rules: MatchRules) 
         response = rules.live_response(turn.response)
         trajectory.turns.append(dialect.assistant_turn(turn.request, response, position + 1))
     return trajectory
+
+
+class OffLoop:
+    """A session whose rules run matcher addons, answered from the event loop: the rules are
+    applied in a thread of the session's own, so an addon's code never holds the loop (each
+    of its calls within its budget, match/user_code.py). The request is read and answered
+    on the loop as `on_request` does, so only the rules' counts change in that thread."""
+
+    def __init__(self, session: CassetteSession) -> None:
+        self._session = session
+        self._thread = SerialThread("match rules", budget_s=None)
+
+    async def on_request(
+        self, path: str, raw_body: bytes, dialect: Dialect | None = None
+    ) -> Rendered | Forward:
+        session = self._session
+        read = session._received(path, raw_body, dialect)
+        if isinstance(read, Rendered):
+            return read
+        try:
+            relaxed = await self._thread.run("match rules", session._relaxed, read)
+        except Raised as exc:  # a bug of flowproof's own: answered like any other
+            relaxed = session._internal(read.dialect, read.clean_path, exc.original)
+        return session._answered(read, relaxed)
+
+    async def settled(self) -> None:
+        """Once every request handed to the thread is through it (each within its addons'
+        budgets), so the flow is judged with whatever they found."""
+        await self._thread.run("settled", _nothing)
+
+    def close(self) -> None:
+        self._thread.close()

@@ -14,6 +14,7 @@ from flowproof_cli.match.patterns import BadPattern, compile_pattern
 from flowproof_cli.match.presets import NormalizeEntry, load_preset
 from flowproof_cli.match.relocate import Relocation
 from flowproof_cli.match.rules import IgnoreRule, MatchRules, NormalizeRule, Rule
+from flowproof_cli.match.user_code import Budget
 
 
 @dataclass(frozen=True)
@@ -81,10 +82,15 @@ def _rules_of(block: Declared) -> tuple[list[Rule], str | None]:
 
 
 def build_rules(
-    blocks: Sequence[Declared], *, cwd: Path, home: str | None
+    blocks: Sequence[Declared],
+    *,
+    cwd: Path,
+    home: str | None,
+    addon_budget: Budget | None = None,
 ) -> tuple[MatchRules, list[LoadedScript]]:
     """The rules in force and the matcher scripts they loaded (whose addon objects join the
-    proxy). Raises ConfigError for a script that is missing or does not import."""
+    proxy), each script's calls within `addon_budget`. Raises ConfigError for a script
+    that is missing or does not import (the ones loaded before it are closed)."""
     rules: list[Rule] = []
     scripts: list[LoadedScript] = []
     relocate, origin = False, "spec"
@@ -96,7 +102,12 @@ def build_rules(
         elif wanting_preset is not None and not relocate:
             relocate, origin = True, f"preset {wanting_preset}"
         for path in block.addons:
-            loaded = load_matcher_script(Path(path), block.origin)
+            try:
+                loaded = load_matcher_script(Path(path), block.origin, addon_budget)
+            except BaseException:
+                for script in scripts:  # their threads: the flow will not run
+                    script.close()
+                raise
             scripts.append(loaded)
             rules.extend(loaded.rules)
     relocation = Relocation(str(cwd.resolve()), home or "") if relocate else None

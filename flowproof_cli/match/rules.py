@@ -13,17 +13,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from flowproof_cli.errors import FlowproofError
 from flowproof_cli.match.paths import PathGlob, map_strings
 from flowproof_cli.match.patterns import PatternBudgetExceeded, within_budget
 from flowproof_cli.match.relocate import Relocation
+from flowproof_cli.match.user_code import HOOK, MatcherAddonError, ScriptCalls
 
 JSON = dict[str, Any]
 Normalizer = Callable[[JSON, str], JSON]
-
-
-class MatcherAddonError(FlowproofError):
-    """A matcher addon raised, or returned something that is not a request."""
 
 
 class Rule(Protocol):
@@ -119,28 +115,35 @@ def _leaf_changes(before: Any, after: Any) -> int:
 
 @dataclass(frozen=True)
 class AddonRule:
-    """A mitmproxy addon object defining `flowproof_normalize(request, protocol)`."""
+    """A mitmproxy addon object defining `flowproof_normalize(request, protocol)`, called in
+    its script's own thread within the budget (`calls`, match/user_code.py): never on the
+    caller's thread, so `apply` must not be called on the event loop's (it waits)."""
 
     addon_name: str  # its class name: the rule's name in every report
     normalize: Normalizer
     origin: str = "spec"
+    calls: ScriptCalls = field(default_factory=lambda: ScriptCalls(None), compare=False, repr=False)
 
     @property
     def name(self) -> str:
         return f"addon {self.addon_name}"
 
     def apply(self, protocol: str, request: JSON) -> tuple[JSON, int]:
-        try:
-            result = self.normalize(copy.deepcopy(request), protocol)
-        except Exception as exc:
+        live = copy.deepcopy(request)
+        result = self.calls.call(self.addon_name, HOOK, self._compared, request, live, protocol)
+        if isinstance(result, str):
             raise MatcherAddonError(
-                f"the matcher addon {self.addon_name} raised {type(exc).__name__}: {exc}"
-            ) from None
-        if not isinstance(result, dict):
-            raise MatcherAddonError(
-                f"the matcher addon {self.addon_name} returned {type(result).__name__}, not the "
+                f"the matcher addon {self.addon_name} returned {result}, not the "
                 "request mapping. Fix: make flowproof_normalize return the (changed) request"
             )
+        return result
+
+    def _compared(self, request: JSON, live: JSON, protocol: str) -> tuple[JSON, int] | str:
+        """In the script's thread, within the budget: the hook's result and what it changed
+        (comparing may run the returned objects' own code), or the type it wrongly returned."""
+        result = self.normalize(live, protocol)
+        if not isinstance(result, dict):
+            return type(result).__name__
         return result, _leaf_changes(request, result)
 
     def snapshot(self) -> dict[str, Any]:
@@ -186,6 +189,11 @@ class MatchRules:
     @property
     def active(self) -> bool:
         return bool(self.rules) or self.relocation is not None
+
+    @property
+    def runs_user_code(self) -> bool:
+        """A matcher addon is among the rules: applying them waits on its script's thread."""
+        return any(isinstance(rule, AddonRule) for rule in self.rules)
 
     def matched(
         self, protocol: str, request: JSON, *, count: bool = True, subject: str | None = None

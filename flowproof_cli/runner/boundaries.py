@@ -9,6 +9,8 @@ Every flow of a run shares the master and its boundaries; what keeps flows apart
 listening port. A flow opens its own listeners (`ProxyHub.listen`): the model boundary and
 the MCP boundary answer each request from the session registered for the port it arrived
 on, and a flow's matcher addons see only the traffic of that flow's ports (`PortScoped`).
+Their hooks are user code: they run in their script's thread within its budget
+(match/user_code.py), never on the event loop every flow shares.
 """
 
 from __future__ import annotations
@@ -17,19 +19,24 @@ import asyncio
 import contextlib
 import inspect
 import socket
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from flowproof_cli.cassette import CassetteSession
 from flowproof_cli.errors import PortInUseError
+from flowproof_cli.match.rules import MatcherAddonError
+from flowproof_cli.match.user_code import Raised, exception_text
 from flowproof_cli.runner.listeners import bind_loopback, port_of
 from flowproof_cli.runner.mcp_servers import McpServers
 
 if TYPE_CHECKING:
+    from flowproof_cli.match.addons import ScriptAddon
     from flowproof_cli.mcp.http import HttpMcpSession
     from flowproof_cli.runner.proxy import ProxyHost
 
-# Hooks that concern the whole master, not one flow's traffic: passed through unscoped.
+# Hooks that concern the whole master, not one flow's traffic: flowproof calls them itself
+# when a flow's addon joins and leaves (`PortScoped.start`, `finish`), never mitmproxy.
 _LIFECYCLE_HOOKS = frozenset({"load", "configure", "running", "done"})
 
 
@@ -42,16 +49,56 @@ def _port_of(value: Any) -> int | None:
     return None
 
 
-class PortScoped:
-    """A matcher script's addon object, seeing only the traffic of its own flow's ports.
+class _DeferredLoader:
+    """What a joining addon's `load` gets, in place of mitmproxy's `Loader`: its options and
+    commands are kept, and added to the master on the event loop once `load` returned
+    (`load` runs in its script's thread, and adding an option runs every addon's
+    `configure`)."""
 
-    mitmproxy calls every addon for every event; without this, one flow's `request` hook
-    would also see the requests of the flows running beside it.
+    def __init__(self, master: Any) -> None:
+        self.master = master
+        self.kept: list[tuple[str, tuple[Any, ...]]] = []
+
+    def add_option(self, *args: Any, **kwargs: Any) -> None:
+        self.kept.append(("add_option", (*args, *kwargs.values())))
+
+    def add_command(self, path: str, func: Callable[..., Any]) -> None:
+        self.kept.append(("add_command", (path, func)))
+
+    def apply(self) -> None:
+        from mitmproxy.addonmanager import Loader  # noqa: PLC0415 (loaded with the engine)
+
+        loader = Loader(self.master)
+        for method, args in self.kept:
+            getattr(loader, method)(*args)
+
+
+def _in_thread(hook: Callable[..., Any]) -> Callable[..., Any]:
+    """A hook as its script's thread runs it: an `async def` one on an event loop of that
+    call's own (it cannot await the proxy's loop from there)."""
+    if not inspect.iscoroutinefunction(hook):
+        return hook
+    return lambda *args: asyncio.run(hook(*args))
+
+
+class PortScoped:
+    """A matcher script's addon object, seeing only the traffic of its own flow's ports, its
+    hooks run in its script's thread within the budget (match/user_code.py).
+
+    mitmproxy calls every addon for every event; without the scope, one flow's `request`
+    hook would also see the requests of the flows running beside it. Without the thread, a
+    hook that sleeps or loops would hold the event loop, and every flow with it. A hook
+    that fails (raises anything, exits, exceeds its budget) fails this flow (`fail`), and
+    the proxy goes on as if it had returned.
     """
 
-    def __init__(self, addon: Any, ports: set[int], name: str):
+    def __init__(
+        self, addon: ScriptAddon, ports: set[int], name: str, fail: Callable[[str], None]
+    ) -> None:
         self._addon = addon
         self._ports = ports  # live: the flow's MCP listeners join after the model's
+        self._fail = fail
+        self._pending: set[asyncio.Future[bool]] = set()
         self.name = name  # unique in the master, even for one script in two flows
 
     def _mine(self, args: Sequence[Any]) -> bool:
@@ -59,31 +106,72 @@ class PortScoped:
         return port is None or port in self._ports
 
     def __getattr__(self, hook: str) -> Any:
-        if hook.startswith("_") or hook == "addons":
+        target = self._addon.hooks.get(hook)
+        if target is None or hook.startswith("_") or hook in _LIFECYCLE_HOOKS:
             raise AttributeError(hook)
-        target = getattr(self._addon, hook)
-        if not callable(target) or hook in _LIFECYCLE_HOOKS:
-            return target
         if hook == "update":
             return self._scoped_update(target)
-        if inspect.iscoroutinefunction(target):
 
-            async def scoped_async(*args: Any) -> Any:
-                return await target(*args) if self._mine(args) else None
-
-            return scoped_async
-
-        def scoped(*args: Any) -> Any:
-            return target(*args) if self._mine(args) else None
+        def scoped(*args: Any) -> Awaitable[bool] | None:
+            return self._called(hook, target, args) if self._mine(args) else None
 
         return scoped
 
     def _scoped_update(self, target: Callable[..., Any]) -> Callable[..., Any]:
-        def update(flows: Sequence[Any]) -> Any:
+        def update(flows: Sequence[Any]) -> Awaitable[bool] | None:
             own = [flow for flow in flows if self._mine([flow])]
-            return target(own) if own else None
+            return self._called("update", target, (own,)) if own else None
 
         return update
+
+    def _called(
+        self, hook: str, target: Callable[..., Any], args: Sequence[Any]
+    ) -> Awaitable[bool]:
+        """The hook, started in the script's thread. mitmproxy awaits it (a synchronous
+        `trigger` drops it; it runs all the same), and a connection that closes meanwhile
+        stops the waiting, not the call: its failure still fails the flow (`finish`)."""
+        call = asyncio.ensure_future(self._call(hook, target, *args))
+        self._pending.add(call)
+        call.add_done_callback(self._pending.discard)
+        return asyncio.shield(call)
+
+    async def _call(self, hook: str, target: Callable[..., Any], *args: Any) -> bool:
+        addon = self._addon
+        try:
+            await addon.calls.run(addon.name, hook, _in_thread(target), *args)
+        except MatcherAddonError as exc:
+            self._fail(str(exc))
+            return False
+        return True
+
+    async def start(self, master: Any) -> bool:
+        """Its `load`, `configure` (every option) and `running`, as mitmproxy calls them on
+        a script joining a running proxy; False (its flow failed) when one failed."""
+        hooks = self._addon.hooks
+        if "load" in hooks:
+            loader = _DeferredLoader(master)
+            if not await self._call("load", hooks["load"], loader):
+                return False
+            try:
+                loader.apply()
+            except Exception as exc:  # an option mitmproxy refuses: as if `load` raised it
+                failure = Raised("load", exc, exception_text(exc))
+                self._fail(str(self._addon.calls.worded(failure, self._addon.name, "load")))
+                return False
+        every_option = set(master.options.keys())
+        if "configure" in hooks and not await self._call(
+            "configure", hooks["configure"], every_option
+        ):
+            return False
+        return "running" not in hooks or await self._call("running", hooks["running"])
+
+    async def finish(self) -> None:
+        """Once it has left the proxy: its hook calls still running are waited for (each
+        within its budget), then its `done`."""
+        if self._pending:
+            await asyncio.wait(set(self._pending))
+        if "done" in self._addon.hooks:
+            await self._call("done", self._addon.hooks["done"])
 
 
 class _StopOnFailure:
@@ -113,6 +201,16 @@ class _StopOnFailure:
         self._settled = True
         if self.fired and self._task is not None and self._task.cancelling():
             self._task.uncancel()
+
+
+@dataclass(frozen=True)
+class _Joining:
+    """A flow's matcher addons on their way into the proxy, and the ones that joined."""
+
+    addons: Sequence[ScriptAddon]
+    ports: set[int]
+    joined: list[PortScoped]
+    fail: Callable[[str], None]
 
 
 class ProxyHub:
@@ -183,13 +281,14 @@ class ProxyHub:
         self,
         session: CassetteSession,
         mcp: McpServers | None = None,
-        user_addons: Sequence[Any] = (),
+        user_addons: Sequence[ScriptAddon] = (),
         *,
         port: int = 0,
     ) -> AsyncIterator[int]:
         """One flow's listeners: the model's (its port is yielded) and one per `url:` MCP
         server, each answered by its own session; all closed again on exit. They are bound
-        at once and served as soon as the engine is up; a failed start is raised on exit."""
+        at once and served as soon as the engine is up; a failed start is raised on exit.
+        A matcher addon's hook that fails fails the session's flow."""
         sockets = [bind_loopback(port)]
         bound = port_of(sockets[0])
         try:
@@ -202,7 +301,12 @@ class ProxyHub:
         ports = {port_of(sock) for sock in sockets}
         self.model_sessions[bound] = session
         scoped: list[PortScoped] = []
-        serving = asyncio.ensure_future(self._serve(sockets, user_addons, ports, scoped))
+
+        def fail(message: str) -> None:
+            session.errors.append(f"flowproof: {message}")
+
+        joining = _Joining(user_addons, ports, scoped, fail)
+        serving = asyncio.ensure_future(self._serve(sockets, joining))
         stopped = _StopOnFailure(serving)
         try:
             yield bound
@@ -234,16 +338,10 @@ class ProxyHub:
             raise
         return bound
 
-    async def _serve(
-        self,
-        sockets: list[socket.socket],
-        user_addons: Sequence[Any],
-        ports: set[int],
-        scoped: list[PortScoped],
-    ) -> None:
+    async def _serve(self, sockets: list[socket.socket], joining: _Joining) -> None:
         """The engine up, the flow's matcher addons joined, then its sockets accepted on."""
         host = await self.start()
-        self._add_scoped(host, user_addons, ports, min(ports), scoped)
+        await self._join(host, joining)
         for sock in sockets:
             await host.serve(sock)
 
@@ -267,7 +365,7 @@ class ProxyHub:
         if host is not None:
             for addon in scoped:
                 with contextlib.suppress(Exception):
-                    host.master.addons.remove(addon)  # its `done` hook runs
+                    host.master.addons.remove(addon)
         for listener in ports:
             self.model_sessions.pop(listener, None)
             self.mcp_sessions.pop(listener, None)
@@ -275,27 +373,21 @@ class ProxyHub:
                 await host.remove_listener(listener)
         for sock in sockets:
             sock.close()  # never served, or already closed with its server
+        for addon in scoped:  # last: a cancellation here leaves nothing of the proxy open
+            await addon.finish()
         if failure is not None:
             raise failure
 
-    def _add_scoped(
-        self,
-        host: ProxyHost,
-        addons: Sequence[Any],
-        ports: set[int],
-        port: int,
-        added: list[PortScoped],
-    ) -> None:
-        """Join the flow's matcher addons to the running master, as a script reload does."""
-        from mitmproxy import hooks  # noqa: PLC0415 (loaded with the engine already)
-
+    async def _join(self, host: ProxyHost, joining: _Joining) -> None:
+        """Join the flow's matcher addons to the running master, as a script reload does:
+        each one's `load`, `configure` and `running` first, in its script's thread; one
+        whose hook failed stays out (its flow has failed)."""
         manager = host.master.addons
-        for addon in addons:
+        port = min(joining.ports)
+        for addon in joining.addons:
             self._scoped += 1
-            name = f"{type(addon).__name__.lower()}@{port}#{self._scoped}"
-            wrapper = PortScoped(addon, ports, name)
-            manager.add(wrapper)
-            added.append(wrapper)
-            options = set(manager.master.options.keys())
-            manager.invoke_addon_sync(wrapper, hooks.ConfigureHook(options))
-            manager.invoke_addon_sync(wrapper, hooks.RunningHook())
+            name = f"{addon.name.lower()}@{port}#{self._scoped}"
+            wrapper = PortScoped(addon, joining.ports, name, joining.fail)
+            if await wrapper.start(manager.master):
+                manager.add(wrapper)
+                joining.joined.append(wrapper)

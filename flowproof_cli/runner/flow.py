@@ -12,10 +12,10 @@ import asyncio
 import functools
 import os
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import cast
 
 from flowproof_cli import trace as traces
 from flowproof_cli.cassette import CassetteSession
@@ -26,8 +26,10 @@ from flowproof_cli.errors import TraceError
 from flowproof_cli.evidence import secrets as secret_scan
 from flowproof_cli.evidence.records import file_sha256
 from flowproof_cli.evidence.trajectory_diff import intent_of
+from flowproof_cli.match.addons import LoadedScript, ScriptAddon
 from flowproof_cli.match.build import Declared, build_rules
 from flowproof_cli.match.rules import MatchRules, summarize
+from flowproof_cli.match.user_code import Raised, SerialThread, addon_budget
 from flowproof_cli.mode import Mode
 from flowproof_cli.runner import orphans
 from flowproof_cli.runner.boundaries import ProxyHub
@@ -49,18 +51,26 @@ def _record_command(spec_path: Path) -> str:
     return f"flowproof record {spec_path}"
 
 
+def _blocks(spec: FlowSpec, suite_match: Sequence[Declared], cwd: Path) -> list[Declared]:
+    """The suite's `match:` blocks, then the flow's own."""
+    own = [spec.match.declared(cwd, "spec")] if spec.match is not None else []
+    return [*suite_match, *own]
+
+
 def _match_rules(
-    spec: FlowSpec, suite_match: Sequence[Declared], cwd: Path, environ: Mapping[str, str]
-) -> tuple[MatchRules, list[Any]]:
-    """The suite's rules then the flow's own, and the addon objects of their scripts.
-    A missing or broken matcher script raises ConfigError here, before the agent starts."""
-    blocks = list(suite_match)
-    if spec.match is not None:
-        blocks.append(spec.match.declared(cwd, "spec"))
+    spec: FlowSpec,
+    suite_match: Sequence[Declared],
+    cwd: Path,
+    environ: Mapping[str, str],
+    timeout_s: float,
+) -> tuple[MatchRules, list[LoadedScript]]:
+    """The suite's rules then the flow's own, and their matcher scripts. A missing or broken
+    matcher script (or budget) raises ConfigError here, before the agent starts."""
+    blocks = _blocks(spec, suite_match, cwd)
     if not blocks:
         return MatchRules(), []
-    rules, scripts = build_rules(blocks, cwd=cwd, home=environ.get("HOME"))
-    return rules, [addon for script in scripts for addon in script.addons]
+    budget = addon_budget(environ, timeout_s) if any(block.addons for block in blocks) else None
+    return build_rules(blocks, cwd=cwd, home=environ.get("HOME"), addon_budget=budget)
 
 
 def _open_session(
@@ -126,23 +136,54 @@ async def run_flow(
     starts (and stops) a proxy of its own."""
     with cancelled_by_sigterm():
         started = time.monotonic()
-        setup = _prepare(spec, mode, trace_path, environ, timeout_s=timeout_s, match=suite_match)
-        if hub is None:  # a run of one: its own proxy, and the run's last orphan sweep
-            adopted_before = orphans.children()
-            try:
-                async with ProxyHub(upstream_tls=mode is Mode.RECORD) as own:
-                    driven, mcp = await _drive(setup, own)
-            finally:
-                await asyncio.to_thread(orphans.sweep, adopted_before)
-        else:
-            driven, mcp = await _drive(setup, hub)
-        result = _observed(setup, driven, mcp, duration_s=time.monotonic() - started)
-        _judge(setup, result, driven, mcp)
-        if mode is Mode.RECORD:
-            _keep_recording(setup, result, driven, mcp)
+        prepare = functools.partial(
+            _prepare, spec, mode, trace_path, environ, timeout_s=timeout_s, match=suite_match
+        )
+        setup = await _off_loop(prepare) if _has_addons(spec, suite_match) else prepare()
+        try:
+            driven, mcp = await _drive_on(setup, hub)
+            if setup.session.off_loop is not None:  # what its matcher addons found is judged
+                await setup.session.off_loop.settled()
+            result = _observed(setup, driven, mcp, duration_s=time.monotonic() - started)
+            _judge(setup, result, driven, mcp)
+            if mode is Mode.RECORD:
+                _keep_recording(setup, result, driven, mcp)
+        finally:
+            setup.close()
     if mode is Mode.REPLAY:  # the trace judged; a record's, once written (rerecord.commit)
         result.trace_sha256 = file_sha256(trace_path)
     return result
+
+
+def _has_addons(spec: FlowSpec, suite_match: Sequence[Declared]) -> bool:
+    own = spec.match is not None and bool(spec.match.addons)
+    return own or any(block.addons for block in suite_match)
+
+
+async def _off_loop[T](prepare: Callable[[], T]) -> T:
+    """A flow with matcher addons is prepared in a thread of its own: its scripts import
+    there and may rewrite the recorded requests (each call within its budget), while the
+    event loop goes on with the other flows, the signals and the timeouts."""
+    thread = SerialThread("flow setup", budget_s=None)
+    try:
+        return cast(T, await thread.run("setup", prepare))
+    except Raised as exc:  # what `_prepare` raises (a FlowproofError), as it raised it
+        raise exc.original from None
+    finally:
+        thread.close()
+
+
+async def _drive_on(setup: _Setup, hub: ProxyHub | None) -> tuple[Driven, McpVerdict]:
+    """`_drive` on the run's proxy; without one (a run of one), on a proxy of the flow's
+    own, and the run's last orphan sweep."""
+    if hub is not None:
+        return await _drive(setup, hub)
+    adopted_before = orphans.children()
+    try:
+        async with ProxyHub(upstream_tls=setup.mode is Mode.RECORD) as own:
+            return await _drive(setup, own)
+    finally:
+        await asyncio.to_thread(orphans.sweep, adopted_before)
 
 
 @dataclass(frozen=True)
@@ -158,9 +199,19 @@ class _Setup:
     timeout_s: float
     secrets: list[secret_scan.Secret]
     rules: MatchRules
-    user_addons: list[Any]
+    scripts: list[LoadedScript]  # the matcher scripts: their addon objects join the proxy
     session: CassetteSession
     trace: traces.Trace | None  # the trace replayed; None when recording
+
+    @property
+    def user_addons(self) -> list[ScriptAddon]:
+        return [addon for script in self.scripts for addon in script.addons]
+
+    def close(self) -> None:
+        """The threads of its matcher scripts and of its session's rules end."""
+        self.session.close()
+        for script in self.scripts:
+            script.close()
 
 
 def _prepare(
@@ -181,8 +232,14 @@ def _prepare(
         traces.check_writable(trace_path)
     secrets = secret_scan.resolve_secrets(spec, env, spec.source_path)
     cwd = spec_path.parent if spec.source_path else Path.cwd()
-    rules, user_addons = _match_rules(spec, match, cwd, env)
-    session, trace = _open_session(spec, mode, trace_path, env, rules)
+    timeout_s = timeout_s if timeout_s is not None else spec.timeout
+    rules, scripts = _match_rules(spec, match, cwd, env, timeout_s)
+    try:
+        session, trace = _open_session(spec, mode, trace_path, env, rules)
+    except BaseException:
+        for script in scripts:
+            script.close()
+        raise
     return _Setup(
         spec=spec,
         mode=mode,
@@ -190,10 +247,10 @@ def _prepare(
         spec_path=spec_path,
         cwd=cwd,
         environ=env,
-        timeout_s=timeout_s if timeout_s is not None else spec.timeout,
+        timeout_s=timeout_s,
         secrets=secrets,
         rules=rules,
-        user_addons=user_addons,
+        scripts=scripts,
         session=session,
         trace=trace,
     )

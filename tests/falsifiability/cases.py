@@ -852,6 +852,48 @@ _NOTHING = """class Nothing:
 
 addons = [Nothing()]
 """
+_EXITS = """class Exits:
+    def flowproof_normalize(self, request, protocol):
+        raise SystemExit(0)
+
+
+addons = [Exits()]
+"""
+#: Sleeps in flowproof_normalize (line 6); its `request` hook then finds the script held.
+_SLEEPY = """import time
+
+
+class Sleepy:
+    def flowproof_normalize(self, request, protocol):
+        time.sleep(60)
+        return request
+
+    def request(self, flow):
+        pass
+
+
+addons = [Sleepy()]
+"""
+_SLOW_IMPORT = "import time\ntime.sleep(60)\n"
+#: The per-call budget of the addon cases that go past it (the nearest suite.yaml's env).
+_ADDON_BUDGET = ("env:\n  FLOWPROOF_ADDON_BUDGET: '2'\n", 0o644)
+_SLEEPY_SNAPSHOT = [{"addon": "Sleepy", "from": "spec: sleepy.py"}]
+_SLEEPY_FILES = {"sleepy.py": (_SLEEPY, 0o644), "suite.yaml": _ADDON_BUDGET}
+#: The twin: the same addon, returning at once.
+_AWAKE_FILES = {
+    "sleepy.py": (_SLEEPY.replace("sleep(60)", "sleep(0)"), 0o644),
+    "suite.yaml": _ADDON_BUDGET,
+}
+
+
+def _snapshot(entries: list[dict[str, Any]]) -> TraceEdit:
+    """The trace recorded under these rules: its requests are used as stored, and the
+    addon is called for the agent's requests only (not first on the recorded ones)."""
+
+    def edit(trace: dict[str, Any]) -> None:
+        trace["match"] = entries
+
+    return edit
 
 
 def _rule(
@@ -950,10 +992,52 @@ MATCH_RULES: tuple[Case, ...] = (
         ("rule:AddonRule", "error:MatcherAddonError", "addon:raised"),
         {"addons": ["explode.py"]},
         {},
-        "the matcher addon Explode raised ValueError: boom",
+        "the matcher addon Explode raised ValueError: boom in flowproof_normalize (explode.py:3)",
         None,
         code=2,
         files={"explode.py": (_EXPLODE, 0o644)},
+    ),
+    _rule(
+        "addon-exits",
+        ("rule:AddonRule", "error:MatcherAddonError", "addon:exit"),
+        {"addons": ["exits.py"]},
+        {},
+        "the matcher addon Exits raised SystemExit: 0 in flowproof_normalize (exits.py:3)",
+        None,
+        code=2,
+        files={"exits.py": (_EXITS, 0o644)},
+    ),
+    Case(
+        "match",
+        "addon-over-budget",
+        ("rule:AddonRule", "error:MatcherAddonError", "addon:budget"),
+        "the matcher addon Sleepy did not return from flowproof_normalize within its budget of "
+        "2 s (still at sleepy.py:6)",
+        spec={"match": {"addons": ["sleepy.py"]}},
+        trace=_snapshot(_SLEEPY_SNAPSHOT),
+        files=_SLEEPY_FILES,
+        twin={"files": _AWAKE_FILES},
+    ),
+    Case(
+        "match",
+        "addon-held",
+        ("rule:AddonRule", "error:MatcherAddonError", "addon:held"),
+        "the matcher addon Sleepy could not run request: its script is still in "
+        "Sleepy.flowproof_normalize, past its budget of 2 s",
+        spec={"match": {"addons": ["sleepy.py"]}},
+        trace=_snapshot(_SLEEPY_SNAPSHOT),
+        files=_SLEEPY_FILES,
+        twin={"files": _AWAKE_FILES},
+    ),
+    _rule(
+        "addon-import-over-budget",
+        ("field:addons", "addon:import-budget"),
+        {"addons": ["slow.py"]},
+        {},
+        "slow.py:2: the matcher addon script (spec) did not import within its budget of 2 s",
+        None,
+        code=2,
+        files={"slow.py": (_SLOW_IMPORT, 0o644), "suite.yaml": _ADDON_BUDGET},
     ),
     _rule(
         "addon-returns-nothing",

@@ -158,7 +158,8 @@ def test_the_secret_cases_cover_each_encoding_distinctly() -> None:
 MESSAGE_SITES: dict[str, tuple[str, ...]] = {
     "flowproof_cli.cassette.divergence": ("_tools", "_message_changed", "_compare"),
     "flowproof_cli.cassette.session": (
-        "CassetteSession.on_request",
+        "CassetteSession._received",
+        "CassetteSession._internal",
         "CassetteSession._replay",
         "CassetteSession._explain",
         "CassetteSession._forward",
@@ -183,7 +184,8 @@ MESSAGE_SITES: dict[str, tuple[str, ...]] = {
     "flowproof_cli.mcp.mocks": ("MockSchemaError.__init__",),
     "flowproof_cli.match.rules": ("AddonRule.apply",),
     "flowproof_cli.match.patterns": ("PatternBudgetExceeded.__init__",),
-    "flowproof_cli.match.addons": ("load_matcher_script", "_import_failure"),
+    "flowproof_cli.match.addons": ("load_matcher_script", "_import_failure", "_not_imported"),
+    "flowproof_cli.match.user_code": ("ScriptCalls.worded",),
     "flowproof_cli.evidence.secrets": ("resolve_secrets", "failure_lines"),
     "flowproof_cli.egress.verdicts": ("failures",),
 }

@@ -143,6 +143,20 @@ def recording(tctx: taddons.context, addon: ModelBoundary, trace: Path) -> None:
     addon.running()
 
 
+def requested(addon: ModelBoundary, flow: http.HTTPFlow) -> bool:
+    """`request` as mitmproxy calls it, awaited when it returns an awaitable (a session
+    with matcher addons answers off the event loop); whether it did."""
+    pending = addon.request(flow)
+    if pending is None:
+        return False
+
+    async def answered() -> None:
+        await pending
+
+    asyncio.run(answered())
+    return True
+
+
 def upstream_answers(flow: http.HTTPFlow, status: int, body: Any) -> None:
     """Stand in for the real upstream: mitmproxy sets the response, then calls `response`."""
     flow.response = http.Response.make(
@@ -258,7 +272,7 @@ def test_model_matcher_addons_among_loaded_addons_decide_the_match(model, tmp_pa
     trace = write_trace(tmp_path / "t.trace.yaml", [chat()])
     replaying(tctx, addon, trace, StripUser())
     flow = post(CHAT_PATH, chat(user="run-42"))
-    addon.request(flow)
+    assert requested(addon, flow)  # off the event loop: the addon's code cannot hold it
     assert flow.response is not None and flow.response.status_code == 200
     assert answer_of(flow)["choices"][0]["message"]["content"] == "hello"
 
@@ -268,7 +282,7 @@ def test_model_without_the_matcher_the_same_request_diverges(model, tmp_path) ->
     trace = write_trace(tmp_path / "t.trace.yaml", [chat()])
     replaying(tctx, addon, trace)
     flow = post(CHAT_PATH, chat(user="run-42"))
-    addon.request(flow)
+    assert not requested(addon, flow)  # no matcher addon: answered at once, no thread
     assert flow.response is not None and flow.response.status_code == 409
     assert flow.marked == ":warning:"
 
@@ -278,7 +292,7 @@ def test_model_a_failing_matcher_addon_is_a_named_500(model, tmp_path) -> None:
     trace = write_trace(tmp_path / "t.trace.yaml", [chat()])
     replaying(tctx, addon, trace, BrokenMatcher())
     flow = post(CHAT_PATH, chat(user="run-1"))
-    addon.request(flow)
+    requested(addon, flow)
     assert flow.response is not None and flow.response.status_code == 500
     error = answer_of(flow)["error"]
     assert error["type"] == "flowproof_matcher_error"
@@ -354,7 +368,7 @@ def test_model_record_keeps_the_matcher_snapshot_in_the_trace(model, tmp_path) -
     tctx.master.addons.add(StripUser())
     recording(tctx, addon, trace)
     flow = post(CHAT_PATH, chat(user="run-1"))
-    addon.request(flow)
+    requested(addon, flow)
     upstream_answers(flow, 200, completion("ok"))
     addon.response(flow)
     addon.done()

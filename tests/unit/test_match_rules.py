@@ -314,7 +314,8 @@ def test_a_raising_addon_fails_the_request_with_its_name() -> None:
     rendered = session.on_request("/v1/chat/completions", json.dumps(chat_request("s")).encode())
     assert getattr(rendered, "status", None) == 500
     assert session.errors == [
-        "flowproof: the matcher addon Explodes raised ValueError: no session here"
+        "flowproof: the matcher addon Explodes raised ValueError: no session here in "
+        "flowproof_normalize"
     ]
 
 

@@ -8,12 +8,15 @@ import http.client
 import json
 import socket
 import time
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
 from flowproof_cli.cassette import CassetteSession, Mode, Turn
 from flowproof_cli.errors import ConfigError, PortInUseError
+from flowproof_cli.match.addons import ScriptAddon
+from flowproof_cli.match.user_code import ScriptCalls
 from flowproof_cli.runner.boundaries import PortScoped, ProxyHub
 
 REQUEST = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
@@ -56,6 +59,10 @@ class SeesRequests:
 
     def request(self, flow: Any) -> None:
         self.ports.append(flow.client_conn.sockname[1])
+
+    def joined(self) -> ScriptAddon:
+        """As a loaded script hands it to the proxy: its hooks, its script's thread."""
+        return ScriptAddon("SeesRequests", {"request": self.request}, ScriptCalls(None))
 
 
 def test_flows_open_and_close_listeners_side_by_side() -> None:
@@ -119,8 +126,8 @@ def test_matcher_addons_see_only_their_own_flows_requests() -> None:
             one = CassetteSession(Mode.REPLAY, recorded=[_turn("a")])
             two = CassetteSession(Mode.REPLAY, recorded=[_turn("b"), _turn("b")])
             async with (
-                hub.listen(one, user_addons=[first]) as a,
-                hub.listen(two, user_addons=[second]) as b,
+                hub.listen(one, user_addons=[first.joined()]) as a,
+                hub.listen(two, user_addons=[second.joined()]) as b,
             ):
                 await asyncio.to_thread(_ask, a)
                 await asyncio.to_thread(_ask, b)
@@ -132,15 +139,48 @@ def test_matcher_addons_see_only_their_own_flows_requests() -> None:
     assert second.ports == [b, b]
 
 
-def test_port_scoped_passes_lifecycle_hooks_and_hides_missing_ones() -> None:
-    class Script:
-        def configure(self, updated: set[str]) -> str:
-            return "configured"
+def test_port_scoped_calls_lifecycle_hooks_itself_and_hides_missing_ones() -> None:
+    """mitmproxy sees no `load`/`configure`/`running`/`done` (it would call them on the
+    event loop): `start` and `finish` call them in the script's thread."""
+    called: list[tuple[str, Any]] = []
 
-    scoped = PortScoped(Script(), {1}, "script@1")
-    assert scoped.configure(set()) == "configured"
-    assert not hasattr(scoped, "request")  # mitmproxy must not call a hook it does not have
-    assert not hasattr(scoped, "addons")
+    class Script:
+        def load(self, loader: Any) -> None:
+            called.append(("load", type(loader).__name__))
+
+        def configure(self, updated: set[str]) -> None:
+            called.append(("configure", "connection_strategy" in updated))
+
+        def running(self) -> None:
+            called.append(("running", None))
+
+        def done(self) -> None:
+            called.append(("done", None))
+
+    script = Script()
+    hooks = {name: getattr(script, name) for name in ("load", "configure", "running", "done")}
+    failures: list[str] = []
+    scoped = PortScoped(
+        ScriptAddon("Script", hooks, ScriptCalls(None)), {1}, "s@1", failures.append
+    )
+    for hook in ("load", "configure", "running", "done", "request", "addons"):
+        assert not hasattr(scoped, hook), hook  # mitmproxy must not call these itself
+
+    master = SimpleNamespace(options={"connection_strategy": "lazy"})
+
+    async def scenario() -> bool:
+        joined = await scoped.start(master)
+        await scoped.finish()
+        return joined
+
+    assert asyncio.run(scenario()) is True
+    assert called == [
+        ("load", "_DeferredLoader"),
+        ("configure", True),
+        ("running", None),
+        ("done", None),
+    ]
+    assert failures == []
 
 
 def test_an_addon_joining_or_leaving_mid_run_changes_who_is_called() -> None:
@@ -151,11 +191,11 @@ def test_an_addon_joining_or_leaving_mid_run_changes_who_is_called() -> None:
     async def scenario() -> tuple[int, int]:
         async with ProxyHub() as hub:
             async with hub.listen(
-                CassetteSession(Mode.REPLAY, recorded=[_turn("a")]), user_addons=[early]
+                CassetteSession(Mode.REPLAY, recorded=[_turn("a")]), user_addons=[early.joined()]
             ) as a:
                 await asyncio.to_thread(_ask, a)
             async with hub.listen(
-                CassetteSession(Mode.REPLAY, recorded=[_turn("b")]), user_addons=[late]
+                CassetteSession(Mode.REPLAY, recorded=[_turn("b")]), user_addons=[late.joined()]
             ) as b:
                 await asyncio.to_thread(_ask, b)
             return a, b

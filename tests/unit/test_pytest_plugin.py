@@ -6,6 +6,8 @@ its failures reported as spec text and lines, and its skips as pytest skips.
 from __future__ import annotations
 
 import os
+import shutil
+import sys
 import xml.etree.ElementTree as ET
 from collections.abc import Iterator
 from pathlib import Path
@@ -311,3 +313,41 @@ def test_a_broken_suite_fails_each_of_its_flows_with_its_error(pytester: pytest.
     text = result.stdout.str()
     assert text.count("suite.yaml:1") >= 2 and "nope" in text, text
     assert "Traceback" not in text
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("anchor", "statement", "said"),
+    [
+        (
+            '        """Called with a deep copy of each canonical request; returns the request to '
+            'match."""\n',
+            "        import sys; sys.exit(0)\n",
+            "the matcher addon StripSession raised SystemExit: 0 in flowproof_normalize",
+        ),
+        ("import json\n", "raise KeyboardInterrupt\n", "does not import: KeyboardInterrupt"),
+    ],
+    ids=["exit-in-hook", "interrupt-at-import"],
+)
+def test_an_addon_that_exits_is_its_items_failure_not_the_sessions_end(
+    pytester: pytest.Pytester,
+    monkeypatch: pytest.MonkeyPatch,
+    anchor: str,
+    statement: str,
+    said: str,
+) -> None:
+    """A matcher addon's `sys.exit(0)` or own `KeyboardInterrupt` fails its flow's item;
+    the session goes on to the other flow and ends with both outcomes."""
+    demo = REPO / "examples" / "match-demo"
+    for name in ("a", "b"):
+        shutil.copytree(demo, pytester.path / "flows" / name)
+    script = pytester.path / "flows" / "a" / "matchers" / "strip_session.py"
+    text = script.read_text()
+    assert anchor in text
+    script.write_text(text.replace(anchor, anchor + statement, 1))
+    monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}:{os.environ['PATH']}")
+    result = pytester.runpytest_subprocess(*PLUGINS, "flows")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED, result.stdout.str()
+    counted = {kind: n for kind, n in outcomes(result).items() if kind != "warnings"}
+    assert counted == {"failed": 1, "passed": 1}, result.stdout.str()
+    assert said in result.stdout.str()
