@@ -12,12 +12,13 @@ from typing import NamedTuple, NoReturn
 
 import click
 
-from flowproof_cli.errors import ExitCode, FlowproofError
+from flowproof_cli.errors import ExitCode, FlowproofError, Terminated
 
 
 class Entry(NamedTuple):
     module: str  # flowproof_cli.cli.<module>, holding a command of that name
     summary: str  # the first sentence of the command's help, as `flowproof --help` lists it
+    runs_flows: bool = False  # it owes a verdict per flow (`Verdicts`): a `FlowCommand`
 
 
 #: Each command's module, imported only when that command runs, and its one-line summary, so
@@ -27,10 +28,12 @@ COMMANDS = {
     "record": Entry(
         "record",
         "Record SPEC against the real model (FLOWPROOF_AGENT_UPSTREAM, FLOWPROOF_AGENT_KEY).",
+        runs_flows=True,
     ),
     "run": Entry(
         "run",
         "Replay SPEC, or every *.flow.yaml below DIR, from recorded traces.",
+        runs_flows=True,
     ),
     "schema": Entry("schema", "Print the JSON Schema of *.flow.yaml files."),
     "doctor": Entry(
@@ -100,6 +103,85 @@ def cli() -> None:
     """Record an agent's model traffic once; replay it deterministically in CI."""
 
 
+class Verdicts:
+    """What a command that runs flows owes before it may end with a verdict's exit code (0
+    or 1): a printed verdict for every flow it was asked to run (the summary line, the JSON
+    document, a single spec's verdict line). `exit_code` holds every such command to it,
+    whatever ended it: a return that skipped the printing, a `SystemExit(0)` raised by
+    anything in the process. One rule in one place, not a check at each call site."""
+
+    def __init__(self) -> None:
+        self.reset()
+
+    def reset(self) -> None:
+        self.owing = False  # a command that runs flows has started
+        self.asked: int | None = None  # the flows it was asked to run, once planned
+        self.printed: int | None = None  # the flows the closing document printed
+
+    def expect(self, flows: int | None = None) -> None:
+        """The command runs flows (`flows` of them, once known): it owes their verdicts."""
+        self.owing = True
+        if flows is not None:
+            self.asked = flows
+
+    def owe[T](self, jobs: list[T]) -> list[T]:
+        """`jobs` planned: their verdicts are owed (the jobs are handed back)."""
+        self.expect(len(jobs))
+        return jobs
+
+    def gave(self, flows: int) -> None:
+        """The closing document is printed: a verdict for each of `flows` flows."""
+        self.printed = flows
+
+    @property
+    def settled(self) -> bool:
+        return not self.owing or (self.asked is not None and self.printed == self.asked)
+
+    def shortfall(self, ended_by: SystemExit | None) -> str:
+        if self.asked is None:
+            said = "flowproof ended before it printed any verdict"
+        else:
+            said = (
+                f"flowproof ended having printed a verdict for {self.printed or 0} of the "
+                f"{self.asked} flow(s) it was asked to run"
+            )
+        return (
+            f"{said}{_ended_by(ended_by)}: that is no pass, so the exit code is 2. Fix: find "
+            "what ended it there (code of yours that exits in flowproof's process, or a "
+            "defect of flowproof's to report)"
+        )
+
+
+def _ended_by(exc: SystemExit | None) -> str:
+    """`, by SystemExit(0) raised at FILE:LINE`: where an exit came from, when it did."""
+    if exc is None:
+        return ""
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    at = f" raised at {tb.tb_frame.f_code.co_filename}:{tb.tb_lineno}" if tb is not None else ""
+    code = int(exc.code) if isinstance(exc.code, int) else repr(exc.code)
+    return f", by SystemExit({code}){at}"
+
+
+#: The process's one account of owed verdicts.
+VERDICTS = Verdicts()
+
+
+class FlowCommand(click.Command):
+    """A command that runs flows: it owes a verdict for every flow (`VERDICTS`) from the
+    moment its name is read (`exit_code`), or its body starts when called some other way;
+    only showing its help (all that was asked) owes nothing."""
+
+    def invoke(self, ctx: click.Context) -> object:
+        VERDICTS.expect()
+        return super().invoke(ctx)
+
+    def get_help(self, ctx: click.Context) -> str:
+        VERDICTS.owing = False
+        return super().get_help(ctx)
+
+
 def main() -> None:
     """The console entry point: the command's exit code, then `_exit`."""
     try:
@@ -111,28 +193,46 @@ def main() -> None:
 
 
 def exit_code() -> int:
-    """Run the command; its errors become one line on stderr and their exit code."""
+    """Run the command; its errors become one line on stderr and their exit code. A command
+    that runs flows and did not print a verdict for each ends 2, saying so: never 0."""
+    VERDICTS.reset()
+    entry = COMMANDS.get(sys.argv[1]) if len(sys.argv) > 1 else None
+    if entry is not None and entry.runs_flows:  # before its module loads, its options parse
+        VERDICTS.expect()
+    code, said, ended_by = _command_code()
+    if VERDICTS.settled:
+        return code
+    if said and code in (ExitCode.ERROR, ExitCode.INTERRUPTED, ExitCode.TERMINATED):
+        return code  # an error, an interrupt: their own line already says the run stopped
+    click.echo(f"error: {VERDICTS.shortfall(ended_by)}", err=True)
+    return ExitCode.ERROR
+
+
+def _command_code() -> tuple[int, bool, SystemExit | None]:
+    """The command's exit code, whether a line on stderr already said why it stopped, and
+    the SystemExit that ended it, if one did."""
     try:
         code = cli.main(standalone_mode=False)
     except FlowproofError as exc:
         click.echo(f"error: {exc}", err=True)
-        return exc.exit_code
+        return exc.exit_code, True, None
     except click.exceptions.Abort:
         # click turns Ctrl-C (and end of input at a prompt) into Abort: an interrupt.
         click.echo("interrupted", err=True)
-        return ExitCode.INTERRUPTED
+        return ExitCode.INTERRUPTED, True, None
     except click.ClickException as exc:
         exc.show()
-        return ExitCode.ERROR
+        return ExitCode.ERROR, True, None
     except KeyboardInterrupt:
         click.echo("interrupted", err=True)
-        return ExitCode.INTERRUPTED
+        return ExitCode.INTERRUPTED, True, None
     except SystemExit as exc:  # a command that ends with its verdict's code
+        said = isinstance(exc, Terminated)  # the SIGTERM notice is printed
         if exc.code is None or isinstance(exc.code, int):
-            return exc.code or ExitCode.PASSED
+            return exc.code or ExitCode.PASSED, said, exc
         click.echo(exc.code, err=True)
-        return ExitCode.FAILED
-    return code if isinstance(code, int) else ExitCode.PASSED
+        return ExitCode.FAILED, True, exc
+    return (code if isinstance(code, int) else ExitCode.PASSED), False, None
 
 
 def _exit(code: int) -> NoReturn:

@@ -6,6 +6,10 @@ a file gets the same text plain, with no escape codes. NO_COLOR turns colour off
 FORCE_COLOR on (https://no-color.org, https://force-color.org), whatever the stream is.
 `--quiet` keeps only the verdict lines (failures included) and the summary. A directory
 run prints a passing flow's containment tier and notes only with `-v` (its warnings always).
+
+Each closing document (a summary line, the JSON document, a single spec's verdict) tells
+`cli.main.VERDICTS` how many flows it gave a verdict for: the exit path allows 0 (or 1)
+only once that is every flow the command was asked to run.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from typing import IO
 
 import click
 
+from flowproof_cli.cli.main import VERDICTS
 from flowproof_cli.errors import ExitCode
 from flowproof_cli.verdict import FlowResult
 
@@ -162,6 +167,7 @@ def print_summary(results: Sequence[FlowResult]) -> None:
     """The directory run's last line, after its progress line is gone."""
     end_progress()
     click.echo(summary_line(results))
+    VERDICTS.gave(len(results))
 
 
 def print_json(results: Sequence[FlowResult]) -> ExitCode:
@@ -172,6 +178,7 @@ def print_json(results: Sequence[FlowResult]) -> ExitCode:
         "flows": [result.to_json() for result in results],
     }
     click.echo(json.dumps(payload, indent=2, sort_keys=True))
+    VERDICTS.gave(len(results))
     return code
 
 
@@ -184,6 +191,7 @@ def print_results(
         print_flow(result, with_time=summary, fs_report=fs_report)
     if summary:
         click.echo(summary_line(results))
+    VERDICTS.gave(len(results))
     return overall_exit_code(results)
 
 

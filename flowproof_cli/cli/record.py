@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 import click
 
+from flowproof_cli.cli.main import VERDICTS, FlowCommand
 from flowproof_cli.cli.options import (
     fs_report_option,
     json_option,
@@ -48,7 +49,7 @@ upstream_timeout_option = click.option(
 )
 
 
-@click.command()
+@click.command(cls=FlowCommand)
 @click.argument("spec_path", metavar="SPEC", type=click.Path(dir_okay=False, path_type=Path))
 @trace_file_option(
     "-o", "--output", help="Where to write the trace (default: x.trace.yaml beside x.flow.yaml)."
@@ -89,7 +90,7 @@ def record(
 
         environ = {**job.environ, TIMEOUT_VARIABLE: repr(upstream_timeout)}
         job = dataclasses.replace(job, environ=environ)
-    with RunRecord(spec_path.parent, [job]) as record:  # written however this ends
+    with RunRecord(spec_path.parent, VERDICTS.owe([job])) as record:  # written however it ends
         results = record.results = [execute(job)]
         sys.exit(
             finish_record(

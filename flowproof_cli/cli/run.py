@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from flowproof_cli.cli.main import VERDICTS, FlowCommand
 from flowproof_cli.cli.options import (
     fs_report_option,
     jobs_option,
@@ -39,7 +40,7 @@ if TYPE_CHECKING:
 _INSPECT = "flowproof.inspect"  # ctx.meta: --inspect was given
 
 
-@click.command()
+@click.command(cls=FlowCommand)
 @click.argument("target", metavar="SPEC|DIR", type=click.Path(exists=True, path_type=Path))
 @trace_file_option(
     "-t",
@@ -90,7 +91,7 @@ def run(
         (job,) = plan_jobs(
             [target], mode=Mode.REPLAY, environ=os.environ, timeout_s=timeout, trace_path=trace
         )
-        with RunRecord(target.parent, [job]) as record:
+        with RunRecord(target.parent, VERDICTS.owe([job])) as record:
             record.results = [_inspected(execute, job)]
             sys.exit(
                 print_results(record.results, as_json=as_json, summary=False, fs_report=fs_report)
@@ -111,8 +112,8 @@ def run(
         selected = shard.select(specs, target)
         click.echo(f"shard {shard}: {len(selected)} of {len(specs)} flow(s)", err=True)
         specs = selected
-    planned = plan_jobs(
-        specs, mode=Mode.REPLAY, environ=os.environ, timeout_s=timeout, in_directory=True
+    planned = VERDICTS.owe(
+        plan_jobs(specs, mode=Mode.REPLAY, environ=os.environ, timeout_s=timeout, in_directory=True)
     )
     if not as_json:
         start_progress(len(planned))
