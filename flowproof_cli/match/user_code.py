@@ -11,9 +11,11 @@ that sleeps or loops stopped every flow, `--timeout`, SIGTERM and Ctrl-C with it
   asyncio's default executor, because `asyncio.run` joins that executor on its way out, so
   one stuck call would hang flowproof's exit;
 * each call has a budget, counted from when it starts (`FLOWPROOF_ADDON_BUDGET`, default
-  5 s): past it the caller gets `Overran` and goes on; the thread is left to the call (it
-  cannot be stopped from outside) and every later call into that script fails at once
-  (`Stuck`), naming the call that holds it;
+  5 s: ample for a hook that rewrites one request, short enough that a stuck one is named
+  long before a flow's default 300 s timeout; never more than the flow's timeout, so
+  `--timeout` bounds the flow whatever its addons do): past it the caller gets `Overran`;
+  the thread is left to the call (it cannot be stopped from outside) and every later call
+  into that script fails at once (`Stuck`), naming the call that holds it;
 * every `BaseException` the code raises (`SystemExit`, a `KeyboardInterrupt` it raises
   itself, `GeneratorExit`) is caught in that thread and handed back as `Raised`, an
   ordinary exception: a real Ctrl-C is only ever delivered to the main thread, so the two
