@@ -262,10 +262,13 @@ class CassetteSession:
     def __post_init__(self) -> None:
         self._mock_text = {name: mock_text(value) for name, value in self.mocks.items()}
         self.mocked_tools = sorted(self.mocks)  # the mocks are fixed: sorted once, not per call
-        # Replay matches against the recorded requests with today's rules applied, so a rule
-        # added after recording works on an existing trace.
+        self._matched: list[Turn] = []  # replay: the recorded turns as today's rules see them
+        rematch = self.rules.active and not self.recorded_as_matched
         try:
-            self._matched = self._matchable_turns() if self.mode is Mode.REPLAY else []
+            if self.mode is Mode.REPLAY and rematch:
+                self._matched = matchable_turns(self.recorded, self.rules)
+            elif self.mode is Mode.REPLAY:
+                self._matched = list(self.recorded)
         except PatternBudgetExceeded as exc:  # the flow fails; every request is refused
             self.errors.append(f"flowproof: {exc}")
             self._matched = list(self.recorded)
@@ -273,25 +276,6 @@ class CassetteSession:
         self._known_calls: dict[str, str] = {}  # call id -> tool name, from served responses
         # Matcher addons among the rules: the event loop has them applied off it, here.
         self.off_loop = OffLoop(self) if self.rules.runs_user_code else None
-
-    def _matchable_turns(self) -> list[Turn]:
-        """The recorded turns with the requests as today's rules match them."""
-        if self.recorded_as_matched or not self.rules.active:
-            return list(self.recorded)
-        return [
-            Turn(
-                t.protocol,
-                self.rules.matched(
-                    t.protocol,
-                    t.request,
-                    count=False,
-                    subject=f"the recorded request of turn {position}",
-                ),
-                t.status,
-                t.response,
-            )
-            for position, t in enumerate(self.recorded, start=1)
-        ]
 
     # -- requests -----------------------------------------------------------------------
 
@@ -517,24 +501,7 @@ class CassetteSession:
 
     def _explain(self, dialect: Dialect, canonical: dict[str, Any]) -> Divergence:
         assert self._index is not None
-        free = self._index.unconsumed()
-        if not free:
-            return Divergence(
-                0,
-                f"extra call: the agent made a model call beyond the {len(self.recorded)} "
-                "recorded (every recorded turn was already used)",
-            )
-        position = nearest_turn(self._matched, free, dialect.name, canonical)
-        recorded = self._matched[position]
-        if _holds_more_than(canonical, EXPLAINED_VALUES) or _holds_more_than(
-            recorded.request, EXPLAINED_VALUES
-        ):
-            return Divergence(
-                position + 1,
-                f"turn {position + 1}: request changed (it holds over {EXPLAINED_VALUES} JSON "
-                "values, too many to explain field by field)",
-            )
-        return explain(position + 1, recorded, dialect.name, canonical)
+        return explain_divergence(self._matched, self._index.unconsumed(), dialect, canonical)
 
     def render(
         self, dialect: Dialect, live: dict[str, Any], status: int, response: Any
@@ -606,3 +573,46 @@ class OffLoop:
 
     def close(self) -> None:
         self._thread.close()
+
+
+def matchable_turns(recorded: list[Turn], rules: MatchRules) -> list[Turn]:
+    """The recorded turns with the requests as today's rules match them (replay matches
+    against these, so a rule added after recording works on an existing trace)."""
+    return [
+        Turn(
+            turn.protocol,
+            rules.matched(
+                turn.protocol,
+                turn.request,
+                count=False,
+                subject=f"the recorded request of turn {position}",
+            ),
+            turn.status,
+            turn.response,
+        )
+        for position, turn in enumerate(recorded, start=1)
+    ]
+
+
+def explain_divergence(
+    matched: list[Turn], free: list[int], dialect: Dialect, canonical: dict[str, Any]
+) -> Divergence:
+    """Why `canonical` matched none of the `free` (unconsumed) recorded turns: an extra
+    call, or its nearest recorded turn and what changed."""
+    if not free:
+        return Divergence(
+            0,
+            f"extra call: the agent made a model call beyond the {len(matched)} "
+            "recorded (every recorded turn was already used)",
+        )
+    position = nearest_turn(matched, free, dialect.name, canonical)
+    recorded = matched[position]
+    if _holds_more_than(canonical, EXPLAINED_VALUES) or _holds_more_than(
+        recorded.request, EXPLAINED_VALUES
+    ):
+        return Divergence(
+            position + 1,
+            f"turn {position + 1}: request changed (it holds over {EXPLAINED_VALUES} JSON "
+            "values, too many to explain field by field)",
+        )
+    return explain(position + 1, recorded, dialect.name, canonical)
