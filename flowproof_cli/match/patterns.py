@@ -14,17 +14,26 @@ system calls per application, nothing per string. Why not the `regex` library's 
 a linear-time engine: docs/matching.md, with the figures.
 
 Signals reach Python code on the main thread only, which is where the CLI, the pytest
-plugin and stock mitmdump run flows. On another thread (the Python API called from one)
-nothing can stop `re`, and a pattern runs without a budget.
+plugin and stock mitmdump run flows. A flow with matcher addons applies its rules in a
+thread of its own (match/user_code.py); each pattern application there is handed back to
+the event loop awaiting that thread (`handed_to`), which runs it on the main thread under the
+budget while the thread waits: `re` holds the interpreter lock, so an unbudgeted match in
+any thread would hold every thread, the loop and its signals with them. On a thread no loop
+awaits (the Python API called from one) nothing can stop `re`, and a pattern runs without a
+budget.
 """
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
+import contextlib
+import functools
 import re
 import signal
 import threading
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from types import FrameType
 from typing import Any
 
@@ -126,6 +135,52 @@ class _Timer:
         return True
 
 
+class _NoLoop:
+    """`_on_main_thread`'s answer when no loop awaits this thread."""
+
+
+NO_LOOP = _NoLoop()
+
+
+_handoff = threading.local()  # .loop: the main thread's event loop awaiting this thread
+
+
+@contextlib.contextmanager
+def handed_to(loop: asyncio.AbstractEventLoop | None) -> Iterator[None]:
+    """In a worker thread whose call `loop` (running on the main thread) awaits: pattern
+    applications in it run on that loop, under the budget, while the worker waits."""
+    previous = getattr(_handoff, "loop", None)
+    _handoff.loop = loop
+    try:
+        yield
+    finally:
+        _handoff.loop = previous
+
+
+def _on_main_thread[T](call: Callable[[], T]) -> T | _NoLoop:
+    """`call()` run on the loop this thread was handed to, or NO_LOOP when there is none."""
+    loop: asyncio.AbstractEventLoop | None = getattr(_handoff, "loop", None)
+    if loop is None or loop.is_closed():
+        return NO_LOOP
+    done: concurrent.futures.Future[T] = concurrent.futures.Future()
+
+    def run() -> None:
+        if done.set_running_or_notify_cancel():
+            try:
+                done.set_result(call())
+            except Exception as exc:  # PatternBudgetExceeded and all: the caller's
+                done.set_exception(exc)
+            except BaseException as exc:  # an interrupt is the main thread's; the caller stops
+                done.set_exception(exc)
+                raise
+
+    try:
+        loop.call_soon_threadsafe(run)
+    except RuntimeError:  # the loop closed meanwhile
+        return NO_LOOP
+    return done.result()
+
+
 def within_budget[T](
     call: Callable[[], T],
     *,
@@ -139,7 +194,20 @@ def within_budget[T](
 
     Raises PatternBudgetExceeded naming the `kind` of pattern, the pattern, `declared`
     (where it was declared) and `subject` (what it ran on). Nested calls run under the
-    outer budget. `budget_s` defaults to BUDGET_S."""
+    outer budget. `budget_s` defaults to BUDGET_S. Off the main thread, the application is
+    handed to the loop awaiting this thread (`handed_to`), when there is one."""
+    if threading.current_thread() is not threading.main_thread():
+        budgeted = functools.partial(
+            within_budget,
+            call,
+            kind=kind,
+            pattern=pattern,
+            declared=declared,
+            subject=subject,
+            budget_s=budget_s,
+        )
+        handed = _on_main_thread(budgeted)
+        return call() if isinstance(handed, _NoLoop) else handed
     if _Timer.armed or not _Timer.usable():
         return call()
     budget_s = BUDGET_S if budget_s is None else budget_s

@@ -46,6 +46,7 @@ from types import FrameType
 from typing import Any
 
 from flowproof_cli.errors import ConfigError, FlowproofError
+from flowproof_cli.match.patterns import handed_to
 from flowproof_cli.quoting import printable, quoted
 
 #: The method that makes an addon object a match rule.
@@ -152,6 +153,7 @@ class _Call:
     fn: Callable[..., Any]
     args: tuple[Any, ...]
     wake: Callable[[], None] | None  # an async waiter's: its state changed
+    loop: asyncio.AbstractEventLoop | None = None  # the main thread's loop awaiting it
     started: float | None = None
     outcome: tuple[str, Any] | None = None
 
@@ -195,7 +197,8 @@ class SerialThread:
             with contextlib.suppress(RuntimeError):
                 loop.call_soon_threadsafe(changed.set)
 
-        job = self._submit(_Call(label, fn, args, wake))
+        on_main = threading.current_thread() is threading.main_thread()
+        job = self._submit(_Call(label, fn, args, wake, loop if on_main else None))
         while True:
             changed.clear()
             with self._cond:
@@ -267,7 +270,8 @@ class SerialThread:
 
     def _run_one(self, job: _Call) -> None:
         try:
-            outcome: tuple[str, Any] = (_RETURNED, job.fn(*job.args))
+            with handed_to(job.loop):  # its declared patterns run on that loop, budgeted
+                outcome: tuple[str, Any] = (_RETURNED, job.fn(*job.args))
         except BaseException as exc:  # SystemExit and all: the outcome
             outcome = (_RAISED, (exc, exception_text(exc)))
         with self._cond:

@@ -157,3 +157,39 @@ def test_the_pattern_flow_is_named_at_its_suite_line(tmp_path: Path, recording: 
     result = run_cli("run", tmp_path, timeout=BOUND_S)
     assert result.code == 1, result.output
     assert f"(declared at {suite}:{_line_of(suite, 'pattern:')})" in result.output
+
+
+IDENTITY_ADDON = """
+class Identity:
+    def flowproof_normalize(self, request, protocol):
+        return request
+
+
+addons = [Identity()]
+"""
+
+
+@pytest.mark.parametrize("where", ["recorded", "live"])
+def test_a_pathological_pattern_is_budgeted_in_a_flow_with_a_matcher_addon(
+    tmp_path: Path, recording: Path, where: str
+) -> None:
+    """A flow with a matcher addon applies its rules off the event loop; its patterns still
+    run with their budget (Python's `re` holds the interpreter lock, so an unbudgeted one
+    there would hold every thread, the loop and its signals with them). `recorded`: the
+    pattern meets the recorded request as the flow prepares; `live`: only the agent's own
+    request holds the text it cannot match."""
+    (tmp_path / "identity.py").write_text(IDENTITY_ADDON)
+    match = {"normalize": [{"pattern": PATHOLOGICAL, "replace": "x"}], "addons": ["identity.py"]}
+    steps = STEPS
+    if where == "live":  # the recording does not hold the text: only the agent's request does
+        match["normalize"] = [{"pattern": "(b+)+$", "replace": "x"}]
+        steps = [{"prompt": "Weather in B" + "b" * 41 + "-"}, STEPS[1]]
+    spec = _flow(tmp_path, recording, "addon", match=match, steps=steps)
+    _flow(tmp_path, recording, "normal")
+    result = run_cli("run", tmp_path, "-j", "2", timeout=BOUND_S)
+    assert result.code == 1, result.output
+    assert _verdict_line(result.stdout, "normal").startswith("PASS: normal flow")
+    stopped = _verdict_line(result.stdout, "addon")
+    assert stopped.startswith("FAIL: addon flow"), result.output
+    assert f"(declared at {spec}:{_line_of(spec, 'pattern:')}) ran past its budget" in stopped
+    assert "Traceback" not in result.output

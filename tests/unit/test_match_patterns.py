@@ -121,6 +121,29 @@ def test_off_the_main_thread_a_pattern_runs_without_a_budget() -> None:
     assert seen == [(0.0, 0.0)]
 
 
+def test_a_thread_handed_to_a_loop_has_its_patterns_budgeted_there() -> None:
+    """A worker a loop on the main thread awaits (a flow with matcher addons applies its
+    rules in one) hands each application back: it runs on the main thread, with the timer,
+    and the budget's failure reaches the worker."""
+    import asyncio  # noqa: PLC0415 - only this test runs a loop
+
+    seen: list[object] = []
+
+    def work(loop: asyncio.AbstractEventLoop) -> None:
+        with patterns.handed_to(loop):
+            seen.append(_apply(lambda: threading.current_thread() is threading.main_thread()))
+            try:
+                _apply(_stuck)
+            except PatternBudgetExceeded as exc:
+                seen.append(exc.pattern)
+
+    async def main() -> None:
+        await asyncio.to_thread(work, asyncio.get_running_loop())
+
+    asyncio.run(main())
+    assert seen == [True, PATHOLOGICAL]
+
+
 @pytest.mark.parametrize(
     ("pattern", "problem"),
     [
