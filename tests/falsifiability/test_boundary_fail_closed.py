@@ -152,7 +152,7 @@ CANONICAL = {
     [
         (415, "invalid_request_error", GEMINI_REQUEST, {"content-encoding": "x-unknown"}, "model"),
         (500, INTERNAL_KIND, GEMINI_REQUEST, {"content-encoding": "gzip"}, "model"),
-        (500, INTERNAL_KIND, b'{"contents": 5}', {}, "model"),
+        (400, "invalid_request_error", b'{"contents": 5}', {}, "model"),
         (500, INTERNAL_KIND, deep_json(), {}, "model"),
         (400, "invalid_request_error", b"[]", {}, "model"),
         (409, "flowproof_divergence", GEMINI_REQUEST, {}, "model"),
@@ -162,7 +162,7 @@ CANONICAL = {
     ids=[
         "415-encoding",
         "500-not-gzip",
-        "500-contents-5",
+        "400-contents-5",
         "500-too-deep",
         "400-not-an-object",
         "409-divergence",

@@ -125,7 +125,7 @@ def test_a_thread_handed_to_a_loop_has_its_patterns_budgeted_there() -> None:
     """A worker a loop on the main thread awaits (a flow with matcher addons applies its
     rules in one) hands each application back: it runs on the main thread, with the timer,
     and the budget's failure reaches the worker."""
-    import asyncio  # noqa: PLC0415 - only this test runs a loop
+    import asyncio
 
     seen: list[object] = []
 
