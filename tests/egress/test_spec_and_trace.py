@@ -128,6 +128,7 @@ def test_blocked_round_trip(tmp_path: Path) -> None:
     assert text.endswith(
         "egress:\n  blocked:\n  - destination: 203.0.113.7:443\n    protocol: tcp\n"
         "    at_ms: 412\n  - destination: '[2001:db8::7]:53'\n    protocol: udp\n    at_ms: 899\n"
+        "end_of_trace: true\n"
     )
     assert load(path).egress_blocked == blocked
     assert dumps(load(path)) == text

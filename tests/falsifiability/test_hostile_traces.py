@@ -96,18 +96,18 @@ _HEAD_END = BASE.index("turns:")
 @pytest.mark.parametrize(
     ("text", "fragment", "words"),
     [
-        (BASE[:_HEAD_END] + "turns: 5\n", "turns: 5", "`turns` must be a list"),
+        (BASE[:_HEAD_END] + "turns: 5\nend_of_trace: true\n", "turns: 5", "`turns` must be a list"),
         (
             edited("mocks:\n  get_time:", "mocks: [1]\nxmocks:\n  get_time:"),
             "mocks: [1]",
             "`mocks`",
         ),
         (
-            edited("flowproof_trace: 1", "flowproof_trace: true"),
+            edited("flowproof_trace: 2", "flowproof_trace: true"),
             "flowproof_trace",
             "format version",
         ),
-        (edited("flowproof_trace: 1", "flowproof_trace: 1.0"), "flowproof_trace", "format version"),
+        (edited("flowproof_trace: 2", "flowproof_trace: 2.0"), "flowproof_trace", "format version"),
         (edited("flow: Chat", "flow: [Chat]\nxflow: Chat"), "flow: [", "`flow`"),
         (edited("- request:\n", "- request: [1]\n  xrequest:\n"), "- request: [1]", "`request`"),
         (edited("    status: 200", "    status: '200'"), "- request:", "`response.status`"),
@@ -191,10 +191,10 @@ def test_a_tool_result_id_that_is_not_text_still_shows() -> None:
 @pytest.mark.parametrize(
     ("text", "key"),
     [
-        (edited("flowproof_trace: 1", "flowproof_trace: 1\nflow: dup"), "flow"),
+        (edited("flowproof_trace: 2", "flowproof_trace: 2\nflow: dup"), "flow"),
         (edited("    model: gpt-4o-mini", "    model: gpt-4o-mini\n    model: gpt-4o"), "model"),
         (BASE + BASE[_HEAD_END:], "turns"),
-        (edited("flowproof_trace: 1", "flowproof_trace: 1\nmocks: {}"), "mocks"),
+        (edited("flowproof_trace: 2", "flowproof_trace: 2\nmocks: {}"), "mocks"),
     ],
     ids=["top-level", "inside-a-turn", "turns-twice", "head-key-twice"],
 )
@@ -217,8 +217,11 @@ def test_a_trace_cut_mid_line_is_refused_as_truncated(tmp_path: Path, cut: float
 
 
 def test_a_trace_cut_at_a_turn_boundary_without_its_response_is_refused() -> None:
+    """Version 2 says it was cut short (its end line is gone); version 1, which has no end
+    line, names the turn that lost its response."""
     text = BASE[: BASE.index("  response:")]
-    message = refused(text)
+    assert "was cut short" in refused(text)
+    message = refused(text.replace("flowproof_trace: 2", "flowproof_trace: 1"))
     assert "turn 1" in message and "`response`" in message
 
 
@@ -377,7 +380,7 @@ _TREES = st.recursive(
 )
 
 
-_SNIPPETS = st.sampled_from([*YAML_SNIPPETS, "!!binary ", "turns:\n", "flowproof_trace: 1\n"])
+_SNIPPETS = st.sampled_from([*YAML_SNIPPETS, "!!binary ", "turns:\n", "flowproof_trace: 2\n"])
 
 
 @st.composite
@@ -452,7 +455,7 @@ _CLI_TRACES = {
         "        message:\n          annotations: []",
         "        message: 5\n        xmessage:\n          annotations: []",
     ),
-    "duplicate": edited("flowproof_trace: 1", "flowproof_trace: 1\nflow: dup"),
+    "duplicate": edited("flowproof_trace: 2", "flowproof_trace: 2\nflow: dup"),
     "truncated": BASE[: len(BASE) // 2].rstrip("\n"),
 }
 
@@ -526,7 +529,11 @@ def test_every_cut_at_a_line_end_is_refused_as_cut_short(name: str) -> None:
 
 
 def test_a_version_1_trace_without_an_end_line_still_loads() -> None:
-    assert "end_of_trace" not in BASE and loads(BASE).turns  # committed before version 2
+    """Written before version 2 (the committed traces were, until rewritten)."""
+    version_1 = edited("flowproof_trace: 2", "flowproof_trace: 1").replace(
+        "end_of_trace: true\n", ""
+    )
+    assert "end_of_trace" not in version_1 and loads(version_1).turns
 
 
 def test_an_end_line_that_is_not_true_is_refused() -> None:
