@@ -3,7 +3,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 FLOWPROOF := $(VENV)/bin/flowproof
 
-.PHONY: bootstrap demo test test-quick lint typecheck bench mutate clean
+.PHONY: bootstrap demo test test-quick test-stress lint typecheck bench mutate clean
 
 bootstrap:
 	@bash scripts/bootstrap.sh
@@ -24,8 +24,13 @@ demo: bootstrap
 
 # The test suite, then the project's own flows (specs/README.md) replayed from their traces.
 test: bootstrap lint typecheck
-	$(PY) -m pytest -n 2 --dist worksteal -q
+	$(PY) -m pytest -n 2 --dist worksteal -q --durations=25
 	$(OFFLINE) $(FLOWPROOF) run specs/
+
+# The long probes (marker `stress`) at their full counts: 100 kill moments, every exit point.
+test-stress: bootstrap
+	FLOWPROOF_KILL_CASES=100 FLOWPROOF_SILENT_GREEN_POINTS=1000 FLOWPROOF_COMMIT_CASES=20 \
+		$(PY) -m pytest -n 2 --dist worksteal -q -m stress
 
 test-quick: bootstrap
 	$(PY) -m pytest -n 2 --dist worksteal -q -m "not slow"

@@ -193,6 +193,7 @@ def unstopped_span(spec: Path) -> float:
 
 
 @pytest.mark.slow
+@pytest.mark.stress
 @pytest.mark.parametrize("sig", SIGNALS, ids=[s.name for s in SIGNALS])
 def test_a_signal_at_random_moments_around_the_verdict(
     recorded: tuple[Path, bytes], sig: signal.Signals

@@ -108,15 +108,24 @@ def _every_verdict(result: CliResult, as_json: bool) -> bool:
     return len(verdicts) == 2 and lines[-1] == "2 passed, 0 failed, 0 skipped"
 
 
+#: How many of the points below a run injects: a spread of them in `make test`, every one
+#: in `make test-stress` (each point is one whole `run -j 2`, about 2 s).
+POINTS = int(os.environ.get("FLOWPROOF_SILENT_GREEN_POINTS", "10"))
+
+
 def _points(total: int) -> list[int]:
     """Dense where the command starts (loading, options, planning), then spread evenly to
-    the last call of the run."""
+    the last call of the run; POINTS of them, spread over the whole list."""
     early = [1, 2, 3, 5, 8, 13, 21, 34, 55, 89, 144, 233]
     spread = [round(total * step / 12) for step in range(2, 13)]
-    return sorted({point for point in (*early, *spread, total - 1, total) if 0 < point <= total})
+    every = sorted({point for point in (*early, *spread, total - 1, total) if 0 < point <= total})
+    if POINTS >= len(every):
+        return every
+    return sorted({every[round(k * (len(every) - 1) / (POINTS - 1))] for k in range(POINTS)})
 
 
 @pytest.mark.slow
+@pytest.mark.stress
 def test_no_exit_0_without_every_verdict_wherever_the_run_is_ended(two_flows: Path) -> None:
     clean, total = _injected(two_flows, 0)
     assert clean.code == 0 and _every_verdict(clean, as_json=False), clean.output[-3000:]
