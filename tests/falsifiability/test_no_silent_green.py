@@ -119,7 +119,7 @@ def _points(total: int) -> list[int]:
     early = [1, 2, 3, 5, 8, 13, 21, 34, 55, 89, 144, 233]
     spread = [round(total * step / 12) for step in range(2, 13)]
     every = sorted({point for point in (*early, *spread, total - 1, total) if 0 < point <= total})
-    if POINTS >= len(every):
+    if len(every) <= POINTS:
         return every
     return sorted({every[round(k * (len(every) - 1) / (POINTS - 1))] for k in range(POINTS)})
 
