@@ -50,6 +50,22 @@ def signal_group(pgid: int, sig: signal.Signals) -> bool:
     return True
 
 
+#: The shell's idea of the working directory, which a child inherits like any variable.
+WORKING_DIRECTORY_VARIABLE = "PWD"
+
+
+def working_directory(cwd: str | os.PathLike[str]) -> dict[str, str]:
+    """`PWD` for a process started in `cwd`: that folder, absolute, its symbolic links
+    resolved, as `os.getcwd()` reports it there (and as relocation stores `{cwd}`).
+
+    Without it a child inherits its parent's `PWD`, the folder flowproof was started from,
+    while it runs elsewhere (an agent in its spec's folder, a real MCP server in its flow's,
+    a hook in its suite's); whatever takes its working directory from `PWD` (a shell script,
+    opencode) then puts the caller's folder into its requests, and a trace depends on where
+    flowproof was started."""
+    return {WORKING_DIRECTORY_VARIABLE: os.path.realpath(cwd)}
+
+
 def split_command(command: str) -> list[str]:
     """POSIX shell-word splitting: quotes, escapes and line continuations as `sh` reads them.
 

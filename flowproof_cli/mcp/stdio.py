@@ -56,6 +56,7 @@ from flowproof_cli.mcp.mocks import MOCK_REFUSALS, mock_answer, output_schemas, 
 from flowproof_cli.mcp.recorder import is_json_rpc, quote_line
 from flowproof_cli.mcp.replayer import Replayer
 from flowproof_cli.mode import Mode
+from flowproof_cli.process import working_directory
 from flowproof_cli.quoting import failure as exception_text
 
 STOP_GRACE_S = 2.0
@@ -175,6 +176,12 @@ def _die_with_parent() -> None:  # pragma: no cover - runs in the child before e
             ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
 
 
+def _server_environment(cwd: str | None) -> dict[str, str] | None:
+    """The real server's environment: the stand-in's own (the agent's), with `PWD` naming
+    the folder the server runs in, whichever folder the agent started the stand-in from."""
+    return {**os.environ, **working_directory(cwd)} if cwd else None
+
+
 def run_standin(
     session: StandinSession, stdin: IO[bytes] | None = None, stdout: IO[bytes] | None = None
 ) -> int:
@@ -203,6 +210,7 @@ def _record(
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             cwd=session.cwd or None,
+            env=_server_environment(session.cwd),
             preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None,  # noqa: PLW1509
         )
     except OSError as exc:

@@ -79,10 +79,16 @@ async def diagnose(
             with task_file(prompt) as prompt_file:
                 handles = runtime_handles(port, prompt, prompt_file=prompt_file)
                 argv = resolve_argv(command, environ, handles, where="--agent")
+                folder = cwd or Path.cwd()
                 env = agent_environment(
-                    environ, port=port, prompt=prompt, spec_env={}, prompt_file=prompt_file
+                    environ,
+                    port=port,
+                    prompt=prompt,
+                    spec_env={},
+                    prompt_file=prompt_file,
+                    cwd=folder,
                 )
-                outcome = await run_agent(argv, env=env, cwd=cwd or Path.cwd(), timeout_s=timeout_s)
+                outcome = await run_agent(argv, env=env, cwd=folder, timeout_s=timeout_s)
     arrivals = [
         Arrival(route, dialect, count)
         for (route, dialect), count in sorted(canned.model_requests.items())

@@ -118,6 +118,7 @@ async def drive_command(
                 spec_env=spec_env,
                 mcp=wiring.mcp.environment() if wiring.mcp is not None else None,
                 prompt_file=prompt_file,
+                cwd=cwd,
             )
             launch = egress.launch_for(spec, environ)
             try:

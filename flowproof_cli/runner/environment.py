@@ -14,6 +14,7 @@ from flowproof_cli.process import (
     fits_one_string,
     held_temp_folder,
     remove_held_folder,
+    working_directory,
 )
 from flowproof_cli.spec.variables import (
     PROMPT_FILE_HANDLE,
@@ -142,11 +143,13 @@ def agent_environment(
     spec_env: Mapping[str, str],
     mcp: Mapping[str, str] | None = None,
     prompt_file: str = "",
+    cwd: str | os.PathLike[str] | None = None,
 ) -> dict[str, str]:
-    """Inherited environment, minus flowproof's keys, plus the injection (the model proxy,
-    then `mcp`: FLOWPROOF_MCP_SERVER_<NAME> / FLOWPROOF_MCP_URL_<NAME>); `agent.env` last.
-    An inherited variable holding a record key under another name holds the placeholder in
-    its place (`refuse_record_key` keeps one out of `agent.env`)."""
+    """Inherited environment, minus flowproof's keys, plus the injection (`PWD` for `cwd`,
+    the folder the agent starts in; the model proxy; then `mcp`:
+    FLOWPROOF_MCP_SERVER_<NAME> / FLOWPROOF_MCP_URL_<NAME>); `agent.env` last. An inherited
+    variable holding a record key under another name holds the placeholder in its place
+    (`refuse_record_key` keeps one out of `agent.env`)."""
     keys = record_keys(inherited)
     environment = {
         k: _placeholder_for_keys(v, keys)
@@ -155,6 +158,8 @@ def agent_environment(
     }
     for name in (PROMPT_VARIABLE, PROMPT_FILE_VARIABLE):  # never an inherited task
         environment.pop(name, None)
+    if cwd is not None:
+        environment.update(working_directory(cwd))
     environment.update(injected_variables(port, prompt, prompt_file))
     environment.update(mcp or {})
     environment.update(spec_env)

@@ -15,6 +15,7 @@ upstream timeout.
 
 from __future__ import annotations
 
+import os
 import shlex
 import sys
 from abc import ABC, abstractmethod
@@ -178,7 +179,7 @@ class StdioServer(McpServer):
             mode=mode,
             capture=str(self.capture),
             command=split_command(spec.resolved_command(environ)) if record else [],
-            cwd=str(cwd),
+            cwd=os.path.realpath(cwd),  # the stand-in runs wherever the agent starts it
             mocks=spec.mocks,
             lane=None if record else lane_to_document(recorded),
             call_timeout_s=bound.seconds if bound is not None else None,

@@ -27,7 +27,7 @@ from typing import Any, Literal
 
 from flowproof_cli.errors import ConfigError
 from flowproof_cli.match.build import Declared
-from flowproof_cli.process import GROUP, KEEPER, MARKER, NUL
+from flowproof_cli.process import GROUP, KEEPER, MARKER, NUL, working_directory
 from flowproof_cli.runner.command import tail_lines
 from flowproof_cli.runner.termination import raising_on_sigterm
 from flowproof_cli.spec.suite import load_suite
@@ -132,11 +132,12 @@ async def run_hook(
 
 
 def _in_own_group(cwd: Path, environ: Mapping[str, str]) -> dict[str, Any]:
-    """How every suite command starts: in the suite's folder, no stdin, stderr kept, and a
-    process group of its own (killed whole on timeout or interruption)."""
+    """How every suite command starts: in the suite's folder (and `PWD` naming it, not the
+    folder flowproof was started from), no stdin, stderr kept, and a process group of its
+    own (killed whole on timeout or interruption)."""
     return {
         "cwd": cwd,
-        "env": dict(environ),
+        "env": {**environ, **working_directory(cwd)},
         "stdin": subprocess.DEVNULL,
         "stderr": subprocess.PIPE,
         "start_new_session": True,

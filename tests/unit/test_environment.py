@@ -10,7 +10,7 @@ from flowproof_cli.cassette import Upstream
 from flowproof_cli.cassette.upstream import upstream_from_environment
 from flowproof_cli.dialects.openai_chat import OpenAIChat
 from flowproof_cli.errors import ConfigError
-from flowproof_cli.process import MAX_ARG_STRLEN
+from flowproof_cli.process import MAX_ARG_STRLEN, working_directory
 from flowproof_cli.runner.environment import (
     PLACEHOLDER_KEY,
     agent_environment,
@@ -143,6 +143,34 @@ def test_spec_env_is_applied_last() -> None:
     assert env["PATH"] == "/opt/bin"
     assert env["EXTRA"] == "1"
     assert env["OPENAI_API_BASE"] == PROXY_V1  # the rest of the injection stays
+
+
+def test_pwd_names_the_folder_the_agent_runs_in(tmp_path: Path, monkeypatch) -> None:
+    """Inherited, PWD would name the folder flowproof was started from."""
+    folder = tmp_path / "specs" / "sub"
+    folder.mkdir(parents=True)
+    monkeypatch.chdir(tmp_path)
+    inherited = {**INHERITED, "PWD": "/home/dev/app"}
+    for cwd in (folder, Path("specs/sub"), "specs/sub/"):
+        env = agent_environment(inherited, port=PORT, prompt="p", spec_env={}, cwd=cwd)
+        assert env["PWD"] == str(folder.resolve())
+    # Without a folder (a caller that starts nothing), the inherited one is left alone.
+    assert agent_environment(inherited, port=PORT, prompt="p", spec_env={})["PWD"] == (
+        "/home/dev/app"
+    )
+    # agent.env is applied last, as for every variable.
+    env = agent_environment(inherited, port=PORT, prompt="p", spec_env={"PWD": "/x"}, cwd=folder)
+    assert env["PWD"] == "/x"
+
+
+def test_pwd_is_the_physical_folder(tmp_path: Path) -> None:
+    """As os.getcwd() reports it in the agent, and as relocation stores `{cwd}`."""
+    real = tmp_path / "real"
+    real.mkdir()
+    link = tmp_path / "link"
+    link.symlink_to(real)
+    assert working_directory(link) == {"PWD": str(real.resolve())}
+    assert working_directory(link / ".." / "real") == {"PWD": str(real.resolve())}
 
 
 def test_inherited_mapping_is_not_modified() -> None:

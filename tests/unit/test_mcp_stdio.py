@@ -125,6 +125,24 @@ def test_a_real_server_that_cannot_start_is_named(tmp_path: Path) -> None:
     assert "could not start the real MCP server 'files' (/nonexistent/server)" in error["text"]
 
 
+def test_the_real_server_gets_pwd_naming_its_folder(tmp_path: Path, monkeypatch) -> None:
+    """It runs in the flow's folder; the stand-in (started by the agent, from wherever it
+    likes) hands it PWD naming that folder, not its own."""
+    script = tmp_path / "pwd_server.py"
+    seen = tmp_path / "seen.txt"
+    script.write_text(
+        f"import os, sys\nopen({str(seen)!r}, 'w').write(os.environ['PWD'] + ' ' + os.getcwd())\n"
+    )
+    folder = tmp_path / "specs"
+    folder.mkdir()
+    monkeypatch.setenv("PWD", "/somewhere/else")
+    session = StandinSession(
+        "files", "record", str(tmp_path / "c.jsonl"), [sys.executable, str(script)], str(folder)
+    )
+    assert run_standin(session, io.BytesIO(b""), io.BytesIO()) == 0
+    assert seen.read_text() == f"{folder.resolve()} {folder.resolve()}"
+
+
 def recorded_lane(tmp_path: Path, server) -> dict:
     command, _ = server
     capture = tmp_path / "rec.jsonl"

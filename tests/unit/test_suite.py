@@ -16,7 +16,7 @@ from flowproof_cli.runner.discovery import discover_specs, nearest_suite
 from flowproof_cli.runner.job import FlowJob, error_row, plan_jobs, skip_reason
 from flowproof_cli.runner.junit import junit_xml, write_junit
 from flowproof_cli.runner.parallel import execute
-from flowproof_cli.runner.suite import Hooks, prepare_suite, run_hook
+from flowproof_cli.runner.suite import Hooks, _in_own_group, prepare_suite, run_hook
 from flowproof_cli.spec import parse_spec
 from flowproof_cli.spec.suite import load_suite, parse_suite
 from flowproof_cli.verdict import FlowResult
@@ -180,6 +180,15 @@ def test_hook_runs_in_the_suite_folder_with_spec_and_env(tmp_path: Path) -> None
     assert (
         asyncio.run(run_hook(hooks, "after_each", spec, {})) is None
     )  # no after_each: nothing to do
+
+
+def test_suite_commands_get_pwd_naming_their_folder(tmp_path: Path, monkeypatch) -> None:
+    """Hooks and env_from run in the suite's folder; PWD says so (not flowproof's own)."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "suite").mkdir()
+    options = _in_own_group(Path("suite"), {"PWD": "/somewhere/else", "X": "1"})
+    assert options["cwd"] == Path("suite")
+    assert options["env"] == {"PWD": str((tmp_path / "suite").resolve()), "X": "1"}
 
 
 def test_failing_hook_is_named(tmp_path: Path) -> None:
