@@ -14,6 +14,7 @@ exit code stay what they were.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -38,7 +39,12 @@ if TYPE_CHECKING:
     from flowproof_cli.spec.models import FlowSpec
 
 FORMAT = 1
-RUNS = Path(".flowproof") / "runs"
+#: The folder of what flowproof leaves behind in a checkout (run records, the JUnit XML).
+FOLDER = Path(".flowproof")
+RUNS = FOLDER / "runs"
+#: Written into FOLDER (as pytest does for its cache): git ignores the folder, so it never
+#: shows in `git status`, nor in the git status a coding CLI sends its model.
+GITIGNORE = "# Created by flowproof automatically: run records and reports, never committed.\n*\n"
 REPORT = "report.json"
 KEEP = 10
 RUN_ID = re.compile(r"\d{8}T\d{6}\.\d{3}Z-[0-9a-f]{4}")
@@ -72,6 +78,24 @@ def with_evidence(result: FlowResult, spec: FlowSpec, spec_sha256: str | None) -
 def new_run_id(started: datetime) -> str:
     stamp = started.astimezone(UTC).strftime("%Y%m%dT%H%M%S")
     return f"{stamp}.{started.microsecond // 1000:03d}Z-{secrets.token_hex(2)}"
+
+
+def flowproof_folder(root: Path) -> Path:
+    """`<root>/.flowproof`, made if missing, with its `.gitignore` (`*`) written if missing,
+    also in a folder an older flowproof made. A `.gitignore` that cannot be written costs
+    nothing but that: the folder is still used."""
+    folder = root / FOLDER
+    folder.mkdir(parents=True, exist_ok=True)
+    ignore = folder / ".gitignore"
+    if not os.path.lexists(ignore):
+        temporary = folder / f".gitignore.{os.getpid()}.tmp"
+        try:
+            temporary.write_text(GITIGNORE, encoding="utf-8")
+            temporary.replace(ignore)
+        except OSError:
+            with contextlib.suppress(OSError):
+                temporary.unlink()
+    return folder
 
 
 def runs_dir(root: Path) -> Path:
@@ -242,6 +266,7 @@ def load_run(root: Path, run_id: str) -> dict[str, Any]:
 def _claim(runs: Path, started: datetime, document: dict[str, Any]) -> Path:
     """Create a fresh record directory (exclusive) and write report.json into it atomically."""
     runs.mkdir(parents=True, exist_ok=True)
+    flowproof_folder(runs.parent.parent)
     for _ in range(_CLAIM_ATTEMPTS):
         run_id = new_run_id(started)
         folder = runs / run_id

@@ -15,9 +15,10 @@ import xml.etree.ElementTree as ET
 from collections.abc import Sequence
 from pathlib import Path
 
+from flowproof_cli.evidence.records import FOLDER, flowproof_folder
 from flowproof_cli.verdict import FlowResult
 
-JUNIT_PATH = Path(".flowproof") / "suite-junit.xml"
+JUNIT_PATH = FOLDER / "suite-junit.xml"
 # Characters XML 1.0 cannot hold at all (an agent's output may contain ANSI escapes).
 _NOT_XML = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
 
@@ -77,7 +78,7 @@ def _relative(path: Path, root: Path) -> str:
 def write_junit(results: Sequence[FlowResult], root: Path, *, elapsed_s: float) -> Path:
     """Write `<root>/.flowproof/suite-junit.xml` atomically and return its path."""
     path = root / JUNIT_PATH
-    path.parent.mkdir(parents=True, exist_ok=True)
+    flowproof_folder(root)  # with its .gitignore
     temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     temporary.write_text(junit_xml(results, root, elapsed_s=elapsed_s), encoding="utf-8")
     temporary.replace(path)

@@ -107,6 +107,32 @@ def test_only_skips_is_a_pass(tmp_path: Path) -> None:
     assert result.stdout.splitlines()[-1] == "0 passed, 0 failed, 1 skipped"
 
 
+def git(folder: Path, *args: str) -> str:
+    command = ["git", "-c", "user.name=t", "-c", "user.email=t@example.com", *args]
+    done = subprocess.run(command, cwd=folder, capture_output=True, text=True, check=True)
+    return done.stdout
+
+
+def test_run_records_never_show_in_git_status(tmp_path: Path, recorded_trace: Path) -> None:
+    """`.flowproof/` holds a `.gitignore` of `*`: it never reaches `git status` (nor the git
+    status a coding CLI sends its model), also where an older flowproof made it without one."""
+    root = tmp_path / "repo"
+    traced_flow(root / "specs", recorded_trace, "a_pass")
+    traced_flow(root / "specs" / "sub", recorded_trace, "b_pass")
+    git(root, "init", "-q")
+    git(root, "add", ".")
+    git(root, "commit", "-q", "-m", "flows")
+    older = root / "specs" / "sub" / ".flowproof" / "runs"  # as an older flowproof left it
+    older.mkdir(parents=True)
+    (older / "notes.txt").write_text("left behind")
+    assert run_cli("run", "specs", cwd=root).code == 0  # the run record, the JUnit XML
+    assert run_cli("run", "specs/sub/b_pass.flow.yaml", cwd=root).code == 0
+    assert (root / "specs" / ".flowproof" / "suite-junit.xml").is_file()
+    for folder in (root / "specs", root / "specs" / "sub"):
+        assert (folder / ".flowproof" / ".gitignore").read_text().endswith("\n*\n")
+    assert git(root, "status", "--porcelain", "--untracked-files=all") == ""
+
+
 def test_bad_spec_is_an_error_row_and_the_others_still_run(mixed: Path) -> None:
     bad = mixed / "a_bad.flow.yaml"
     bad.write_text("name: bad\napp: agent\nagent:\n  command: x\nstpes: []\n")

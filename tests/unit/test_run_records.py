@@ -226,6 +226,25 @@ def test_an_interrupt_writes_nothing(tmp_path: Path) -> None:
     assert not (tmp_path / ".flowproof").exists()
 
 
+def test_the_folder_holds_a_gitignore_of_everything(tmp_path: Path) -> None:
+    """As pytest's cache does: git never lists `.flowproof/`, so a coding CLI's git status
+    never carries it into a request."""
+    RunRecord(tmp_path, []).write()
+    ignore = tmp_path / ".flowproof" / ".gitignore"
+    assert ignore.read_text() == records.GITIGNORE
+    assert records.GITIGNORE.splitlines()[-1] == "*"
+    ignore.unlink()  # a folder an older flowproof made: it gets one on the next write
+    RunRecord(tmp_path, []).write()
+    assert ignore.read_text() == records.GITIGNORE
+    ignore.write_text("runs/\n")  # one of the user's own is left as it is
+    RunRecord(tmp_path, []).write()
+    assert ignore.read_text() == "runs/\n"
+    assert sorted(entry.name for entry in (tmp_path / ".flowproof").iterdir()) == [
+        ".gitignore",
+        "runs",
+    ]
+
+
 # -- retention -----------------------------------------------------------------------------
 
 

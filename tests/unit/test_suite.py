@@ -267,6 +267,7 @@ def _results(tmp_path: Path) -> list[FlowResult]:
 def test_junit_counts_cases_and_full_failure_text(tmp_path: Path) -> None:
     path = write_junit(_results(tmp_path), tmp_path, elapsed_s=3.5)
     assert path == tmp_path / ".flowproof" / "suite-junit.xml"
+    assert (tmp_path / ".flowproof" / ".gitignore").read_text().endswith("\n*\n")
     root = ET.parse(path).getroot()
     suite = root.find("testsuite")
     assert suite is not None
