@@ -101,8 +101,10 @@ def run_flow(
     trace: str | os.PathLike[str] | None = None,
     timeout_s: float | None = None,
     environ: Mapping[str, str] | None = None,
+    keep_going: bool = False,
 ) -> FlowRun:
-    """Replay (or with `record=True` record) one spec, as `flowproof run SPEC` does.
+    """Replay (or with `record=True` record) one spec, as `flowproof run SPEC` does
+    (`keep_going=True` as `flowproof run --keep-going`).
 
     A flow that cannot run (bad spec, no trace, a broken suite) raises FlowproofError with
     the message the CLI prints. A re-record whose trajectory changed is never approved
@@ -110,7 +112,14 @@ def run_flow(
     """
     from flowproof_cli.runner.parallel import execute  # noqa: PLC0415
 
-    job = plan_job(Path(path), record=record, trace=trace, timeout_s=timeout_s, environ=environ)
+    job = plan_job(
+        Path(path),
+        record=record,
+        trace=trace,
+        timeout_s=timeout_s,
+        environ=environ,
+        keep_going=keep_going,
+    )
     result = execute(job)
     settle(result)
     return from_result(result)
@@ -124,6 +133,7 @@ def plan_job(
     timeout_s: float | None = None,
     environ: Mapping[str, str] | None = None,
     in_directory: bool = False,
+    keep_going: bool = False,
 ) -> FlowJob:
     from flowproof_cli.runner.job import plan_jobs  # noqa: PLC0415
 
@@ -134,6 +144,7 @@ def plan_job(
         timeout_s=timeout_s,
         trace_path=Path(trace) if trace is not None else None,
         in_directory=in_directory,
+        keep_going=keep_going,
     )
     return job
 

@@ -45,6 +45,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="Record the collected flows against the real model instead of replaying them.",
     )
     group.addoption(
+        "--flowproof-keep-going",
+        action="store_true",
+        default=False,
+        help="After a divergence, let the agent run to its own end (as `flowproof run "
+        "--keep-going`); without it, it is stopped 2 s after the first divergence.",
+    )
+    group.addoption(
         "--flowproof-shard",
         metavar="K/N",
         default=None,
@@ -125,7 +132,8 @@ def flowproof_run(request: pytest.FixtureRequest) -> Callable[..., FlowRun]:
         from flowproof._api import from_result, plan_job, settle  # noqa: PLC0415
 
         spec = Path(path) if Path(path).is_absolute() else here / path
-        result = state.run(plan_job(spec, record=record))
+        keep_going = request.config.getoption("flowproof_keep_going")
+        result = state.run(plan_job(spec, record=record, keep_going=keep_going))
         settle(result)
         return from_result(result)
 
@@ -184,7 +192,11 @@ class _State:
             mode = Mode.RECORD if self.config.getoption("flowproof_record") else Mode.REPLAY
             try:
                 planned = plan_jobs(
-                    paths or [item.path], mode=mode, environ=os.environ, in_directory=True
+                    paths or [item.path],
+                    mode=mode,
+                    environ=os.environ,
+                    in_directory=True,
+                    keep_going=self.config.getoption("flowproof_keep_going"),
                 )
                 self._jobs = {job.spec_path: job for job in planned}
             except FlowproofError as exc:

@@ -7,7 +7,7 @@ and gets back either an answer to send or a request to forward upstream (record 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
@@ -258,6 +258,8 @@ class CassetteSession:
     # flow's further requests get the same error at once instead of another full wait (an
     # SDK retries a 502 by itself).
     upstream_gone: str | None = None
+    #: Called at the first divergence, which settles the verdict: the cue to stop the agent.
+    on_divergence: Callable[[], None] | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         self._mock_text = {name: mock_text(value) for name, value in self.mocks.items()}
@@ -486,6 +488,7 @@ class CassetteSession:
             message = _unreadable(dialect, clean_path, sent, *unreadable, mode=self.mode)
             return self.refuse(dialect, 400, message, "invalid_request_error")
         self.divergence = self._explain(dialect, canonical)
+        (self.on_divergence or _nothing)()  # once: later requests are refused above
         return _error(
             dialect,
             DIVERGENCE_STATUS,

@@ -53,6 +53,15 @@ yes_option = click.option(
         "the old trace and writes the new recording beside it as x.trace.candidate.yaml."
     ),
 )
+keep_going_option = click.option(
+    "--keep-going",
+    is_flag=True,
+    help=(
+        "After a divergence, let the agent run to its own end. Without it, the agent gets "
+        "2 s to exit after the first divergence, then is stopped: later requests are "
+        "refused and cannot change the verdict."
+    ),
+)
 jobs_option = click.option(
     "-j",
     "--jobs",

@@ -17,6 +17,7 @@ from flowproof_cli.cli.options import (
     fs_report_option,
     jobs_option,
     json_option,
+    keep_going_option,
     quiet_option,
     timeout_option,
     trace_file_option,
@@ -49,6 +50,7 @@ _INSPECT = "flowproof.inspect"  # ctx.meta: --inspect was given
     help="Trace to replay (single spec only; default: x.trace.yaml beside x.flow.yaml).",
 )
 @timeout_option
+@keep_going_option
 @click.option(
     "--inspect",
     is_flag=True,
@@ -74,6 +76,7 @@ def run(
     target: Path,
     trace: Path | None,
     timeout: float | None,
+    keep_going: bool,
     as_json: bool,
     jobs: int,
     fs_report: str,
@@ -85,12 +88,13 @@ def run(
     from flowproof_cli.runner.job import plan_jobs  # noqa: PLC0415
     from flowproof_cli.runner.parallel import execute  # noqa: PLC0415
 
+    plan = functools.partial(
+        plan_jobs, mode=Mode.REPLAY, environ=os.environ, timeout_s=timeout, keep_going=keep_going
+    )
     if shard is not None and not target.is_dir():
         raise click.UsageError("--shard splits the flows of a directory: give DIR, not a spec")
     if not target.is_dir():  # one spec: the loader names a FIFO or a device for what it is
-        (job,) = plan_jobs(
-            [target], mode=Mode.REPLAY, environ=os.environ, timeout_s=timeout, trace_path=trace
-        )
+        (job,) = plan([target], trace_path=trace)
         with RunRecord(target.parent, VERDICTS.owe([job])) as record:
             record.results = [_inspected(execute, job)]
             sys.exit(
@@ -112,9 +116,7 @@ def run(
         selected = shard.select(specs, target)
         click.echo(f"shard {shard}: {len(selected)} of {len(specs)} flow(s)", err=True)
         specs = selected
-    planned = VERDICTS.owe(
-        plan_jobs(specs, mode=Mode.REPLAY, environ=os.environ, timeout_s=timeout, in_directory=True)
-    )
+    planned = VERDICTS.owe(plan(specs, in_directory=True))
     if not as_json:
         start_progress(len(planned))
     started = time.monotonic()

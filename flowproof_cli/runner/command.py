@@ -17,7 +17,7 @@ import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, TYPE_CHECKING
+from typing import IO, TYPE_CHECKING, Any
 
 from flowproof_cli.errors import AgentStartError
 from flowproof_cli.process import (
@@ -42,15 +42,22 @@ if TYPE_CHECKING:
     from flowproof_cli.egress import Launch
 
 KILL_GRACE_S = 2.0
+#: Seconds an agent may go on after the first divergence of a replay before it is stopped.
+#: The verdict is settled then (every later request is refused, and cannot change it), but
+#: an agent that retries the refusal, ignoring `x-should-retry: false`, would hold the run
+#: to its timeout; one that handles the refusal exits well within this. `--keep-going`
+#: lets the agent run to its own end instead.
+DIVERGENCE_GRACE_S = 2.0
 
 
 @dataclass(frozen=True)
 class AgentOutcome:
-    exit_code: int | None  # None when killed on timeout
+    exit_code: int | None  # None when killed on timeout or stopped after the verdict
     timed_out: bool
     stdout: str
     stderr: str
     duration_s: float
+    stopped: bool = False  # stopped by flowproof once the verdict was settled (`settled`)
 
     def stderr_tail(self, lines: int = TAIL_LINES) -> str:
         return tail_lines(self.stderr, lines)
@@ -174,6 +181,35 @@ async def _spawn(
         raise _cannot_start(argv[0], exc, argv, env) from exc
 
 
+async def _after(settled: asyncio.Event, grace_s: float) -> None:
+    await settled.wait()
+    await asyncio.sleep(grace_s)
+
+
+async def _wait(
+    process: asyncio.subprocess.Process,
+    timeout_s: float,
+    settled: asyncio.Event | None,
+    grace_s: float,
+) -> str:
+    """How the agent's run ended: `exited`, `timed_out` (`timeout_s` passed), or `stopped`
+    (`settled` was set, and `grace_s` passed after it without the agent exiting)."""
+    exited = asyncio.ensure_future(process.wait())
+    waiters: set[asyncio.Future[Any]] = {exited}
+    if settled is not None:
+        waiters.add(asyncio.ensure_future(_after(settled, grace_s)))
+    try:
+        done, _ = await asyncio.wait(
+            waiters, timeout=timeout_s, return_when=asyncio.FIRST_COMPLETED
+        )
+    finally:
+        for waiter in waiters:
+            waiter.cancel()
+    if exited in done:
+        return "exited"
+    return "stopped" if done else "timed_out"
+
+
 async def run_agent(
     argv: list[str],
     *,
@@ -181,8 +217,13 @@ async def run_agent(
     cwd: Path,
     timeout_s: float,
     launch: Launch | None = None,
+    settled: asyncio.Event | None = None,
+    grace_s: float = DIVERGENCE_GRACE_S,
 ) -> AgentOutcome:
-    """Run the agent; with `launch`, under egress containment (see flowproof_cli.egress)."""
+    """Run the agent; with `launch`, under egress containment (see flowproof_cli.egress).
+
+    Once `settled` is set (the replay's first divergence settled the verdict), the agent has
+    `grace_s` to exit by itself; then it is stopped the way a timeout stops it."""
     loop = asyncio.get_running_loop()
     started = loop.time()
     adopts_orphans = orphans.become_subreaper()
@@ -206,13 +247,11 @@ async def run_agent(
             raise
         pgid = process.pid
         KEEPER.hold(GROUP, pgid)
-        timed_out = False
+        ending = "timed_out"
         try:
             if launch is not None:
                 await launch.attach(process.pid)  # filter handed over, then the agent exec'd
-            await asyncio.wait_for(process.wait(), timeout=timeout_s)
-        except TimeoutError:
-            timed_out = True
+            ending = await _wait(process, timeout_s, settled, grace_s)
         finally:
             try:
                 await _end_group(process, pgid)
@@ -223,9 +262,10 @@ async def run_agent(
                 await _end_own_orphans(env, children_before, process.pid)
         stdout_text, stderr_text = _tail(stdout), _tail(stderr)
     return AgentOutcome(
-        exit_code=None if timed_out else process.returncode,
-        timed_out=timed_out,
+        exit_code=process.returncode if ending == "exited" else None,
+        timed_out=ending == "timed_out",
         stdout=stdout_text,
         stderr=stderr_text,
         duration_s=loop.time() - started,
+        stopped=ending == "stopped",
     )

@@ -13,8 +13,9 @@ arrived, from those facts and from what the proxy saw.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,7 +27,12 @@ from flowproof_cli.egress import verdicts as egress
 from flowproof_cli.errors import ConfigError, PortInUseError
 from flowproof_cli.mode import Mode
 from flowproof_cli.runner.boundaries import ProxyHub
-from flowproof_cli.runner.command import resolve_argv, run_agent
+from flowproof_cli.runner.command import (
+    DIVERGENCE_GRACE_S,
+    AgentOutcome,
+    resolve_argv,
+    run_agent,
+)
 from flowproof_cli.runner.environment import (
     agent_environment,
     prompt_note,
@@ -69,6 +75,36 @@ def _spec_name(spec: FlowSpec) -> str:
     return str(spec.source_path) if spec.source_path else spec.name
 
 
+def stopped_note(grace_s: float = DIVERGENCE_GRACE_S) -> str:
+    """Why an agent that went on after the divergence was ended, and how to let it run."""
+    return (
+        f"agent stopped {grace_s:g} s after the divergence (more requests cannot change the "
+        "verdict; --keep-going to let it run)"
+    )
+
+
+@contextlib.contextmanager
+def _settled_by_divergence(
+    session: CassetteSession, keep_going: bool
+) -> Iterator[asyncio.Event | None]:
+    """The event a replay's first divergence sets (None at record, or with `keep_going`):
+    once set, `run_agent` gives the agent its grace, then stops it."""
+    if session.mode is not Mode.REPLAY or keep_going:
+        yield None
+        return
+    settled = asyncio.Event()
+    loop = asyncio.get_running_loop()
+
+    def diverged() -> None:  # wherever the session answers: thread-safe either way
+        loop.call_soon_threadsafe(settled.set)
+
+    session.on_divergence = diverged
+    try:
+        yield settled
+    finally:
+        session.on_divergence = None
+
+
 def _calls_made(session: CassetteSession) -> str:
     made = f"it made {session.requests} model call(s)"
     if session.mode is Mode.RECORD:
@@ -97,8 +133,11 @@ async def drive_command(
     environ: Mapping[str, str],
     cwd: Path,
     timeout_s: float,
+    keep_going: bool = False,
 ) -> Driven:
-    """Start the agent pointed at its own listener of the run's proxy; report how it ended."""
+    """Start the agent pointed at its own listener of the run's proxy; report how it ended.
+    In a replay, the first divergence leaves the agent `DIVERGENCE_GRACE_S` to exit, then
+    it is stopped (unless `keep_going`)."""
     prompt = spec.task_prompt
     with task_file(prompt) as prompt_file:
         async with wiring.listen(session) as port:
@@ -122,18 +161,27 @@ async def drive_command(
             )
             launch = egress.launch_for(spec, environ)
             try:
-                outcome = await run_agent(
-                    argv, env=env, cwd=cwd, timeout_s=timeout_s, launch=launch
-                )
+                with _settled_by_divergence(session, keep_going) as settled:
+                    outcome = await run_agent(
+                        argv, env=env, cwd=cwd, timeout_s=timeout_s, launch=launch, settled=settled
+                    )
             finally:
                 report = launch.finish()  # the process group has ended: stop the supervisor
 
-    driven = Driven(exit_code=outcome.exit_code, stdout=outcome.stdout, stderr=outcome.stderr)
+    driven = _driven(outcome, session, timeout_s)
     driven.egress = report
     note = prompt_note(prompt)
     if note is not None:
         driven.notes.append(note)
-    if outcome.timed_out:
+    return driven
+
+
+def _driven(outcome: AgentOutcome, session: CassetteSession, timeout_s: float) -> Driven:
+    """How the agent's run ended, as facts for the judge."""
+    driven = Driven(exit_code=outcome.exit_code, stdout=outcome.stdout, stderr=outcome.stderr)
+    if outcome.stopped:  # the divergence is the verdict; the stop is no failure of its own
+        driven.notes.append(stopped_note())
+    elif outcome.timed_out:
         driven.failure = (
             f"the agent did not finish within {timeout_s:g} s and was killed; "
             f"{_calls_made(session)}"

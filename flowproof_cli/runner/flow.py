@@ -129,15 +129,24 @@ async def run_flow(
     timeout_s: float | None = None,
     suite_match: Sequence[Declared] = (),
     hub: ProxyHub | None = None,
+    keep_going: bool = False,
 ) -> FlowResult:
     """Run one flow and return its verdict. FlowproofError propagates (exit 2).
 
     `hub` is the run's proxy, shared by every flow of the run; without one, the flow
-    starts (and stops) a proxy of its own."""
+    starts (and stops) a proxy of its own. A command agent is stopped shortly after a
+    replay's first divergence, unless `keep_going` (runner/drivers.py)."""
     with cancelled_by_sigterm():
         started = time.monotonic()
         prepare = functools.partial(
-            _prepare, spec, mode, trace_path, environ, timeout_s=timeout_s, match=suite_match
+            _prepare,
+            spec,
+            mode,
+            trace_path,
+            environ,
+            timeout_s=timeout_s,
+            match=suite_match,
+            keep_going=keep_going,
         )
         setup = await _off_loop(prepare) if _has_addons(spec, suite_match) else prepare()
         try:
@@ -202,6 +211,7 @@ class _Setup:
     scripts: list[LoadedScript]  # the matcher scripts: their addon objects join the proxy
     session: CassetteSession
     trace: traces.Trace | None  # the trace replayed; None when recording
+    keep_going: bool = False  # the agent runs to its own end after a divergence
 
     @property
     def user_addons(self) -> list[ScriptAddon]:
@@ -222,6 +232,7 @@ def _prepare(
     *,
     timeout_s: float | None,
     match: Sequence[Declared],
+    keep_going: bool = False,
 ) -> _Setup:
     """The checks that fail a flow with exit 2 before any agent runs, then its session."""
     env = dict(os.environ if environ is None else environ)
@@ -253,6 +264,7 @@ def _prepare(
         scripts=scripts,
         session=session,
         trace=trace,
+        keep_going=keep_going,
     )
 
 
@@ -271,7 +283,7 @@ async def _drive(setup: _Setup, hub: ProxyHub) -> tuple[Driven, McpVerdict]:
         drive = (
             drive_service
             if spec.agent.url is not None
-            else functools.partial(drive_command, cwd=setup.cwd)
+            else functools.partial(drive_command, cwd=setup.cwd, keep_going=setup.keep_going)
         )
         wiring = Wiring(hub, mcp, setup.user_addons)
         driven = await drive(

@@ -49,6 +49,7 @@ class FlowJob:
     timeout_s: float | None = None
     in_directory: bool = False
     suite_match: tuple[Declared, ...] = ()  # the nearest suite's `match:` block
+    keep_going: bool = False  # after a divergence, the agent runs to its own end
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -60,6 +61,7 @@ class FlowJob:
             "timeout_s": self.timeout_s,
             "in_directory": self.in_directory,
             "suite_match": [block.to_json() for block in self.suite_match],
+            "keep_going": self.keep_going,
         }
 
     @classmethod
@@ -73,6 +75,7 @@ class FlowJob:
             timeout_s=data.get("timeout_s"),
             in_directory=bool(data.get("in_directory")),
             suite_match=tuple(Declared.from_json(block) for block in data.get("suite_match") or ()),
+            keep_going=bool(data.get("keep_going")),
         )
 
 
@@ -84,6 +87,7 @@ def plan_jobs(
     timeout_s: float | None = None,
     trace_path: Path | None = None,
     in_directory: bool = False,
+    keep_going: bool = False,
 ) -> list[FlowJob]:
     """A job per spec, each with the suite nearest above it.
 
@@ -112,6 +116,7 @@ def plan_jobs(
                 timeout_s=timeout_s,
                 in_directory=in_directory,
                 suite_match=suite.match,
+                keep_going=keep_going,
             )
         )
     return jobs
@@ -220,6 +225,7 @@ async def _execute(job: FlowJob, hub: LazyHub) -> FlowResult:
                 timeout_s=job.timeout_s,
                 suite_match=job.suite_match,
                 hub=proxy,
+                keep_going=job.keep_going,
             )
     except FlowproofError as exc:
         error = exc

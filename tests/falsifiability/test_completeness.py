@@ -168,7 +168,7 @@ MESSAGE_SITES: dict[str, tuple[str, ...]] = {
     ),
     "flowproof_cli.dialects.base": ("ResultsExhausted.__init__",),
     "flowproof_cli.runner.judge": ("judge", "_no_requests", "_how_it_answered"),
-    "flowproof_cli.runner.drivers": ("drive_command", "_service_failure", "_listen_at_proxy_port"),
+    "flowproof_cli.runner.drivers": ("_driven", "_service_failure", "_listen_at_proxy_port"),
     "flowproof_cli.runner.command": ("_cannot_start",),
     "flowproof_cli.runner.descriptors": ("ConnectionCap._over", "AcceptWatch.handled"),
     "flowproof_cli.runner.url_driver": ("_connection", "_describe"),

@@ -126,6 +126,18 @@ def test_replay_extra_call_is_a_divergence() -> None:
     assert session.divergence.summary == expected
 
 
+def test_the_first_divergence_is_told_once() -> None:
+    """The driver's cue to give the agent its grace, then stop it (runner/drivers.py)."""
+    told: list[str] = []
+    session = CassetteSession(Mode.REPLAY, recorded=[turn(request("one"), reply("first"))])
+    session.on_divergence = lambda: told.append(session.divergence.summary)  # type: ignore[union-attr]
+    assert send(session, request("one")).status == 200
+    assert told == []
+    assert send(session, request("two")).status == 409
+    assert send(session, request("one")).status == 409  # refused: told no more
+    assert len(told) == 1 and told[0].startswith("extra call: ")
+
+
 def test_first_divergence_halts_later_requests() -> None:
     session = CassetteSession(
         Mode.REPLAY,

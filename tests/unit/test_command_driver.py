@@ -12,7 +12,7 @@ import pytest
 
 from flowproof_cli.errors import AgentStartError, ConfigError
 from flowproof_cli.process import MAX_ARG_STRLEN, OUTPUT_TAIL, split_command
-from flowproof_cli.runner.command import AgentOutcome, resolve_argv, run_agent
+from flowproof_cli.runner.command import KILL_GRACE_S, AgentOutcome, resolve_argv, run_agent
 
 ENV = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LC_ALL": "C"}
 
@@ -268,6 +268,51 @@ def test_timeout_kills_a_grandchild_that_ignores_sigterm(tmp_path: Path) -> None
     outcome = run(["sh", "-c", script], tmp_path, timeout_s=1)
     assert outcome.timed_out is True
     assert wait_gone(read_pid(pidfile))
+
+
+def settled_after(argv: list[str], cwd: Path, *, after_s: float, grace_s: float) -> AgentOutcome:
+    """Run the agent; `after_s` into its run the verdict is settled (a divergence)."""
+
+    async def main() -> AgentOutcome:
+        settled = asyncio.Event()
+        asyncio.get_running_loop().call_later(after_s, settled.set)
+        return await run_agent(
+            argv, env=ENV, cwd=cwd, timeout_s=60, settled=settled, grace_s=grace_s
+        )
+
+    return asyncio.run(main())
+
+
+def test_settled_the_agent_is_stopped_after_its_grace(tmp_path: Path) -> None:
+    """Like a timeout: the whole group goes, the one that ignores SIGTERM too."""
+    pidfile = tmp_path / "pidfile"
+    script = "(trap '' TERM; sleep 100; sleep 100) & echo $! > pidfile; echo retrying; wait"
+    outcome = settled_after(["sh", "-c", script], tmp_path, after_s=0.3, grace_s=0.5)
+    assert outcome.stopped is True and outcome.timed_out is False
+    assert outcome.exit_code is None
+    assert outcome.stdout == "retrying\n"
+    assert 0.8 <= outcome.duration_s < 0.8 + KILL_GRACE_S + 2
+    assert wait_gone(read_pid(pidfile))
+
+
+def test_settled_an_agent_that_exits_within_its_grace_keeps_its_exit(tmp_path: Path) -> None:
+    outcome = settled_after(["sh", "-c", "sleep 0.5; exit 3"], tmp_path, after_s=0.1, grace_s=5)
+    assert outcome.stopped is False and outcome.timed_out is False
+    assert outcome.exit_code == 3
+    assert outcome.duration_s < 3
+
+
+def test_the_timeout_still_bounds_a_grace_longer_than_it(tmp_path: Path) -> None:
+    async def main() -> AgentOutcome:
+        settled = asyncio.Event()
+        settled.set()
+        return await run_agent(
+            ["sleep", "100"], env=ENV, cwd=tmp_path, timeout_s=0.5, settled=settled, grace_s=30
+        )
+
+    outcome = asyncio.run(main())
+    assert outcome.timed_out is True and outcome.stopped is False
+    assert outcome.duration_s < 0.5 + KILL_GRACE_S + 2
 
 
 def test_grandchild_left_running_after_a_normal_exit_is_killed(tmp_path: Path) -> None:

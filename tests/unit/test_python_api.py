@@ -103,6 +103,15 @@ def test_a_replay_gives_tool_calls_with_arguments_and_the_reply(tmp_path: Path) 
     assert run.divergence is None
 
 
+def test_keep_going_reaches_the_job(tmp_path: Path) -> None:
+    """As `flowproof run --keep-going` (and pytest's `--flowproof-keep-going`)."""
+    from flowproof._api import plan_job
+
+    spec = write_flow(tmp_path)
+    assert plan_job(spec).keep_going is False
+    assert plan_job(spec, keep_going=True).keep_going is True
+
+
 @pytest.mark.slow
 def test_a_divergent_replay_fails_with_the_divergence(tmp_path: Path) -> None:
     spec = recorded(tmp_path)

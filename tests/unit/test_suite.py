@@ -323,8 +323,10 @@ def test_results_and_jobs_survive_json(tmp_path: Path) -> None:
         Hooks("f", "b", None),
         2.5,
         True,
+        keep_going=True,
     )
     assert FlowJob.from_json(job.to_json()) == job
+    assert FlowJob.from_json({**job.to_json(), "keep_going": None}).keep_going is False
 
 
 def test_results_are_handed_on_in_the_order_of_the_jobs(tmp_path: Path) -> None:
