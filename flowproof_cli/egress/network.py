@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 from flowproof_cli.egress import constants as c
 from flowproof_cli.egress import kernel
 from flowproof_cli.egress.kernel import Notification
+from flowproof_cli.egress.lookups import Lookups, asked, is_resolver
 from flowproof_cli.egress.msghdr import (
     MAX_PAYLOAD,
     MMSGHDR_SIZE,
@@ -63,6 +64,7 @@ class Network:
 
     def __init__(self, supervisor: Supervisor) -> None:
         self.supervisor = supervisor
+        self.lookups = Lookups(supervisor, self._block, socket_protocol)
         supervisor.register(c.NR["connect"], self.connect)
         supervisor.register(c.NR["sendto"], self.sendto)
         supervisor.register(c.NR["sendmsg"], self.sendmsg)
@@ -76,8 +78,11 @@ class Network:
             return self.supervisor.policy.decide(address.ip, address.port)
         return Verdict.LOCAL  # unix, netlink, AF_UNSPEC (disconnect): nothing leaves
 
-    def _block(self, n: Notification, fd: int, destination: str, error: int) -> None:
-        """Refuse and record; the protocol is read from the agent's socket when possible."""
+    def _block(
+        self, n: Notification, fd: int, destination: str, error: int, query: str | None = None
+    ) -> None:
+        """Refuse and record (with the DNS `query` it carried, if any); the protocol is read
+        from the agent's socket when possible."""
         dup: int | None = None
         with contextlib.suppress(OSError):
             dup = self.supervisor.duplicate(n, fd)
@@ -87,9 +92,10 @@ class Network:
             if dup is not None:
                 os.close(dup)
         syscall = c.NAME_OF.get(n.nr, str(n.nr))
-        self.supervisor.report.add_blocked(
-            Blocked(destination, protocol, self.supervisor.now_ms(), syscall)
-        )
+        blocked = Blocked(destination, protocol, self.supervisor.now_ms(), syscall)
+        if query is not None:
+            self.supervisor.report.add_query(blocked, query)
+        self.supervisor.report.add_blocked(blocked)
         self.supervisor.listener.respond(n.id, error=error)
 
     def _fail_closed(self, n: Notification, fd: int, why: str) -> None:
@@ -158,10 +164,12 @@ class Network:
         if address is None:
             return None
         verdict = self._classify(address)
+        if verdict is Verdict.DENIED and is_resolver(address):
+            return self.lookups.connect(n, fd, address)
         if verdict is Verdict.DENIED:
             return self._block(n, fd, address.describe(), c.DENY_CONNECT)
         if address.family == c.AF_UNIX and address.path and address.path[0] not in "/@":
-            return self._connect_relative_unix(n, fd, address.path)
+            return _connect_relative_unix(self.supervisor, n, fd, address.path)
 
         def action(dup: int) -> tuple[int, int]:
             if verdict is Verdict.LOCAL:
@@ -169,25 +177,6 @@ class Network:
             return 0, kernel.connect(dup, raw)
 
         return self.supervisor.perform(n, fd, action, local=verdict is Verdict.LOCAL)
-
-    def _connect_relative_unix(self, n: Notification, fd: int, path: str) -> None:
-        """A relative unix path is the agent's, not ours: reach it through its cwd."""
-
-        def action(dup: int) -> tuple[int, int]:
-            self.supervisor.report.add_local(f"unix {path}")
-            try:
-                cwd = os.open(f"/proc/{n.pid}/cwd", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
-            except OSError as exc:
-                return -1, exc.errno or errno.ENOENT
-            try:
-                via = f"/proc/self/fd/{cwd}/{path}".encode()
-                if len(via) > 107:
-                    return -1, errno.ENAMETOOLONG
-                return 0, kernel.connect(dup, struct.pack("<H", c.AF_UNIX) + via + b"\0")
-            finally:
-                os.close(cwd)
-
-        self.supervisor.perform(n, fd, action)
 
     def listen(self, n: Notification) -> None:
         fd, backlog = n.arg_int(0), n.arg_int(1)
@@ -285,14 +274,17 @@ class Network:
                 where = address.describe() if address is not None else "its connected peer"
                 return self._block(n, fd, f"{where} (out of interface {index})", c.DENY_SEND)
         verdicts = []
-        for address, _ in messages:
+        for address, message in messages:
             verdict = Verdict.LOCAL if address is None else self._classify(address)
             if verdict is Verdict.DENIED and address is not None:
-                return self._block(n, fd, address.describe(), c.DENY_SEND)
+                query = asked(address, message.data)
+                return self._block(n, fd, address.describe(), c.DENY_SEND, query)
             verdicts.append(verdict)
 
         def action(dup: int) -> tuple[int, int]:
             kind = kernel.getsockopt_int(dup, kernel.SOL_SOCKET, kernel.SO_TYPE)
+            if kind != c.SOCK_STREAM and self.lookups.refused(dup, messages):
+                return -1, c.DENY_SEND
             refused = self._vet_datagrams(n, dup, kind, messages, verdicts)
             if refused:
                 return -1, c.DENY_SEND
@@ -312,7 +304,7 @@ class Network:
     ) -> bool:
         """Off-host unconnected datagrams are refused, not vetted (connect first): True when
         one is (and recorded); local destinations are noted."""
-        for (address, _), verdict in zip(messages, verdicts, strict=True):
+        for (address, message), verdict in zip(messages, verdicts, strict=True):
             if address is None:
                 continue
             if verdict is Verdict.ALLOWED and kind != c.SOCK_STREAM:
@@ -320,6 +312,8 @@ class Network:
                 blocked = Blocked(
                     address.describe(), socket_protocol(dup), self.supervisor.now_ms(), syscall
                 )
+                if (query := asked(address, message.data)) is not None:
+                    self.supervisor.report.add_query(blocked, query)
                 self.supervisor.report.add_blocked(blocked)
                 return True
             if verdict is Verdict.LOCAL:
@@ -355,3 +349,23 @@ class Network:
         finally:
             for fd in passed:
                 os.close(fd)
+
+
+def _connect_relative_unix(supervisor: Supervisor, n: Notification, fd: int, path: str) -> None:
+    """A relative unix path is the agent's, not ours: reach it through its cwd."""
+
+    def action(dup: int) -> tuple[int, int]:
+        supervisor.report.add_local(f"unix {path}")
+        try:
+            cwd = os.open(f"/proc/{n.pid}/cwd", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+        except OSError as exc:
+            return -1, exc.errno or errno.ENOENT
+        try:
+            via = f"/proc/self/fd/{cwd}/{path}".encode()
+            if len(via) > 107:
+                return -1, errno.ENAMETOOLONG
+            return 0, kernel.connect(dup, struct.pack("<H", c.AF_UNIX) + via + b"\0")
+        finally:
+            os.close(cwd)
+
+    supervisor.perform(n, fd, action)

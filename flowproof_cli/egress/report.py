@@ -43,17 +43,37 @@ class Containment:
         return f"egress containment: {self.tier}"
 
 
+MAX_QUERIES = 8  # names kept for one refused call (a resolver asks for a name or two)
+
+
 @dataclass(frozen=True)
 class Blocked:
-    """One refused call: the destination it named, its protocol, ms after the agent started."""
+    """One refused call: the destination it named, its protocol, ms after the agent started,
+    and for a DNS lookup the names it asked for (egress/dns.py; added as they are read)."""
 
     destination: str
     protocol: str
     at_ms: int
     syscall: str = "connect"
+    queries: list[str] = field(default_factory=list, compare=False, hash=False)
 
     def to_trace(self) -> dict[str, Any]:
         return {"destination": self.destination, "protocol": self.protocol, "at_ms": self.at_ms}
+
+    @property
+    def attempt(self) -> str:
+        """What was attempted, as the report and `assert_no_egress` name it: the address,
+        or the names a DNS lookup asked for (`dns registry.npmjs.org`)."""
+        if self.queries:
+            return f"dns {', '.join(self.queries)}"
+        return f"{self.protocol} {self.destination}"
+
+    @property
+    def via(self) -> str:
+        """How: the syscall, and for a named lookup the resolver it was sent to."""
+        if self.queries:
+            return f"{self.protocol} {self.destination}, {self.syscall}"
+        return self.syscall
 
 
 @dataclass(frozen=True)
@@ -80,6 +100,12 @@ class EgressReport:
         with self._lock:
             self.blocked.append(item)
 
+    def add_query(self, item: Blocked, name: str) -> None:
+        """A name the refused lookup `item` asked for (each once, at most MAX_QUERIES)."""
+        with self._lock:
+            if name not in item.queries and len(item.queries) < MAX_QUERIES:
+                item.queries.append(name)
+
     def add_local(self, destination: str) -> None:
         with self._lock:
             self.local[destination] += 1
@@ -105,7 +131,7 @@ class EgressReport:
 
     def blocked_lines(self) -> list[str]:
         return [
-            f"  blocked {item.protocol} {item.destination} ({item.syscall}) at {item.at_ms}ms"
+            f"  blocked {item.attempt} ({item.via}) at {item.at_ms}ms"
             for item in sorted(self.blocked, key=lambda b: b.at_ms)
         ]
 

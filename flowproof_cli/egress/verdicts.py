@@ -57,7 +57,7 @@ def failures(spec: FlowSpec, report: EgressReport) -> list[str]:
     if not report.blocked:
         return []
     attempts = ", ".join(
-        f"{item.protocol} {item.destination} ({item.syscall} at {item.at_ms}ms)"
+        f"{item.attempt} ({item.via} at {item.at_ms}ms)"
         for item in sorted(report.blocked, key=lambda blocked: blocked.at_ms)
     )
     count = len(report.blocked)

@@ -125,13 +125,20 @@ def case_connect_any() -> dict:
     return {"any4": any4, "reply": reply, "any6": any6, "bound_unused_port": bound}
 
 
+#: A DNS query for registry.npmjs.org (type A), as glibc's resolver sends it.
+DNS_QUERY = (
+    b"\xfc\xc5\x01\x00\x00\x01\x00\x00\x00\x00\x00\x00"
+    b"\x08registry\x05npmjs\x03org\x00\x00\x01\x00\x01"
+)
+
+
 def case_udp_sendto() -> dict:
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
         raw = sockaddr(CTX["offhost4"], 9)
         sent = libc.sendto(sock.fileno(), b"x" * 10, 10, 0, raw, len(raw))
         offhost = "OK" if sent >= 0 else name(ctypes.get_errno())
         raw = sockaddr(CTX["offhost4"], 53)
-        sent = libc.sendto(sock.fileno(), b"dns", 3, 0, raw, len(raw))
+        sent = libc.sendto(sock.fileno(), DNS_QUERY, len(DNS_QUERY), 0, raw, len(raw))
         dns = "OK" if sent >= 0 else name(ctypes.get_errno())
     with socket.socket(socket.AF_INET6, socket.SOCK_DGRAM) as sock:
         raw = sockaddr(CTX["offhost6"], 9)
@@ -822,9 +829,18 @@ def case_udp_connected() -> dict:
 
 
 def case_dns() -> dict:
+    """A lookup the way glibc's resolver makes one: connect a datagram socket to the
+    resolver, then send the query on it (sendmsg; `send` is a sendto the filter lets by)."""
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
         udp = c_connect(sock.fileno(), sockaddr(CTX["peer4"], 53))
-    return {"udp53": udp, "tcp53": connect_to(CTX["peer4"], 53)}
+        try:
+            sock.sendmsg([DNS_QUERY])
+            query = "OK"
+        except OSError as exc:
+            query = name(exc.errno or 0)
+        sent = libc.send(sock.fileno(), DNS_QUERY, len(DNS_QUERY), 0)
+        plain = "OK" if sent >= 0 else name(ctypes.get_errno())
+    return {"udp53": udp, "query": query, "send": plain, "tcp53": connect_to(CTX["peer4"], 53)}
 
 
 def case_listen() -> dict:

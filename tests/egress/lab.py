@@ -296,7 +296,12 @@ def supervise(run: dict[str, Any], contained: bool) -> None:
         payload.update(
             containment=report.containment.line,
             blocked=[
-                {"destination": b.destination, "protocol": b.protocol, "syscall": b.syscall}
+                {
+                    "destination": b.destination,
+                    "protocol": b.protocol,
+                    "syscall": b.syscall,
+                    "queries": list(b.queries),
+                }
                 for b in report.blocked
             ],
             trace=report.trace_section(),

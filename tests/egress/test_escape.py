@@ -35,7 +35,9 @@ def assert_nothing_left(outcome: dict[str, Any]) -> None:
 
 def blocked(outcome: dict[str, Any]) -> list[str]:
     return [
-        f"{b['protocol']} {b['destination']} ({b['syscall']})" for b in outcome["report"]["blocked"]
+        (f"dns {', '.join(b['queries'])} via " if b.get("queries") else "")
+        + f"{b['protocol']} {b['destination']} ({b['syscall']})"
+        for b in outcome["report"]["blocked"]
     ]
 
 
@@ -98,7 +100,7 @@ def test_udp_sendto_offhost_and_dns_refused() -> None:
     assert_nothing_left(outcome)
     assert blocked(outcome) == [
         f"udp {OFFHOST4}:9 (sendto)",
-        f"udp {OFFHOST4}:53 (sendto)",
+        f"dns registry.npmjs.org via udp {OFFHOST4}:53 (sendto)",  # the query it carried
         f"udp [{OFFHOST6}]:9 (sendto)",
     ]
 
@@ -520,13 +522,29 @@ def test_unconnected_udp_offhost_is_refused_even_when_declared() -> None:
 
 
 def test_dns_offhost_needs_an_explicit_port_53() -> None:
+    """A refused lookup is named by its query: the datagram socket's connect is answered
+    without connecting it, so the query sent next reaches the supervisor (and nothing else:
+    the socket is unconnected, a plain send fails in the kernel)."""
     outcome = lab("dns", allow=[PEER4])  # any port of the peer... but not 53
-    assert outcome["result"] == {"udp53": "ECONNREFUSED", "tcp53": "ECONNREFUSED"}
+    assert outcome["result"] == {
+        "udp53": "OK",  # recorded as blocked, the socket left unconnected
+        "query": "ECONNREFUSED",  # named, refused
+        "send": "EDESTADDRREQ",  # the kernel's own refusal: nowhere to send it
+        "tcp53": "ECONNREFUSED",
+    }
     assert_nothing_left(outcome)
+    assert blocked(outcome) == [
+        f"dns registry.npmjs.org via udp {PEER4}:53 (connect)",
+        f"tcp {PEER4}:53 (connect)",
+    ]
+    named = f"  blocked dns registry.npmjs.org (udp {PEER4}:53, connect) at "
+    assert any(line.startswith(named) for line in outcome["report"]["stderr_lines"]), outcome
     explicit = lab("dns", allow=[f"{PEER4}:53"])
     assert explicit["result"]["udp53"] == "OK"  # connected UDP, no packet yet
+    assert explicit["result"]["query"] == "OK"  # allowed: sent to the peer
     assert explicit["result"]["tcp53"] == "ECONNREFUSED"  # the peer's own RST
     assert explicit["tx"] > 0
+    assert blocked(explicit) == []
 
 
 def test_listen_only_on_loopback() -> None:
