@@ -307,7 +307,9 @@ def _observed(setup: _Setup, driven: Driven, mcp: McpVerdict, *, duration_s: flo
     result.stderr_tail = driven.stderr
     result.match_rules = [usage.to_json() for usage in rules.report()]
     result.notes.extend(summarize(rules))
-    result.notes.extend(unintercepted_tool_warnings(setup.spec))
+    lanes = setup.trace.mcp if setup.trace is not None else mcp.lanes
+    warnings = unintercepted_tool_warnings(setup.spec, turns=session.recorded, lanes=lanes)
+    result.notes.extend(warnings)
     result.notes.extend(handle_warnings(setup.spec))
     result.notes.extend(look_alike_warnings(setup.spec))
     result.notes.extend(driven.notes)

@@ -5,7 +5,11 @@ only judges the trajectory afterwards: in both cases the agent still runs the to
 (the real email is sent, the real row deleted) unless something intercepts the call itself.
 Only a boundary that answers the tool (an MCP server declared under `mcp:` with a `result:`)
 stops it, so every mocked or forbidden tool outside `intercepted_tools` gets a warning, at
-record and at replay alike.
+record and at replay alike. What the warning advises depends on where the tool comes from:
+one the agent offers the model in its own requests that no MCP server of the spec provides
+is the agent's own, which cannot be declared under `mcp:`; for a coding CLI's built-in
+(`Bash`, `run_shell_command`) the warning names the CLI's own flag that turns it off
+(runner/built_in_tools.py). Any other may come from an MCP server: declare it.
 
 A tool name written with a character that only looks like a plain one (a Cyrillic letter, a
 zero-width space) is never called by that name: a mock of it never applies and an
@@ -18,9 +22,14 @@ runs, but the agent gets the literal text, so the warning names the handle meant
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Set
+from collections.abc import Iterable, Iterator, Mapping, Sequence, Set
 
+from flowproof_cli.cassette.turn import Turn
+from flowproof_cli.dialects import dialect_named
+from flowproof_cli.mcp.lane import Lane
+from flowproof_cli.mcp.mocks import lane_schemas
 from flowproof_cli.quoting import odd_note, skeleton, unmasked
+from flowproof_cli.runner.built_in_tools import built_in_of
 from flowproof_cli.runner.environment import proxy_handles
 from flowproof_cli.spec import FlowSpec, NoToolCallStep, ToolCallStep
 from flowproof_cli.spec.variables import (
@@ -46,7 +55,45 @@ def _roles(spec: FlowSpec) -> dict[str, list[str]]:
     return roles
 
 
-def _warning(name: str, roles: list[str]) -> str:
+def offered_tools(turns: Iterable[Turn]) -> dict[str, set[str]]:
+    """Protocol -> the tool names the agent offered the model in these requests."""
+    offered: dict[str, set[str]] = {}
+    for turn in turns:
+        tools = dialect_named(turn.protocol).outline(turn.request).tools
+        offered.setdefault(turn.protocol, set()).update(tools)
+    return offered
+
+
+def _from_mcp(name: str, listed: Set[str]) -> bool:
+    """A tool of an MCP server of the spec, as listed or as an agent prefixes it
+    (`mcp__notes__write_note`)."""
+    return name in listed or any(name.endswith(f"__{tool}") for tool in listed)
+
+
+def _advice(name: str, offered: Mapping[str, Set[str]], listed: Set[str]) -> str:
+    """What stops the real call of `name`, given where it comes from."""
+    cli = None if _from_mcp(name, listed) else built_in_of(name, offered)
+    if cli is not None:
+        return (
+            f"{name} is a built-in tool of {cli.cli} (the tools the agent's model requests "
+            f"offer show it is {cli.cli}, and no MCP server of the spec provides {name}), so "
+            f"it cannot be declared under `mcp:`. To stop the real call, {cli.how_to_stop(name)}"
+        )
+    if any(name in names for names in offered.values()) and not _from_mcp(name, listed):
+        return (
+            f"{name} is one of the agent's own tools (offered in its model requests, and no "
+            "MCP server of the spec provides it). To stop the real call, turn it off in the "
+            "agent (a coding CLI's own permission flags or settings), or have the agent take "
+            "it from an MCP server declared under `mcp:` with a `result:`, which flowproof "
+            "answers instead of the real tool"
+        )
+    return (
+        f"To stop the real call, declare {name} under `mcp:` with a `result:` so "
+        "flowproof answers it instead of the real tool"
+    )
+
+
+def _warning(name: str, roles: list[str], advice: str) -> str:
     if roles == ["mocked"]:
         what = (
             f"tool `{name}` is mocked under `tools:`, but nothing intercepts it: the agent "
@@ -64,26 +111,36 @@ def _warning(name: str, roles: list[str]) -> str:
             f"but nothing intercepts it: the agent still runs {name} for real (the mock only "
             "changes what the model is told it returned)"
         )
-    return (
-        f"{PREFIX}{what}. To stop the real call, declare {name} under `mcp:` with a "
-        "`result:` so flowproof answers it instead of the real tool"
-    )
+    return f"{PREFIX}{what}. {advice}"
 
 
 def unintercepted_tool_warnings(
-    spec: FlowSpec, intercepted_tools: Set[str] = frozenset()
+    spec: FlowSpec,
+    intercepted_tools: Set[str] = frozenset(),
+    *,
+    turns: Sequence[Turn] = (),
+    lanes: Mapping[str, Lane] | None = None,
 ) -> list[str]:
     """One warning per mocked or forbidden tool that no flowproof boundary intercepts.
 
     A tool given a `result:` under an `mcp:` server is answered by flowproof itself, at
-    record and at replay, so it never needs a warning.
+    record and at replay, so it never needs a warning. `turns` (the model requests) and
+    `lanes` (the MCP servers' recorded `tools/list`) tell the agent's own tools from the
+    ones an MCP server could provide.
     """
     answered = {tool.name for server in spec.mcp for tool in server.tools if tool.is_mocked}
-    return [
-        _warning(name, roles)
+    warned = {
+        name: roles
         for name, roles in _roles(spec).items()
         if name not in intercepted_tools and name not in answered
-    ]
+    }
+    if not warned:
+        return []
+    offered = offered_tools(turns)
+    listed = {tool.name for server in spec.mcp for tool in server.tools}
+    for lane in (lanes or {}).values():
+        listed.update(lane_schemas(lane))
+    return [_warning(name, roles, _advice(name, offered, listed)) for name, roles in warned.items()]
 
 
 def _handle_list(names: list[str]) -> str:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import textwrap
 
+from flowproof_cli.cassette.turn import Turn
+from flowproof_cli.runner.built_in_tools import built_in_of
 from flowproof_cli.runner.tool_warnings import (
     PREFIX,
     handle_warnings,
@@ -125,6 +127,131 @@ def test_a_tool_answered_by_an_mcp_mock_is_not_warned_about() -> None:
     warnings = unintercepted_tool_warnings(flow)
     assert len(warnings) == 1
     assert "delete_city" in warnings[0] and "export_rows" not in warnings[0]
+
+
+# --- built-in tools: what stops the real call ---------------------------------------------
+
+
+def anthropic_turn(*tools: str) -> Turn:
+    """A Claude Code-like request offering these tools."""
+    request = {
+        "model": "claude-sonnet-4-5",
+        "max_tokens": 1024,
+        "messages": [{"role": "user", "content": "go"}],
+        "tools": [{"name": name, "input_schema": {"type": "object"}} for name in tools],
+    }
+    return Turn("anthropic", request, 200, {})
+
+
+def gemini_turn(*tools: str) -> Turn:
+    request = {
+        "model": "gemini-2.5-flash",
+        "contents": [{"role": "user", "parts": [{"text": "go"}]}],
+        "tools": [{"functionDeclarations": [{"name": name} for name in tools]}],
+    }
+    return Turn("gemini", request, 200, {})
+
+
+def chat_turn(*tools: str) -> Turn:
+    request = {
+        "model": "gpt-4o-mini",
+        "messages": [{"role": "user", "content": "go"}],
+        "tools": [{"type": "function", "function": {"name": name}} for name in tools],
+    }
+    return Turn("openai-chat", request, 200, {})
+
+
+def responses_turn(*tools: str) -> Turn:
+    request = {
+        "model": "gpt-5.5",
+        "input": [{"role": "user", "content": "go"}],
+        "tools": [{"type": "function", "name": name} for name in tools],
+    }
+    return Turn("openai-responses", request, 200, {})
+
+
+CLAUDE_CODE = anthropic_turn("Bash", "Read", "Edit", "Write", "Glob", "Grep", "mcp__notes__put")
+
+
+def forbidding(*tools: str) -> FlowSpec:
+    return spec(steps="".join(f"- assert_no_tool_call: {tool}\n" for tool in tools))
+
+
+def test_a_cli_built_in_names_the_clis_own_flag_not_mcp() -> None:
+    (warning,) = unintercepted_tool_warnings(forbidding("Bash"), turns=[CLAUDE_CODE])
+    assert warning == (
+        "warning: tool `Bash` is forbidden by `assert_no_tool_call`, but nothing intercepts "
+        "it: if the agent calls Bash, it runs for real before the flow fails. Bash is a "
+        "built-in tool of Claude Code (the tools the agent's model requests offer show it is "
+        "Claude Code, and no MCP server of the spec provides Bash), so it cannot be declared "
+        "under `mcp:`. To stop the real call, deny it with Claude Code's own permissions: "
+        "`--disallowedTools Bash` (or leave it out of `--tools`)"
+    )
+    # Gemini CLI run headless leaves its shell out of the requests: still its built-in
+    gemini = gemini_turn("read_file", "list_directory", "glob", "grep_search")
+    (warning,) = unintercepted_tool_warnings(forbidding("run_shell_command"), turns=[gemini])
+    assert "run_shell_command is a built-in tool of Gemini CLI" in warning
+    assert '`toolName = "run_shell_command"`, `decision = "deny"`, given with `--policy' in (
+        warning
+    )
+    codex = responses_turn("exec_command", "write_stdin", "apply_patch", "update_plan")
+    (warning,) = unintercepted_tool_warnings(forbidding("exec_command"), turns=[codex])
+    assert "exec_command is a built-in tool of Codex" in warning
+    assert "`--sandbox read-only`" in warning
+    assert "under `mcp:` with" not in warning
+
+
+def test_a_tool_that_may_come_from_an_mcp_server_keeps_the_mcp_advice() -> None:
+    """Not offered in any request seen (or none was made), or provided by a server of the
+    spec: it could be declared under `mcp:`."""
+    advice = "To stop the real call, declare {} under `mcp:` with a `result:`"
+    (warning,) = unintercepted_tool_warnings(forbidding("send_email"), turns=[CLAUDE_CODE])
+    assert advice.format("send_email") in warning
+    (warning,) = unintercepted_tool_warnings(forbidding("Bash"), turns=[chat_turn("a", "b")])
+    assert advice.format("Bash") in warning  # the requests show no CLI that has it
+    (warning,) = unintercepted_tool_warnings(forbidding("Bash"))  # no request seen
+    assert advice.format("Bash") in warning
+    flow = parse_spec(
+        "name: n\napp: agent\nagent: {command: a}\nmcp:\n  - name: notes\n"
+        "    command: s\n    tools: [{name: put}]\nsteps:\n  - prompt: go\n"
+        "  - assert_no_tool_call: mcp__notes__put\n",
+        "t.flow.yaml",
+    )
+    (warning,) = unintercepted_tool_warnings(flow, turns=[CLAUDE_CODE])
+    assert advice.format("mcp__notes__put") in warning
+
+
+def test_a_tool_an_mcp_server_listed_at_record_is_not_the_agents_own() -> None:
+    from flowproof_cli.mcp.lane import Call, Lane
+
+    lane = Lane(calls=[Call(method="tools/list", params={}, result={"tools": [{"name": "Bash"}]})])
+    (warning,) = unintercepted_tool_warnings(
+        forbidding("Bash"), turns=[CLAUDE_CODE], lanes={"shell": lane}
+    )
+    assert "declare Bash under `mcp:` with a `result:`" in warning
+
+
+def test_the_agents_own_tool_outside_a_known_cli_says_so() -> None:
+    """A framework's function tool, or a CLI not recognised (Qwen Code offers Gemini CLI's
+    names over Chat Completions): turned off in the agent, or served from an MCP server."""
+    for turn in (chat_turn("get_time", "get_weather"), chat_turn("run_shell_command", "read_file")):
+        name = turn.request["tools"][0]["function"]["name"]
+        (warning,) = unintercepted_tool_warnings(forbidding(name), turns=[turn])
+        assert warning.endswith(
+            f"{name} is one of the agent's own tools (offered in its model requests, "
+            "and no MCP server of the spec provides it). To stop the real call, turn it off "
+            "in the agent (a coding CLI's own permission flags or settings), or have the agent "
+            "take it from an MCP server declared under `mcp:` with a `result:`, which "
+            "flowproof answers instead of the real tool"
+        ), warning
+
+
+def test_one_built_in_name_alone_does_not_make_a_cli() -> None:
+    (warning,) = unintercepted_tool_warnings(forbidding("Bash"), turns=[anthropic_turn("Bash")])
+    assert "is one of the agent's own tools" in warning
+    assert built_in_of("Bash", {"anthropic": {"Bash", "Read"}}) is not None
+    assert built_in_of("Write", {"anthropic": {"Bash", "Read"}}) is not None  # not offered
+    assert built_in_of("Bash", {"openai-chat": {"Bash", "Read"}}) is None
 
 
 # --- `${flowproof.*}` handles flowproof does not fill ----------------------------------------
