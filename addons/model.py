@@ -65,6 +65,11 @@ _DROPPED_HEADERS = ("authorization", "x-api-key", "api-key", "accept-encoding", 
 _KEPT_PREFIXES = ("retry-after", "x-ratelimit-", "anthropic-ratelimit-")
 
 
+def _user_agent(flow: http.HTTPFlow) -> str | None:
+    """The agent's User-Agent: the session reads which agent, at which version, sent it."""
+    return flow.request.headers.get("user-agent")
+
+
 def _upstream_failure(flow: http.HTTPFlow, waited: float | None) -> str:
     if waited is not None:
         return timeout_reason(waited)
@@ -236,7 +241,7 @@ class ModelBoundary:
         outcome = (
             body
             if isinstance(body, Rendered)
-            else session.on_request(flow.request.path, body, dialect)
+            else session.on_request(flow.request.path, body, dialect, user_agent=_user_agent(flow))
         )
         self._apply(flow, session, outcome)
 
@@ -251,7 +256,9 @@ class ModelBoundary:
             outcome = (
                 body
                 if isinstance(body, Rendered)
-                else await off_loop.on_request(flow.request.path, body, dialect)
+                else await off_loop.on_request(
+                    flow.request.path, body, dialect, user_agent=_user_agent(flow)
+                )
             )
             self._apply(flow, session, outcome)
         except Exception as exc:  # fail closed, as `request` does

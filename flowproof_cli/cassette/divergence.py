@@ -38,19 +38,25 @@ class Divergence:
     # whole: the message clips long values, `--json` must not. Not part of equality: two
     # reports are the same when they say the same.
     changes: tuple[FieldChange, ...] = field(default=(), compare=False)
+    #: The agent's `product/version` recorded and replayed, when they differ (the summary
+    #: then leads with it).
+    agents: tuple[str, str] | None = field(default=None, compare=False)
 
     @property
     def message(self) -> str:
         return "\n".join((self.summary, *(f"  {line}" for line in self.details)))
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        document = {
             "turn": self.turn,
             "summary": self.summary,
             "details": list(self.details),
             "message": self.message,
             "changes": [change.to_json() for change in self.changes],
         }
+        if self.agents is not None:
+            document["agent_changed"] = {"recorded": self.agents[0], "replayed": self.agents[1]}
+        return document
 
 
 Report = tuple[str, tuple[str, ...]]  # summary, details
@@ -228,6 +234,29 @@ def explain(turn_number: int, recorded: Turn, protocol: str, request: dict[str, 
         f"turn {turn_number}: {summary}",
         details,
         tuple(changes(recorded.request, request)),
+    )
+
+
+def led_by_version(
+    divergence: Divergence, turns: list[Turn], replayed: str | None, record_command: str
+) -> Divergence:
+    """The divergence led by the agent's version change, when the recorded turn it compared
+    (of `turns`) and the request name different agents (`product/version`,
+    match/agents.py): a new release of a coding CLI changes its requests, and that is the
+    first thing to know. The coarsest difference follows as the first detail. Unchanged when
+    either is not known, or both are the same, or no recorded turn was compared (an extra
+    call)."""
+    recorded = turns[divergence.turn - 1].agent if divergence.turn > 0 else None
+    if recorded is None or replayed is None or recorded == replayed:
+        return divergence
+    _, _, said = divergence.summary.partition(": ")  # after "turn N"
+    return Divergence(
+        divergence.turn,
+        f"turn {divergence.turn}: the agent changed version: recorded {recorded}, replayed "
+        f"{replayed}; re-record ({record_command})",
+        (said, *divergence.details),
+        divergence.changes,
+        (recorded, replayed),
     )
 
 

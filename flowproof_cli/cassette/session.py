@@ -8,16 +8,17 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 from urllib.parse import urlsplit
 
-from flowproof_cli.cassette.divergence import Divergence, explain, nearest_turn
+from flowproof_cli.cassette.divergence import Divergence, explain, led_by_version, nearest_turn
 from flowproof_cli.cassette.index import TurnIndex
 from flowproof_cli.cassette.secret_forms import without, without_across_parts
 from flowproof_cli.cassette.turn import Turn, canonical_json
 from flowproof_cli.dialects import Dialect, Rendered, dialect_named, route
 from flowproof_cli.dialects.base import MockText, ResultSequence, ResultsExhausted, bare_key
+from flowproof_cli.match.agents import RunAgents
 from flowproof_cli.match.patterns import PatternBudgetExceeded
 from flowproof_cli.match.rules import MatcherAddonError, MatchRules
 from flowproof_cli.match.user_code import Raised, SerialThread
@@ -100,6 +101,11 @@ class PendingTurn:
     live_request: dict[str, Any]  # as the agent sent it (mocks applied), for rendering
     canonical: dict[str, Any]  # as matched and stored: the match rules applied
     sent: dict[str, Any]  # canonical as the agent sent it, before the match rules
+    agent: str | None = None  # `product/version` from its User-Agent, stored with the turn
+
+    def turn(self, status: int, response: Any) -> Turn:
+        """The recorded turn of this request, with the answer the trace keeps."""
+        return Turn(self.dialect.name, self.canonical, status, response, self.agent)
 
 
 @dataclass(frozen=True)
@@ -112,6 +118,7 @@ class _Received:
     live: dict[str, Any]  # as the agent sent it (mocks applied), for rendering
     sent: dict[str, Any]  # its canonical form, before the match rules
     number: int  # the session's count of requests when it arrived, as failures name it
+    agent: str | None = None  # `product/version` from its User-Agent (match/agents.py)
 
 
 def _nothing() -> None:
@@ -241,6 +248,7 @@ class CassetteSession:
     #: them), so they are used as they are; otherwise the rules rewrite them first, which is
     #: how a rule added after recording works on an existing trace.
     recorded_as_matched: bool = False
+    record_command: str = "flowproof record <spec>"  # as the messages that say to name it
 
     requests: int = 0
     served: list[int] = field(default_factory=list)  # replay: recorded positions used
@@ -260,6 +268,7 @@ class CassetteSession:
     upstream_gone: str | None = None
     #: Called at the first divergence, which settles the verdict: the cue to stop the agent.
     on_divergence: Callable[[], None] | None = field(default=None, repr=False, compare=False)
+    agents: RunAgents = field(default_factory=RunAgents)  # who sent this run's requests
 
     def __post_init__(self) -> None:
         self._mock_text = {name: mock_text(value) for name, value in self.mocks.items()}
@@ -282,14 +291,15 @@ class CassetteSession:
     # -- requests -----------------------------------------------------------------------
 
     def on_request(
-        self, path: str, raw_body: bytes, dialect: Dialect | None = None
+        self, path: str, body: bytes, dialect: Dialect | None = None, user_agent: str | None = None
     ) -> Rendered | Forward:
-        """Answer or forward one request; `dialect` is `route(path)` when the caller has it.
-        Whatever goes wrong is an answer that fails the flow, never an exception: one escaping
-        the proxy's hook would let the request on toward the placeholder target. When the
-        rules run matcher addons this waits on their scripts' threads: the event loop calls
+        """Answer or forward one request (`dialect`: `route(path)` when the caller has it;
+        `user_agent`: its header, which names the agent and version that sent it). Whatever
+        goes wrong is an answer that fails the flow, never an exception: one escaping the
+        proxy's hook would let the request on toward the placeholder target. When the rules
+        run matcher addons this waits on their scripts' threads: the event loop calls
         `off_loop.on_request` instead."""
-        read = self._received(path, raw_body, dialect)
+        read = self._received(path, body, dialect, user_agent)
         return read if isinstance(read, Rendered) else self._answered(read, self._relaxed(read))
 
     def on_refused(self, path: str, dialect: Dialect, status: int, message: str) -> Rendered:
@@ -317,7 +327,7 @@ class CassetteSession:
         return self.refuse(dialect, 500, message, INTERNAL_KIND)
 
     def _received(
-        self, path: str, raw_body: bytes, dialect: Dialect | None
+        self, path: str, raw_body: bytes, dialect: Dialect | None, user_agent: str | None = None
     ) -> Rendered | _Received:
         """The request counted and read (mocks applied, canonical form), or its refusal."""
         if dialect is None:
@@ -326,9 +336,12 @@ class CassetteSession:
             return _error(None, 404, f"flowproof: no model route at {path}", "not_found")
         clean_path = self._count(path)
         try:
-            return self._read(dialect, path, clean_path, raw_body)
+            read = self._read(dialect, path, clean_path, raw_body)
         except Exception as exc:  # any input, any bug: an answer
             return self._internal(dialect, clean_path, exc)
+        if isinstance(read, _Received):  # who sent it, once it is a request to answer
+            read = replace(read, agent=self.agents.read(user_agent, self.rules.agent_tokens))
+        return read
 
     def _read(
         self, dialect: Dialect, path: str, clean_path: str, raw_body: bytes
@@ -376,9 +389,9 @@ class CassetteSession:
         dialect, live = read.dialect, read.live
         try:
             if self.mode is Mode.RECORD:
-                pending = PendingTurn(dialect, live, relaxed, read.sent)
+                pending = PendingTurn(dialect, live, relaxed, read.sent, read.agent)
                 return self._forward(dialect, read.path, live, pending)
-            return self._replay(dialect, read.clean_path, live, relaxed, read.sent)
+            return self._replay(read, relaxed)
         except Exception as exc:  # any bug: an answer
             return self._internal(dialect, read.clean_path, exc)
 
@@ -437,7 +450,7 @@ class CassetteSession:
                     f"valid {pending.dialect.name} answer ({type(exc).__name__}: "
                     f"{_quote(str(exc), key)}): {_quote(raw, key)}"
                 )
-        self.recorded.append(Turn(pending.dialect.name, pending.canonical, status, response))
+        self.recorded.append(pending.turn(status, response))
         self.errors.append(problem)
         return Rendered(status, _media_type(lowered, response), raw)
 
@@ -450,7 +463,7 @@ class CassetteSession:
         live = self.rules.live_response(stored)
         pending.dialect.assistant_turn(pending.canonical, live, position + 1)
         rendered = self.render(pending.dialect, pending.live_request, status, response)
-        self.recorded.append(Turn(pending.dialect.name, pending.canonical, status, stored))
+        self.recorded.append(pending.turn(status, stored))
         return rendered
 
     def on_upstream_error(
@@ -464,15 +477,9 @@ class CassetteSession:
             self.upstream_gone = message
         return _error(pending.dialect, 502, message, "flowproof_upstream_error")
 
-    def _replay(
-        self,
-        dialect: Dialect,
-        clean_path: str,
-        live: dict[str, Any],
-        canonical: dict[str, Any],
-        sent: dict[str, Any],
-    ) -> Rendered:
+    def _replay(self, read: _Received, canonical: dict[str, Any]) -> Rendered:
         assert self._index is not None
+        dialect, clean_path, live, sent = read.dialect, read.clean_path, read.live, read.sent
         if self.divergence is not None:
             message = f"flowproof: replay stopped after a divergence: {self.divergence.summary}"
             return _error(dialect, DIVERGENCE_STATUS, message, "flowproof_divergence")
@@ -487,7 +494,7 @@ class CassetteSession:
         if unreadable is not None:  # no divergence to explain: the agent's request is broken
             message = _unreadable(dialect, clean_path, sent, *unreadable, mode=self.mode)
             return self.refuse(dialect, 400, message, "invalid_request_error")
-        self.divergence = self._explain(dialect, canonical)
+        self.divergence = self._explain(dialect, canonical, read.agent)
         (self.on_divergence or _nothing)()  # once: later requests are refused above
         return _error(
             dialect,
@@ -502,9 +509,12 @@ class CassetteSession:
         if self.rules.active and sent is not stored and sent != stored:
             self.sent[position] = sent
 
-    def _explain(self, dialect: Dialect, canonical: dict[str, Any]) -> Divergence:
+    def _explain(
+        self, dialect: Dialect, canonical: dict[str, Any], agent: str | None
+    ) -> Divergence:
         assert self._index is not None
-        return explain_divergence(self._matched, self._index.unconsumed(), dialect, canonical)
+        found = explain_divergence(self._matched, self._index.unconsumed(), dialect, canonical)
+        return led_by_version(found, self._matched, agent, self.record_command)
 
     def render(
         self, dialect: Dialect, live: dict[str, Any], status: int, response: Any
@@ -557,10 +567,15 @@ class OffLoop:
         self._thread = SerialThread("match rules", budget_s=None)
 
     async def on_request(
-        self, path: str, raw_body: bytes, dialect: Dialect | None = None
+        self,
+        path: str,
+        raw_body: bytes,
+        dialect: Dialect | None = None,
+        *,
+        user_agent: str | None = None,
     ) -> Rendered | Forward:
         session = self._session
-        read = session._received(path, raw_body, dialect)
+        read = session._received(path, raw_body, dialect, user_agent)
         if isinstance(read, Rendered):
             return read
         try:
@@ -592,6 +607,7 @@ def matchable_turns(recorded: list[Turn], rules: MatchRules) -> list[Turn]:
             ),
             turn.status,
             turn.response,
+            turn.agent,
         )
         for position, turn in enumerate(recorded, start=1)
     ]

@@ -18,6 +18,9 @@ class Turn:
     request: dict[str, Any]  # canonical request: transport fields removed, mocks applied
     status: int
     response: Any  # the upstream's JSON body (a str when it was not JSON)
+    #: `product/version` of the agent that sent the request, from its User-Agent
+    #: (match/agents.py); None when it named none, or the trace predates it. Not matched.
+    agent: str | None = None
 
     @cached_property
     def match_key(self) -> bytes:

@@ -22,7 +22,12 @@ def list_presets() -> None:
 @match.command()
 @click.argument("name")
 def show(name: str) -> None:
-    """Print the rules of preset NAME, as its data file writes them."""
+    """Print the rules of preset NAME, as its data file writes them (an agent's preset
+    first says which agent and which of its versions it was tested with)."""
     from flowproof_cli.match.presets import load_preset  # noqa: PLC0415
 
-    click.echo(load_preset(name).text.rstrip("\n"))
+    preset = load_preset(name)
+    header = preset.header()
+    if header is not None:
+        click.echo(header)
+    click.echo(preset.text.rstrip("\n"))

@@ -11,7 +11,7 @@ from flowproof_cli.errors import ConfigError
 from flowproof_cli.match.addons import LoadedScript, load_matcher_script
 from flowproof_cli.match.paths import PathGlob
 from flowproof_cli.match.patterns import BadPattern, compile_pattern
-from flowproof_cli.match.presets import NormalizeEntry, load_preset
+from flowproof_cli.match.presets import NormalizeEntry, Preset, load_preset
 from flowproof_cli.match.relocate import Relocation
 from flowproof_cli.match.rules import IgnoreRule, MatchRules, NormalizeRule, Rule
 from flowproof_cli.match.user_code import Budget
@@ -93,8 +93,10 @@ def build_rules(
     that is missing or does not import (the ones loaded before it are closed)."""
     rules: list[Rule] = []
     scripts: list[LoadedScript] = []
+    presets: dict[str, Preset] = {}
     relocate, origin = False, "spec"
     for block in blocks:
+        presets.update((name, load_preset(name)) for name in block.presets)
         block_rules, wanting_preset = _rules_of(block)
         rules.extend(block_rules)
         if block.relocate is not None:
@@ -111,7 +113,7 @@ def build_rules(
             scripts.append(loaded)
             rules.extend(loaded.rules)
     relocation = Relocation(str(cwd.resolve()), home or "") if relocate else None
-    return MatchRules(rules, relocation, origin), scripts
+    return MatchRules(rules, relocation, origin, tuple(presets.values())), scripts
 
 
 @dataclass(frozen=True)

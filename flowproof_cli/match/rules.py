@@ -15,6 +15,7 @@ from typing import Any, Protocol
 
 from flowproof_cli.match.paths import PathGlob, map_strings
 from flowproof_cli.match.patterns import PatternBudgetExceeded, within_budget
+from flowproof_cli.match.presets import Preset
 from flowproof_cli.match.relocate import Relocation
 from flowproof_cli.match.user_code import HOOK, MatcherAddonError, ScriptCalls
 
@@ -174,6 +175,9 @@ class MatchRules:
     rules: list[Rule] = field(default_factory=list)
     relocation: Relocation | None = None
     relocation_origin: str = "spec"
+    #: The presets in force (their rules are among `rules`): the agents they name are
+    #: whose version a request records, and whose untested versions a run points out.
+    presets: tuple[Preset, ...] = ()
     usage: list[RuleUsage] = field(init=False)
     relocated: RuleUsage = field(init=False)
     turns_relaxed: int = field(init=False, default=0)  # this run's requests any rule changed
@@ -189,6 +193,11 @@ class MatchRules:
     @property
     def active(self) -> bool:
         return bool(self.rules) or self.relocation is not None
+
+    @property
+    def agent_tokens(self) -> tuple[str, ...]:
+        """The User-Agent product tokens the presets in force name."""
+        return tuple(preset.agent for preset in self.presets if preset.agent is not None)
 
     @property
     def runs_user_code(self) -> bool:

@@ -27,6 +27,7 @@ from flowproof_cli.evidence import secrets as secret_scan
 from flowproof_cli.evidence.records import file_sha256
 from flowproof_cli.evidence.trajectory_diff import intent_of
 from flowproof_cli.match.addons import LoadedScript, ScriptAddon
+from flowproof_cli.match.agents import preset_version_notes
 from flowproof_cli.match.build import Declared, build_rules
 from flowproof_cli.match.rules import MatchRules, summarize
 from flowproof_cli.match.user_code import Raised, SerialThread, addon_budget
@@ -74,7 +75,13 @@ def _match_rules(
 
 
 def _open_session(
-    spec: FlowSpec, mode: Mode, trace_path: Path, environ: Mapping[str, str], rules: MatchRules
+    spec: FlowSpec,
+    mode: Mode,
+    trace_path: Path,
+    environ: Mapping[str, str],
+    rules: MatchRules,
+    *,
+    spec_path: Path,
 ) -> tuple[CassetteSession, traces.Trace | None]:
     if mode is Mode.RECORD:
         upstream = upstream_from_environment(environ)
@@ -88,6 +95,7 @@ def _open_session(
         rules=rules,
         # Recorded under exactly these rules: the stored requests are already as matched.
         recorded_as_matched=trace.match == rules.snapshot(),
+        record_command=_record_command(spec_path),
     )
     return session, trace
 
@@ -246,7 +254,7 @@ def _prepare(
     timeout_s = timeout_s if timeout_s is not None else spec.timeout
     rules, scripts = _match_rules(spec, match, cwd, env, timeout_s)
     try:
-        session, trace = _open_session(spec, mode, trace_path, env, rules)
+        session, trace = _open_session(spec, mode, trace_path, env, rules, spec_path=spec_path)
     except BaseException:
         for script in scripts:
             script.close()
@@ -307,6 +315,7 @@ def _observed(setup: _Setup, driven: Driven, mcp: McpVerdict, *, duration_s: flo
     result.stderr_tail = driven.stderr
     result.match_rules = [usage.to_json() for usage in rules.report()]
     result.notes.extend(summarize(rules))
+    result.notes.extend(preset_version_notes(rules, session.agents.seen))
     lanes = setup.trace.mcp if setup.trace is not None else mcp.lanes
     warnings = unintercepted_tool_warnings(setup.spec, turns=session.recorded, lanes=lanes)
     result.notes.extend(warnings)

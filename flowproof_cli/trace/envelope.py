@@ -9,6 +9,7 @@ Layout (YAML; docs/trace-format.md is the reference):
     match: [{ignore: path}, ...] # the match rules in force, snapshotted; omitted when none
     turns:                      # model turns in recorded order
       - protocol: <tag>         # omitted for openai-chat, the default
+        agent: <product/version> # who sent it, from its User-Agent; omitted when unknown
         request: {...}          # canonical request, keys sorted
         response: {status: 200, body: {...}}
     egress:                     # omitted unless a contained run refused something
@@ -17,7 +18,8 @@ Layout (YAML; docs/trace-format.md is the reference):
       <server>: {calls: [...], server: [...]}   # see flowproof_cli/mcp/lane.py
     end_of_trace: true          # always last (version 2): a trace cut short lacks it
 
-Never headers, never keys: only bodies cross into this file.
+Never headers, never keys: only bodies cross into this file (and, per turn, the agent's
+product and version as its User-Agent names them).
 """
 
 from __future__ import annotations
@@ -122,6 +124,8 @@ def to_document(trace: Trace) -> dict[str, Any]:
         entry: dict[str, Any] = {}
         if turn.protocol != DEFAULT_PROTOCOL:
             entry["protocol"] = turn.protocol
+        if turn.agent is not None:  # absent when unknown, so older traces stay byte-identical
+            entry["agent"] = turn.agent
         entry["request"] = sorted_keys(turn.request)
         entry["response"] = {"status": turn.status, "body": sorted_keys(turn.response)}
         turns.append(entry)
@@ -223,6 +227,13 @@ def _turn(entry: Any, number: int, where: _Where) -> Turn:
         request, status, body = _turn_parts(entry)
     except ValueError as exc:
         raise trace_error(at, f"turn {number} is malformed: {exc}") from None
+    agent = entry.get("agent")
+    if agent is not None and not isinstance(agent, str):
+        raise trace_error(
+            at,
+            f"turn {number} is malformed: its `agent` is {agent!r}, not text (the "
+            "`product/version` its User-Agent named, such as claude-cli/2.1.332)",
+        )
     try:
         _read_by_dialect(dialect, request, status, body, number)
     except Exception as exc:  # a hand edit can break the dialect anywhere
@@ -231,7 +242,7 @@ def _turn(entry: Any, number: int, where: _Where) -> Turn:
             f"turn {number} is malformed: the {protocol} dialect cannot read its request or "
             f"response ({type(exc).__name__}: {exc})",
         ) from None
-    return Turn(protocol=protocol, request=request, status=status, response=body)
+    return Turn(protocol=protocol, request=request, status=status, response=body, agent=agent)
 
 
 def _read_by_dialect(

@@ -8,10 +8,16 @@ for `<checkout>/notes.txt` by its absolute path.
 
 Recorded in one checkout, HOME and day inside a git repository; replayed with no upstream
 from a copy at another path, with another HOME, the trace committed and an untracked file
-added, a day later. The flow's `match: {presets: [<cli>]}` makes that replay pass; without it
-the same story diverges, and an edited task diverges with the preset, naming the change.
-Re-recording in the new place stores the same requests. The fast tests at the end check the
-scripted model itself.
+added, a day later, and from a git worktree of it. The flow's `match: {presets: [<cli>]}`
+makes that replay pass; without it the same story diverges, and an edited task diverges with
+the preset, naming the change. Re-recording in the new place stores the same requests.
+
+Each CLI plays the story at two releases the lockfile installs, far enough apart that the
+request layout changed (`scenario.VERSIONS`, the versions its preset names as tested): the
+newest the whole story, the older one with its preset only, then its recording replayed by
+the newest release, which diverges leading with the version change. The fast tests at the
+end check the scripted model itself, and that the lockfile puts each CLI's own package on
+PATH.
 """
 
 from __future__ import annotations
@@ -27,18 +33,36 @@ from typing import Any
 
 import pytest
 
+from flowproof_cli.match.presets import load_preset
 from tests.e2e.cli_agents.scenario import (
     BINARIES,
     EDITED_TASK,
     NODE_BIN,
     ORIGINAL_TASK,
+    PACKAGES,
     REPO,
+    VERSIONS,
+    executable,
     libfaketime,
+    newest,
 )
 from tests.fakes.cli_scripts import ANSWER_PREFIX, SCRIPTS
 from tests.fakes.fake_upstream import Reply
 
 CLIS = ("claude-code", "codex", "gemini-cli")
+#: Every story: each CLI at each release it is tested with.
+STORIES = [(cli, version) for cli in CLIS for version in VERSIONS[cli]]
+#: The product token of each CLI's User-Agent (its preset's `agent:`).
+AGENTS = {"claude-code": "claude-cli", "codex": "codex_exec", "gemini-cli": "GeminiCLI"}
+
+
+def stored_agent(cli: str, version: str) -> str:
+    """What a trace stores as the agent of the CLI's turns at `version`."""
+    if cli == "gemini-cli" and version == "0.61.0":
+        return f"GeminiCLI-tui/{version}"  # 0.61 sends GeminiCLI-tui/0.61.0/<model> (...)
+    return f"{AGENTS[cli]}/{version}"
+
+
 #: Where the same story without the preset first diverges: a volatile field of that CLI,
 #: its recorded (laptop) and replayed (CI) values.
 FIRST_VOLATILE = {
@@ -51,9 +75,12 @@ FIRST_VOLATILE = {
 }
 
 
-def _why_not_runnable(cli: str) -> str | None:
-    if not (NODE_BIN / BINARIES[cli]).exists():
-        return f"{BINARIES[cli]} is not installed (run `npm ci` in tests/ for the lockfile's coding CLIs)"
+def _why_not_runnable(cli: str, version: str) -> str | None:
+    if not executable(cli, version).exists():
+        return (
+            f"{BINARIES[cli]} {version} is not installed (run `npm ci` in tests/ for the "
+            "lockfile's coding CLIs)"
+        )
     if sys.platform != "linux" or os.geteuid() != 0:
         return "the coding CLIs run only in a loopback-only network namespace: needs Linux root"
     if shutil.which("unshare") is None or shutil.which("ip") is None:
@@ -65,14 +92,15 @@ def _why_not_runnable(cli: str) -> str | None:
     return None
 
 
-def _run_scenario(cli: str, workdir: Path) -> dict[str, Any]:
-    """The whole story for one CLI, in a fresh loopback-only network namespace, with a
-    private /dev/shm (where libfaketime keeps its clock, and leaves files behind)."""
+def _run_scenario(cli: str, version: str, workdir: Path) -> dict[str, Any]:
+    """The whole story for one CLI release, in a fresh loopback-only network namespace,
+    with a private /dev/shm (where libfaketime keeps its clock, and leaves files behind)."""
     inner = (
         "mount -t tmpfs -o mode=1777 tmpfs /dev/shm && ip link set lo up && "
         f"exec {sys.executable} -m tests.e2e.cli_agents.scenario"
     )
-    command = ["unshare", "-n", "-m", "sh", "-c", f'{inner} "$0" "$1"', cli, str(workdir)]
+    script = f'{inner} "$0" "$1" "$2"'
+    command = ["unshare", "-n", "-m", "sh", "-c", script, cli, str(workdir), version]
     done = subprocess.run(
         command,
         cwd=REPO,
@@ -90,8 +118,10 @@ def _run_scenario(cli: str, workdir: Path) -> dict[str, Any]:
 @dataclass(frozen=True)
 class Story:
     cli: str
+    version: str
     steps: dict[str, dict[str, Any]]  # see scenario.py: record, replay, edited_prompt, ...
     requests_unchanged: bool | None
+    agents: list[str | None]  # the agent of each turn of the trace recorded first
 
     def step(self, name: str) -> dict[str, Any]:
         """One step's result; a clear failure when the scenario stopped before it."""
@@ -106,15 +136,45 @@ class Story:
         return self.steps[name]
 
 
-@pytest.fixture(scope="module", params=CLIS)
-def story(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Story:
-    """One run of the scenario per CLI, shared by the tests below."""
-    cli = request.param
-    reason = _why_not_runnable(cli)
+#: Each story once per test process, whichever fixture asks first.
+_STORIES: dict[tuple[str, str], Story] = {}
+
+
+def _story(cli: str, version: str, tmp_path_factory: pytest.TempPathFactory) -> Story:
+    reason = _why_not_runnable(cli, version)
     if reason is not None:
         pytest.skip(reason)
-    outcome = _run_scenario(cli, tmp_path_factory.mktemp(cli))
-    return Story(cli, outcome["steps"], outcome["requests_unchanged"])
+    if (cli, version) not in _STORIES:
+        outcome = _run_scenario(cli, version, tmp_path_factory.mktemp(f"{cli}-{version}"))
+        _STORIES[cli, version] = Story(
+            cli, version, outcome["steps"], outcome["requests_unchanged"], outcome["agents"]
+        )
+    return _STORIES[cli, version]
+
+
+@pytest.fixture(scope="module", params=STORIES, ids=[f"{c}-{v}" for c, v in STORIES])
+def story(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Story:
+    """One run of the scenario per CLI release, shared by the tests below."""
+    cli, version = request.param
+    return _story(cli, version, tmp_path_factory)
+
+
+@pytest.fixture(scope="module", params=CLIS)
+def latest(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Story:
+    """The story of each CLI's newest release (the whole story: bare and edited runs too)."""
+    return _story(request.param, newest(request.param), tmp_path_factory)
+
+
+@pytest.fixture(scope="module", params=CLIS)
+def older(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Story:
+    """The story of each CLI's older release (its recording then replayed by the newest)."""
+    return _story(request.param, VERSIONS[request.param][0], tmp_path_factory)
+
+
+def _spec_of(step: dict[str, Any]) -> str:
+    """The spec path a step's run was given (its `flowproof record` hint names it)."""
+    [path] = {word for word in step["stdout"].split() if word.endswith("read-notes.flow.yaml)")}
+    return path[:-1]
 
 
 def _explain(step: dict[str, Any]) -> str:
@@ -139,7 +199,24 @@ def test_the_copy_replays_elsewhere_a_day_later_with_the_trace_committed(story: 
 
 
 @pytest.mark.slow
-def test_an_edited_task_still_diverges_naming_the_change(story: Story) -> None:
+def test_the_copy_replays_from_a_git_worktree(story: Story) -> None:
+    """A coding CLI tells its model when it runs in a git worktree (Claude Code 2.1.332 adds
+    two lines to its environment block): a trace recorded in a plain checkout replays."""
+    worktree = story.step("worktree")
+    assert worktree["code"] == 0, _explain(worktree)
+    assert worktree["stdout"].startswith("PASS: "), _explain(worktree)
+
+
+@pytest.mark.slow
+def test_the_recording_stores_the_agents_version_per_turn(story: Story) -> None:
+    story.step("record")
+    assert story.agents, "the trace holds no turn"
+    assert set(story.agents) == {stored_agent(story.cli, story.version)}, story.agents
+
+
+@pytest.mark.slow
+def test_an_edited_task_still_diverges_naming_the_change(latest: Story) -> None:
+    story = latest
     edited = story.step("edited_prompt")
     assert edited["code"] == 1, _explain(edited)
     assert "divergence at turn 1" in edited["stdout"], _explain(edited)
@@ -148,7 +225,8 @@ def test_an_edited_task_still_diverges_naming_the_change(story: Story) -> None:
 
 
 @pytest.mark.slow
-def test_without_the_preset_the_same_story_diverges(story: Story) -> None:
+def test_without_the_preset_the_same_story_diverges(latest: Story) -> None:
+    story = latest
     bare = story.step("without_preset")
     assert bare["code"] == 1, _explain(bare)
     assert "divergence at turn 1" in bare["stdout"], _explain(bare)
@@ -157,10 +235,31 @@ def test_without_the_preset_the_same_story_diverges(story: Story) -> None:
 
 
 @pytest.mark.slow
-def test_re_recording_elsewhere_leaves_the_stored_requests_unchanged(story: Story) -> None:
+def test_re_recording_elsewhere_leaves_the_stored_requests_unchanged(latest: Story) -> None:
+    story = latest
     rerecord = story.step("rerecord")
     assert rerecord["code"] == 0, _explain(rerecord)
     assert story.requests_unchanged is True
+
+
+@pytest.mark.slow
+def test_the_newest_release_replaying_an_older_recording_leads_with_the_version(
+    older: Story,
+) -> None:
+    """Each CLI's newest release sends other requests than its older one; replaying the
+    older recording diverges, and the message says first that the agent changed version."""
+    story = older
+    replayed = story.step("newer_release")
+    assert replayed["code"] == 1, _explain(replayed)
+    first, second = replayed["stdout"].splitlines()[:2]
+    recorded = stored_agent(story.cli, story.version)
+    now = stored_agent(story.cli, newest(story.cli))
+    assert first.startswith("FAIL: "), _explain(replayed)
+    assert first.endswith(
+        f" - divergence at turn 1: the agent changed version: recorded {recorded}, replayed "
+        f"{now}; re-record (flowproof record {_spec_of(replayed)})"
+    ), _explain(replayed)
+    assert second.startswith("      ") and "changed" in second  # then the field that moved
 
 
 # -- the scripted model itself (fast: no CLI runs) ------------------------------------------
@@ -231,6 +330,27 @@ def test_the_script_reads_the_notes_by_absolute_path_then_quotes_them(cli: str) 
 def test_the_script_calls_no_tool_without_a_working_directory(cli: str) -> None:
     dialect, body = _first_request(cli, "no context here")
     assert SCRIPTS[cli]()(dialect, body) == Reply(text="Ready.")
+
+
+@pytest.mark.parametrize("cli", CLIS)
+def test_each_preset_names_the_releases_its_story_plays(cli: str) -> None:
+    preset = load_preset(cli)
+    assert preset.agent == AGENTS[cli]
+    assert preset.versions_tested == VERSIONS[cli]
+
+
+@pytest.mark.parametrize("cli", CLIS)
+def test_the_lockfile_puts_each_clis_own_package_on_path(cli: str) -> None:
+    """The older releases are npm aliases that declare the same command: `npm ci` links
+    the CLI's own package (npm links bins in path order, the scoped package first), but an
+    incremental `npm install` of an alias can take the link, and the examples and docs call
+    `tests/node_modules/.bin/<cli>`."""
+    link = NODE_BIN / BINARIES[cli]
+    if not link.exists():
+        pytest.skip("tests/node_modules is not installed (`npm ci` in tests/)")
+    assert link.resolve() == executable(cli).resolve(), (
+        f"{link} is not {PACKAGES[cli]}'s: run `npm ci` in tests/"
+    )
 
 
 def test_the_script_refuses_another_dialect() -> None:

@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from flowproof_cli.match.presets import load_preset
 from tests.conftest import REPO, clean_environ, run_cli
 from tests.e2e.sockets_and_pids import free_port
 from tests.fakes.fake_upstream import FakeUpstream
@@ -336,3 +337,77 @@ def test_the_same_addon_works_in_stock_mitmdump(tmp_path: Path) -> None:
         proxy.terminate()
         output = proxy.communicate(timeout=10)[0]
     assert "Traceback" not in output, output
+
+
+# -- a preset and the agent's version ---------------------------------------------------------
+
+_VERSIONED_AGENT = """\
+import json, os, urllib.request
+body = {"model": "claude-opus-5-5", "max_tokens": 64, "messages": [{"role": "user", "content": os.environ["ASK"]}]}
+request = urllib.request.Request(
+    os.environ["ANTHROPIC_BASE_URL"].rstrip("/") + "/v1/messages",
+    data=json.dumps(body).encode(),
+    headers={"content-type": "application/json", "x-api-key": "k", "user-agent": os.environ["UA"]},
+)
+print(json.loads(urllib.request.urlopen(request).read())["content"][0]["text"])
+"""
+
+
+def _versioned_flow(folder: Path, user_agent: str, ask: str = "Say hi.") -> Path:
+    """A flow under the claude-code preset whose agent sends one request that none of the
+    preset's rules touch, with the given User-Agent."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "agent.py").write_text(_VERSIONED_AGENT)
+    spec = folder / "hi.flow.yaml"
+    spec.write_text(
+        yaml.safe_dump(
+            {
+                "name": "A Claude Code look-alike says hi",
+                "app": "agent",
+                "agent": {"command": "python agent.py", "env": {"UA": user_agent, "ASK": ask}},
+                "match": {"presets": ["claude-code"]},
+                "steps": [{"prompt": "hi"}],
+            },
+            sort_keys=False,
+        )
+    )
+    return spec
+
+
+def test_a_preset_that_matched_nothing_on_an_untested_version_says_so(tmp_path: Path) -> None:
+    untested = _versioned_flow(tmp_path / "new", "claude-cli/2.1.400 (external, cli)")
+    tested = _versioned_flow(tmp_path / "known", "claude-cli/2.1.332 (external, cli)")
+    with FakeUpstream() as fake:
+        new = _record(untested, tmp_path, fake)
+        known = _record(tested, tmp_path, fake)
+    assert new.code == 0, new.output
+    tested = ", ".join(load_preset("claude-code").versions_tested)
+    assert (
+        "    note: preset `claude-code` matched nothing in this run's requests: it may not know "
+        f"claude-cli/2.1.400 (tested: {tested}). Fix: compare this request with the "
+        "preset's rules (`flowproof match show claude-code`)"
+    ) in new.stdout
+    assert "  agent: claude-cli/2.1.400\n" in (untested.parent / "hi.trace.yaml").read_text()
+    assert known.code == 0, known.output
+    assert "it may not know" not in known.stdout  # a version it was tested with
+
+
+def test_a_replay_by_another_agent_version_that_diverges_says_so_first(tmp_path: Path) -> None:
+    spec = _versioned_flow(tmp_path / "app", "claude-cli/2.1.197 (external, cli)")
+    with FakeUpstream() as fake:
+        assert _record(spec, tmp_path, fake).code == 0
+    newer = _versioned_flow(tmp_path / "app", "claude-cli/2.1.332 (external, cli)", "Say hello.")
+    result = run_cli("run", newer.name, "--json", env=_env(tmp_path), cwd=newer.parent)
+    assert result.code == 1, result.output
+    [flow] = json.loads(result.stdout)["flows"]
+    assert flow["failures"] == [
+        "divergence at turn 1: the agent changed version: recorded claude-cli/2.1.197, "
+        "replayed claude-cli/2.1.332; re-record (flowproof record hi.flow.yaml)\n"
+        "  message 0 (user) content changed\n"
+        "  recorded: Say hi.\n"
+        "  replayed: Say hello."
+    ]
+    assert flow["divergence"]["agent_changed"] == {
+        "recorded": "claude-cli/2.1.197",
+        "replayed": "claude-cli/2.1.332",
+    }

@@ -555,6 +555,19 @@ DIVERGENCES: tuple[Case, ...] = (
         {"FP_MODEL": "gpt-4o"},
         "divergence at turn 1: model changed: recorded gpt-4o-mini, replayed gpt-4o",
     ),
+    Case(
+        "divergence",
+        "agent-version",
+        ("divergence:agent changed version",),
+        # Recorded by Python's urllib; replayed by the same agent under another User-Agent,
+        # sending another model: the version change leads, the field diff follows.
+        "divergence at turn 1: the agent changed version: recorded Python-urllib/<<*>>, "
+        "replayed fp-agent/2.0; re-record (flowproof record <<*>>case.flow.yaml)\n"
+        "  model changed: recorded gpt-4o-mini, replayed gpt-4o",
+        env={"FP_HEADER": "user-agent=fp-agent/2.0", "FP_MODEL": "gpt-4o"},
+        # Another version that sends the same request replays.
+        twin={"env": {"FP_HEADER": "user-agent=fp-agent/2.0"}},
+    ),
     _diverge(
         "tool-added",
         ("check:_tools", "tools:added"),

@@ -156,7 +156,12 @@ def test_the_secret_cases_cover_each_encoding_distinctly() -> None:
 
 #: The functions that word a verdict's failure (or refusal) without a list of kinds.
 MESSAGE_SITES: dict[str, tuple[str, ...]] = {
-    "flowproof_cli.cassette.divergence": ("_tools", "_message_changed", "_compare"),
+    "flowproof_cli.cassette.divergence": (
+        "_tools",
+        "_message_changed",
+        "_compare",
+        "led_by_version",
+    ),
     "flowproof_cli.cassette.session": (
         "CassetteSession._received",
         "CassetteSession._internal",

@@ -194,6 +194,58 @@ def test_dates_preset_needs_a_date_after_the_phrase() -> None:
     assert spoken["messages"][0]["content"] == "Today's date is <date> (UTC)"
 
 
+#: The coding CLIs' presets: the product token of their User-Agent.
+AGENT_PRESETS = {"claude-code": "claude-cli", "codex": "codex_exec", "gemini-cli": "GeminiCLI"}
+
+
+@pytest.mark.parametrize(("name", "agent"), sorted(AGENT_PRESETS.items()))
+def test_an_agents_preset_names_the_agent_and_the_versions_it_was_tested_with(
+    name: str, agent: str
+) -> None:
+    preset = load_preset(name)
+    assert preset.agent == agent
+    assert preset.versions_tested and all(v[0].isdigit() for v in preset.versions_tested)
+    assert preset.header() == (
+        f"# preset {name}: agent {agent}; versions tested: {', '.join(preset.versions_tested)}"
+    )
+
+
+def test_a_generic_preset_names_no_agent() -> None:
+    dates = load_preset("dates")
+    assert (dates.agent, dates.versions_tested, dates.header()) == (None, (), None)
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        ({"agent": "claude cli"}, "`agent` is 'claude cli', not a product token. Fix:"),
+        ({"agent": ["claude-cli"]}, "`agent` is ['claude-cli'], not a product token"),
+        ({"versions_tested": ["1.0.0"]}, "`versions_tested` names releases, but of no agent"),
+        ({"agent": "a", "versions_tested": "1.0.0"}, "must be a list of versions"),
+        ({"agent": "a", "versions_tested": []}, "must be a list of versions"),
+        ({"agent": "a", "versions_tested": [2.1]}, "holds 2.1, not a version. Fix: write each"),
+        ({"agent": "a", "versions_tested": ["1.0 beta"]}, "holds '1.0 beta', not a version"),
+        ({"agents": "a"}, "has unknown keys: agents"),
+    ],
+)
+def test_a_preset_with_a_bad_agent_or_version_list_is_refused(
+    data: dict[str, object], message: str
+) -> None:
+    from flowproof_cli.errors import ConfigError
+    from flowproof_cli.match.presets import _preset_from
+
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        _preset_from("x", {"description": "x", **data}, "")
+
+
+def test_a_presets_agent_and_versions_are_read() -> None:
+    from flowproof_cli.match.presets import _preset_from
+
+    data = {"description": "x", "agent": "qwen-code", "versions_tested": ["0.24.0", "0.9.1"]}
+    preset = _preset_from("x", data, "")
+    assert (preset.agent, preset.versions_tested) == ("qwen-code", ("0.24.0", "0.9.1"))
+
+
 def test_unknown_preset_is_a_config_error() -> None:
     from flowproof_cli.errors import ConfigError
 
@@ -377,6 +429,18 @@ def test_match_show_prints_a_preset_as_written() -> None:
     assert result.code == 0, result.output
     assert result.stdout == load_preset("dates").text.rstrip("\n") + "\n"
     assert "Today's date is" in result.stdout
+
+
+def test_match_show_of_an_agents_preset_says_first_which_versions_it_was_tested_with() -> None:
+    from tests.conftest import run_cli
+
+    result = run_cli("match", "show", "claude-code")
+    assert result.code == 0, result.output
+    preset = load_preset("claude-code")
+    first, rest = result.stdout.split("\n", 1)
+    versions = ", ".join(preset.versions_tested)
+    assert first == f"# preset claude-code: agent claude-cli; versions tested: {versions}"
+    assert rest == preset.text.rstrip("\n") + "\n"  # then the file, as written
 
 
 def test_match_list_names_every_preset() -> None:

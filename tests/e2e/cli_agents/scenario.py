@@ -2,7 +2,11 @@
 network namespace (the CLIs phone home otherwise) and reported as JSON on stdout.
 
     unshare -n -m sh -c 'mount -t tmpfs tmpfs /dev/shm && ip link set lo up &&
-        exec python -m tests.e2e.cli_agents.scenario CLI WORKDIR'
+        exec python -m tests.e2e.cli_agents.scenario CLI WORKDIR [VERSION]'
+
+VERSION is one of the CLI's releases the lockfile installs (`VERSIONS`; default the newest,
+the CLI's own package). An older release is an npm alias, `tests/node_modules/<cli>-<version>`.
+Either is put first on PATH under the CLI's command name, so the flow runs it unchanged.
 
 Record: the project (this folder's CLI subfolder) at WORKDIR/laptop/<cli>-app, HOME
 WORKDIR/laptop/home-ann, today, in a fresh git repository, against the scripted fake model.
@@ -14,10 +18,15 @@ day, with the trace committed and an untracked file added:
 * `edited_prompt`: the same, with the task edited;
 * `without_preset`: the same story for the flow without its `match:` key (recorded on the
   laptop without it too);
+* `worktree`: the flow as written, from a git worktree of the CI checkout;
 * `rerecord`: a record again in the CI checkout. Its requests (stored as matched: relocated
   and normalized) must equal the laptop's, so a re-recorded trace is unchanged in review
   (`requests_unchanged`; the fake is seeded, so the model's ids, which later requests echo,
   are the same twice).
+
+An older release (not the newest of VERSIONS) plays `replay` and `worktree`, then
+`newer_release`: a copy of its CI checkout replayed by the newest release, which diverges
+(the releases send other requests) and must say first that the agent changed version.
 
 The later day: Claude Code (a dynamically linked native binary) and Gemini CLI (Node) run
 under libfaketime (`FAKETIME=+1d`) through a small shim on PATH (flowproof itself is Python,
@@ -33,7 +42,7 @@ import os
 import shutil
 import subprocess
 import sys
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import yaml
@@ -43,12 +52,27 @@ from tests.fakes.fake_upstream import FakeUpstream
 
 REPO = Path(__file__).resolve().parents[3]
 HERE = Path(__file__).resolve().parent
-NODE_BIN = REPO / "tests" / "node_modules" / ".bin"
+NODE_MODULES = REPO / "tests" / "node_modules"
+NODE_BIN = NODE_MODULES / ".bin"
 VENV_BIN = Path(sys.executable).parent  # flowproof's own venv
 SPEC = "read-notes.flow.yaml"
 TRACE = "read-notes.trace.yaml"
 #: The CLI executable each flow starts, as named in its `agent.command`.
 BINARIES = {"claude-code": "claude", "codex": "codex", "gemini-cli": "gemini"}
+#: The releases of each CLI the lockfile installs, oldest first, far enough apart that the
+#: request layout changed: the last is the CLI's own package, the others npm aliases named
+#: `<cli>-<version>` (tests/package.json). The CLI's preset names them (`versions_tested:`).
+VERSIONS = {
+    "claude-code": ("2.1.197", "2.1.332"),
+    "codex": ("0.130.0", "0.171.0"),
+    "gemini-cli": ("0.41.2", "0.61.0"),
+}
+#: Each CLI's own npm package (its newest release here).
+PACKAGES = {
+    "claude-code": "@anthropic-ai/claude-code",
+    "codex": "@openai/codex",
+    "gemini-cli": "@google/gemini-cli",
+}
 #: Codex is static (no libfaketime): these two zones are 26 hours apart, always another date.
 RECORD_TZ, REPLAY_TZ = "Etc/GMT+12", "Etc/GMT-14"
 LIBFAKETIME_CANDIDATES = (
@@ -59,6 +83,31 @@ LIBFAKETIME_CANDIDATES = (
 SEED = 7
 ORIGINAL_TASK = "tell me the secret word"
 EDITED_TASK = "tell me the secret animal"
+
+
+def newest(cli: str) -> str:
+    return VERSIONS[cli][-1]
+
+
+def executable(cli: str, version: str | None = None) -> Path:
+    """The CLI's executable at `version` (None: the newest), read from its package's `bin`
+    (not node_modules/.bin, which an incremental `npm install` of an alias can repoint)."""
+    version = version or newest(cli)
+    name = PACKAGES[cli] if version == newest(cli) else f"{cli}-{version}"
+    package = NODE_MODULES / name
+    try:
+        declared = json.loads((package / "package.json").read_text())["bin"]
+    except (OSError, ValueError, KeyError):
+        return package / "missing"  # not installed: the caller skips, naming `npm ci`
+    relative = declared if isinstance(declared, str) else declared[BINARIES[cli]]
+    return package / relative
+
+
+def release_bin(folder: Path, cli: str, version: str | None) -> Path:
+    """A PATH folder whose `claude`/`codex`/`gemini` is that release."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / BINARIES[cli]).symlink_to(executable(cli, version))
+    return folder
 
 
 def libfaketime() -> Path | None:
@@ -83,6 +132,7 @@ class Machine:
     tz: str | None = None
     shim: Path | None = None  # a PATH folder whose CLI runs under libfaketime
     library: Path | None = None  # that libfaketime
+    release: Path | None = None  # a PATH folder holding the CLI at the scenario's version
 
     def day(self) -> str:
         """The date the CLI sees here."""
@@ -94,6 +144,8 @@ class Machine:
 
     def environ(self) -> dict[str, str]:
         path = [str(NODE_BIN), str(VENV_BIN), "/usr/local/bin", "/usr/bin", "/bin"]
+        if self.release is not None:
+            path.insert(0, str(self.release))
         if self.shim is not None:
             path.insert(0, str(self.shim))
         environ = {
@@ -119,12 +171,12 @@ def faketime_env(library: Path) -> dict[str, str]:
     return {"LD_PRELOAD": str(library), "FAKETIME": "+1d", "FAKETIME_DISABLE_SHM": "1"}
 
 
-def faketime_shim(folder: Path, binary: str, library: Path) -> Path:
-    """A PATH folder whose `binary` is the real one, a day ahead (it pins no ids)."""
+def faketime_shim(folder: Path, binary: str, real: Path, library: Path) -> Path:
+    """A PATH folder whose `binary` is the `real` one, a day ahead (it pins no ids)."""
     folder.mkdir(parents=True, exist_ok=True)
     shim = folder / binary
     settings = " ".join(f"{key}={value}" for key, value in faketime_env(library).items())
-    shim.write_text(f'#!/bin/sh\n{settings} exec {NODE_BIN / binary} "$@"\n')
+    shim.write_text(f'#!/bin/sh\n{settings} exec {real} "$@"\n')
     shim.chmod(0o755)
     return folder
 
@@ -175,6 +227,10 @@ def stored_requests(trace: Path) -> list[object]:
     return [turn["request"] for turn in yaml.safe_load(trace.read_text())["turns"]]
 
 
+def stored_agents(trace: Path) -> list[str | None]:
+    return [turn.get("agent") for turn in yaml.safe_load(trace.read_text())["turns"]]
+
+
 def move_to_ci(laptop: Machine, ci: Machine) -> None:
     """A copy of the project elsewhere, the trace committed, an untracked file added; the
     laptop checkout gone, so nothing can still read it."""
@@ -189,7 +245,12 @@ def move_to_ci(laptop: Machine, ci: Machine) -> None:
 def elsewhere(machine: Machine, name: str) -> Machine:
     """Another checkout on the same machine (same HOME and clock)."""
     return Machine(
-        machine.project.with_name(name), machine.home, machine.tz, machine.shim, machine.library
+        machine.project.with_name(name),
+        machine.home,
+        machine.tz,
+        machine.shim,
+        machine.library,
+        machine.release,
     )
 
 
@@ -205,38 +266,77 @@ def replay_edited(ci: Machine) -> Step:
 class Outcome:
     steps: dict[str, Step]
     requests_unchanged: bool | None = None
+    agents: list[str | None] = field(default_factory=list)  # per turn of the first trace
 
 
-def scenario(cli: str, workdir: Path) -> Outcome:
+def scenario(cli: str, workdir: Path, version: str | None = None) -> Outcome:
+    """The whole story at `version` (None: the newest). An older release plays it with its
+    preset only (the bare, edited and re-recorded runs prove the same of the preset at every
+    release, and a replay that passes already matched every stored request), then its CI
+    checkout replays with the newest release too (`newer_release`): the agent's version
+    changed, which the divergence says first. Both replay from a git worktree of the CI
+    checkout as well (`worktree`)."""
+    version = version or newest(cli)
+    older = version != newest(cli)
     laptop = Machine(workdir / "laptop" / f"{cli}-app", workdir / "laptop" / "home-ann")
     ci = Machine(workdir / "ci" / "checkout", workdir / "ci" / "home-ci")
+    laptop.release = ci.release = release_bin(workdir / "release", cli, version)
     if cli == "codex":
         laptop.tz, ci.tz = RECORD_TZ, REPLAY_TZ
     else:
         library = libfaketime()
         if library is None:
             raise SystemExit("libfaketime is not installed (Debian package `faketime`)")
-        ci.shim = faketime_shim(workdir / "ci" / "shim", BINARIES[cli], library)
+        real = executable(cli, version)
+        ci.shim = faketime_shim(workdir / "ci" / "shim", BINARIES[cli], real, library)
         ci.library = library
     laptop_bare, ci_bare = elsewhere(laptop, f"{cli}-bare"), elsewhere(ci, "checkout-bare")
     new_project(cli, laptop)
-    new_project(cli, laptop_bare, edit="preset")
-    steps = {"record": record(cli, laptop), "record_without_preset": record(cli, laptop_bare)}
+    steps = {"record": record(cli, laptop)}
+    if not older:
+        new_project(cli, laptop_bare, edit="preset")
+        steps["record_without_preset"] = record(cli, laptop_bare)
     if any(step.code != 0 for step in steps.values()):
         return Outcome(steps)
+    agents = stored_agents(laptop.project / TRACE)
     move_to_ci(laptop, ci)
-    move_to_ci(laptop_bare, ci_bare)
     steps["replay"] = flowproof(ci, "run")
+    steps["worktree"] = replay_in_worktree(ci)
+    if older:
+        steps["newer_release"] = replay_with_newest(cli, ci, workdir)
+        return Outcome(steps, None, agents)
+    move_to_ci(laptop_bare, ci_bare)
     steps["edited_prompt"] = replay_edited(ci)
     steps["without_preset"] = flowproof(ci_bare, "run")
     recorded = stored_requests(ci.project / TRACE)
     steps["rerecord"] = record(cli, ci)
-    return Outcome(steps, stored_requests(ci.project / TRACE) == recorded)
+    return Outcome(steps, stored_requests(ci.project / TRACE) == recorded, agents)
+
+
+def replay_in_worktree(ci: Machine) -> Step:
+    """Replay from a git worktree of the CI checkout (the coding CLIs tell their model when
+    they run in one): a detached checkout of the commit that holds the trace."""
+    worktree = elsewhere(ci, "checkout-worktree")
+    git(ci.project, "worktree", "add", "-q", "--detach", str(worktree.project))
+    return flowproof(worktree, "run")
+
+
+def replay_with_newest(cli: str, ci: Machine, workdir: Path) -> Step:
+    """Replay a copy of the CI checkout (recorded by an older release) with the newest
+    release the lockfile installs."""
+    copy = elsewhere(ci, "checkout-newest")
+    shutil.copytree(ci.project, copy.project)
+    copy.release = release_bin(workdir / "release-newest", cli, None)
+    if ci.library is not None:
+        real = executable(cli)
+        copy.shim = faketime_shim(workdir / "ci" / "shim-newest", BINARIES[cli], real, ci.library)
+    return flowproof(copy, "run")
 
 
 def main(argv: list[str]) -> int:
     cli, workdir = argv[0], Path(argv[1])
-    json.dump(asdict(scenario(cli, workdir)), sys.stdout)
+    version = argv[2] if len(argv) > 2 else None
+    json.dump(asdict(scenario(cli, workdir, version)), sys.stdout)
     return 0
 
 
