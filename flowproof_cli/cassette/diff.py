@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import difflib
 import json
+import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -41,6 +43,12 @@ class FieldChange:
             "recorded": self.recorded,
             "replayed": self.replayed,
         }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> FieldChange:
+        kind = data.get("kind", "changed")
+        kind = kind if kind in ("added", "removed") else "changed"
+        return cls(str(data["path"]), data.get("recorded"), data.get("replayed"), kind)
 
 
 def show(value: Any, limit: int = MAX_SHOWN) -> str:
@@ -288,3 +296,17 @@ def field_changes(recorded: Any, replayed: Any, *, prefix: str = "", limit: int 
     if len(found) > limit:
         lines.append(f"... and {len(found) - limit} more change(s)")
     return lines
+
+
+_MORE = re.compile(r"\.\.\. and \d+ more change\(s\)")
+
+
+def with_every_change(message: str, found: Sequence[FieldChange]) -> str:
+    """A divergence message (`--all-changes`) with every changed field of the request
+    listed under it, over the request's own paths (the ones `match: ignore:` takes), in
+    place of its `... and N more change(s)` lines."""
+    if not found:
+        return message
+    kept = [line for line in message.split("\n") if not _MORE.fullmatch(line.strip())]
+    listed = [f"    {line}" for change in found for line in describe(change)]
+    return "\n".join([*kept, f"  every changed field of the request ({len(found)}):", *listed])
