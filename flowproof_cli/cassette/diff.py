@@ -46,8 +46,8 @@ class FieldChange:
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> FieldChange:
-        kind = data.get("kind", "changed")
-        kind = kind if kind in ("added", "removed") else "changed"
+        kinds: dict[Any, ChangeKind] = {"added": "added", "removed": "removed"}
+        kind = kinds.get(data.get("kind"), "changed")
         return cls(str(data["path"]), data.get("recorded"), data.get("replayed"), kind)
 
 
