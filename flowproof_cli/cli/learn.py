@@ -171,7 +171,9 @@ def _failed(runs: list[LearnRun]) -> list[str]:
     for run in runs:
         if run.turns is not None:
             continue
-        text = run.result.error or "\n".join(run.result.failures) or "it failed"
+        result = run.result
+        skipped = f"it was skipped: {result.skipped}" if result.skipped else ""
+        text = result.error or "\n".join(result.failures) or skipped or "it failed"
         head, *rest = [printable(line) for line in text.splitlines()] or ["it failed"]
         lines.append(f"# run {run.number} failed: {head}")
         lines += [f"#     {line}" for line in rest]

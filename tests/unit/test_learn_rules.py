@@ -434,3 +434,27 @@ def test_changes_far_apart_in_a_long_text_are_found_line_by_line() -> None:
     learned = learn(request("\n".join(first)), request("\n".join(second)))
     assert sorted(rule.kind for rule in learned.normalize) == ["date (ISO 8601)", "uuid"]
     assert learned.verified
+
+
+def test_a_project_must_hold_the_spec(tmp_path: Path) -> None:
+    from flowproof_cli.errors import ConfigError
+    from flowproof_cli.runner.learn import _project_of
+
+    spec = tmp_path / "app" / "specs" / "w.flow.yaml"
+    spec.parent.mkdir(parents=True)
+    spec.touch()
+    assert _project_of(spec, None) == (spec.parent, Path("w.flow.yaml"))
+    assert _project_of(spec, tmp_path / "app") == (tmp_path / "app", Path("specs/w.flow.yaml"))
+    with pytest.raises(ConfigError, match="other: no such folder"):
+        _project_of(spec, tmp_path / "other")
+    (tmp_path / "other").mkdir()
+    with pytest.raises(ConfigError, match=r"w\.flow\.yaml is not inside the project folder"):
+        _project_of(spec, tmp_path / "other")
+
+
+def test_a_skipped_run_says_why() -> None:
+    skipped = _run(2, TWO, None)
+    skipped.result.failures = []
+    skipped.result.skipped = "not set: API_KEY (skip_unless_env)"
+    text = "\n".join(learned_text(Path("w.flow.yaml"), [_run(1, ONE, None), skipped], None, DATED))
+    assert "# run 2 failed: it was skipped: not set: API_KEY (skip_unless_env)" in text
