@@ -29,7 +29,7 @@ AGENT = REPO / "tests" / "e2e" / "agents" / "py_volatile_agent.py"
 FAKETIME = shutil.which("faketime")
 
 
-def _project(root: Path, **agent_env: str) -> Path:
+def _project(root: Path, match: dict[str, object] | None = None, **agent_env: str) -> Path:
     folder = root / "weather-app"
     folder.mkdir(parents=True)
     shutil.copy(AGENT, folder / "agent.py")
@@ -43,6 +43,7 @@ def _project(root: Path, **agent_env: str) -> Path:
             {"assert_tool_call": "get_weather where city equals Nairobi"},
             {"assert": "reply contains sunny"},
         ],
+        **({"match": match} if match else {}),
     }
     path = folder / "weather.flow.yaml"
     path.write_text(yaml.safe_dump(spec, sort_keys=False))
@@ -134,7 +135,9 @@ def test_learned_rules_are_checked_and_make_a_replay_elsewhere_pass(tmp_path: Pa
 
 def test_runs_with_different_request_counts_are_not_made_equal(tmp_path: Path) -> None:
     # The second run of the agent sees the marker the first left, and asks one more question.
-    spec = _project(tmp_path / "app", VOLATILE_ONCE_MARKER=str(tmp_path / "marker"))
+    # The spec relocates already: what is learned is what it still needs beyond that.
+    marker = str(tmp_path / "marker")
+    spec = _project(tmp_path / "app", {"relocate": True}, VOLATILE_ONCE_MARKER=marker)
     with FakeUpstream() as fake:
         result = _learn(spec, fake, "--json")
     assert result.code == 1, result.output
@@ -147,7 +150,9 @@ def test_runs_with_different_request_counts_are_not_made_equal(tmp_path: Path) -
         "change": None,
     } in document["remaining"]
     assert [run["status"] for run in document["runs"]] == ["passed", "passed"]
-    assert document["match"]["relocate"] is True  # what could be learned still is
+    assert document["rules_in_force"] == [{"relocate": True, "from": "spec"}]
+    assert "relocate" not in document["match"]  # in force already: not proposed again
+    assert "<uuid>" in {rule["replace"] for rule in document["match"]["normalize"]}
 
 
 def test_a_failing_agent_is_reported_and_nothing_is_learned(tmp_path: Path) -> None:
