@@ -11,6 +11,11 @@
     (KeyboardInterrupt)            exit 130: Ctrl-C; the CLI maps it, Python raises it
 
 Verdicts (pass / fail, exit 0 / 1) are values, not exceptions: see ``flowproof_cli.verdict``.
+`flowproof match learn` ends the same way: 0 when the rules it learned make its two runs'
+requests equal (checked), 1 when the runs could not be made equal (a run failed, they made
+different numbers of requests, a difference no rule removes: values, in
+``flowproof_cli.cassette.learn.Learned``), 2 for an error of the tree above (no spec, no
+upstream, a folder it cannot copy).
 Modules that raise a narrower error of their own subclass one of these (for example
 ``match.rules.MatcherAddonError``), so the CLI's one handler covers them.
 """

@@ -52,6 +52,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--keep-going`); without it, it is stopped 2 s after the first divergence.",
     )
     group.addoption(
+        "--flowproof-all-changes",
+        action="store_true",
+        default=False,
+        help="On a divergence, list every changed field of the request, not the first few.",
+    )
+    group.addoption(
         "--flowproof-shard",
         metavar="K/N",
         default=None,
@@ -273,7 +279,8 @@ class FlowItem(pytest.Item):
                     self.add_report_section("call", f"agent {label}", tail)
             line = _failure_line(result)
             self._line = line - 1
-            raise FlowError(_report(result), line)
+            all_changes = bool(self.config.getoption("flowproof_all_changes"))
+            raise FlowError(_report(result, all_changes=all_changes), line)
 
     def repr_failure(
         self,
@@ -314,13 +321,19 @@ def _failure_line(result: FlowResult) -> int:
     return lines[0] if lines else 1
 
 
-def _report(result: FlowResult) -> str:
-    """What the CLI says about a failed flow: the error or failures, the new recording's
-    diff, and the notes (the agent's output goes to the report's sections)."""
+def _report(result: FlowResult, *, all_changes: bool = False) -> str:
+    """What the CLI says about a failed flow: the error or failures (with every changed
+    field of a divergence under `--flowproof-all-changes`), the new recording's diff, and
+    the notes (the agent's output goes to the report's sections)."""
     lines = [f"flow {result.name!r} {result.status}"]
     if result.error is not None:
         lines.append(f"  error: {result.error}")
-    lines.extend(f"  FAIL {failure}" for failure in result.failures)
+    failures = result.failures
+    if all_changes:
+        from flowproof_cli.cli.output import shown_failures  # noqa: PLC0415
+
+        failures = shown_failures(result, all_changes=True)
+    lines.extend(f"  FAIL {failure}" for failure in failures)
     lines.extend(f"  | {line}" for line in result.trajectory_diff)
     lines.extend(f"  note: {note}" for note in result.notes)
     return "\n".join(lines)

@@ -3,19 +3,25 @@
 A changed string too long to show whole is never cut to its first characters (an edit at
 the end of a long prompt would print two identical lines). It is shown as a window around
 its first differing character, with that offset, or, for multi-line text, as the changed
-lines with their numbers. Short strings and non-string values stay `recorded X, replayed Y`.
+lines with their numbers. A changed JSON value (an object, a list) too long to show whole is
+shown the same way, as its JSON text. Short values stay `recorded X, replayed Y`. A value
+only one side has (a property a tool gained) is shown whole up to the length message text
+is (ADDED_SHOWN), so the end of a JSON object (its `"type"`, keys being sorted) is not cut.
 """
 
 from __future__ import annotations
 
 import difflib
 import json
+import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from flowproof_cli.quoting import disguised, named, odd_characters, unmasked
 
 MAX_SHOWN = 80  # characters of a value shown in a message
+ADDED_SHOWN = 300  # an added or removed value, shown whole up to this (as message text is)
 CONTEXT = 32  # characters shown on each side of the first difference
 LINE_WIDTH = 100  # a line of a line diff longer than this is clipped
 SIDE_LINES = 4  # removed (or added) lines of one change shown at most
@@ -37,6 +43,12 @@ class FieldChange:
             "recorded": self.recorded,
             "replayed": self.replayed,
         }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> FieldChange:
+        kinds: dict[Any, ChangeKind] = {"added": "added", "removed": "removed"}
+        kind = kinds.get(data.get("kind"), "changed")
+        return cls(str(data["path"]), data.get("recorded"), data.get("replayed"), kind)
 
 
 def show(value: Any, limit: int = MAX_SHOWN) -> str:
@@ -109,6 +121,15 @@ def _of(position: int, recorded: int, replayed: int, unit: str) -> str:
     return f"differs at {unit} {position} (recorded {recorded} {unit}s, replayed {replayed})"
 
 
+def _texts(recorded: Any, replayed: Any, limit: int) -> tuple[str, str] | None:
+    """The two values as texts when either would be clipped by `show` (two strings as they
+    are; when either is a JSON value, both as JSON text), else None."""
+    if isinstance(recorded, str) and isinstance(replayed, str):
+        return (recorded, replayed) if _too_long(recorded, replayed, limit) else None
+    texts = json.dumps(recorded, ensure_ascii=False), json.dumps(replayed, ensure_ascii=False)
+    return texts if _too_long(*texts, limit) else None
+
+
 def _too_long(recorded: Any, replayed: Any, limit: int) -> bool:
     """Both strings, and either would be clipped by `show`."""
     if not (isinstance(recorded, str) and isinstance(replayed, str)):
@@ -171,12 +192,14 @@ def contrast(recorded: Any, replayed: Any, limit: int = MAX_SHOWN) -> list[str]:
 
     One line, except for multi-line text: a heading line, then the line diff.
     """
-    if not _too_long(recorded, replayed, limit):
+    texts = _texts(recorded, replayed, limit)
+    if texts is None:
         shown_recorded, shown_replayed = (
             _beside(recorded, replayed, limit),
             _beside(replayed, recorded, limit),
         )
         return [f"recorded {shown_recorded}, replayed {shown_replayed}"]
+    recorded, replayed = texts
     if "\n" in recorded or "\n" in replayed:
         return line_diff(recorded, replayed)
     at = first_difference(recorded, replayed)
@@ -189,11 +212,13 @@ def contrast(recorded: Any, replayed: Any, limit: int = MAX_SHOWN) -> list[str]:
 
 def side_by_side(recorded: Any, replayed: Any, limit: int = MAX_SHOWN) -> list[str]:
     """Like `contrast`, but `recorded:` and `replayed:` on lines of their own, aligned."""
-    if not _too_long(recorded, replayed, limit):
+    texts = _texts(recorded, replayed, limit)
+    if texts is None:
         return [
             f"recorded: {_beside(recorded, replayed, limit)}",
             f"replayed: {_beside(replayed, recorded, limit)}",
         ]
+    recorded, replayed = texts
     if "\n" in recorded or "\n" in replayed:
         return line_diff(recorded, replayed)
     at = first_difference(recorded, replayed)
@@ -256,9 +281,10 @@ def changes(recorded: Any, replayed: Any, *, prefix: str = "") -> list[FieldChan
 def describe(change: FieldChange) -> list[str]:
     """`path: recorded X, replayed Y`, and the line diff under it for multi-line text."""
     if change.kind == "added":
-        return [f"{change.path}: added in replay ({show(change.replayed)})"]
+        return [f"{change.path}: added in replay ({show(change.replayed, ADDED_SHOWN)})"]
     if change.kind == "removed":
-        return [f"{change.path}: missing in replay (recorded {show(change.recorded)})"]
+        shown = show(change.recorded, ADDED_SHOWN)
+        return [f"{change.path}: missing in replay (recorded {shown})"]
     head, *rest = contrast(change.recorded, change.replayed)
     return [f"{change.path}: {head}", *rest]
 
@@ -270,3 +296,17 @@ def field_changes(recorded: Any, replayed: Any, *, prefix: str = "", limit: int 
     if len(found) > limit:
         lines.append(f"... and {len(found) - limit} more change(s)")
     return lines
+
+
+_MORE = re.compile(r"\.\.\. and \d+ more change\(s\)")
+
+
+def with_every_change(message: str, found: Sequence[FieldChange]) -> str:
+    """A divergence message (`--all-changes`) with every changed field of the request
+    listed under it, over the request's own paths (the ones `match: ignore:` takes), in
+    place of its `... and N more change(s)` lines."""
+    if not found:
+        return message
+    kept = [line for line in message.split("\n") if not _MORE.fullmatch(line.strip())]
+    listed = [f"    {line}" for change in found for line in describe(change)]
+    return "\n".join([*kept, f"  every changed field of the request ({len(found)}):", *listed])

@@ -42,7 +42,8 @@ COMMANDS = {
     ),
     "match": Entry(
         "match",
-        "Inspect the built-in match presets (named rule sets for `match: {presets: [...]}`).",
+        "Inspect the built-in match presets (named rule sets for `match: {presets: [...]}`), "
+        "or learn the rules a flow needs from two runs of it.",
     ),
     "audit": Entry(
         "audit", "Report the controls of the latest run recorded under DIR (never replays)."

@@ -1,13 +1,17 @@
-"""`flowproof match`: the built-in match presets, listed and shown as the data they are."""
+"""`flowproof match`: the built-in match presets, listed and shown as the data they are, and
+the rules a flow needs, learned from two runs of it (`learn`, in cli/learn.py)."""
 
 from __future__ import annotations
 
 import click
 
+from flowproof_cli.cli.learn import learn
+
 
 @click.group()
 def match() -> None:
-    """Inspect the built-in match presets (named rule sets for `match: {presets: [...]}`)."""
+    """Inspect the built-in match presets (named rule sets for `match: {presets: [...]}`), or
+    learn the rules a flow needs from two runs of it."""
 
 
 @match.command("list")
@@ -31,3 +35,6 @@ def show(name: str) -> None:
     if header is not None:
         click.echo(header)
     click.echo(preset.text.rstrip("\n"))
+
+
+match.add_command(learn)

@@ -86,7 +86,9 @@ fs_report_option = click.option(
 )
 
 
-def _output_flag(flag: str, short: str, setting: str, help_text: str) -> Callable[[Any], Any]:
+def _output_flag(
+    flag: str, short: str | None, setting: str, help_text: str
+) -> Callable[[Any], Any]:
     """A flag that sets one field of cli/output.py's SETTINGS (imported only when given)."""
 
     def set_it(ctx: click.Context, param: click.Parameter, value: bool) -> None:
@@ -95,9 +97,8 @@ def _output_flag(flag: str, short: str, setting: str, help_text: str) -> Callabl
 
             setattr(SETTINGS, setting, True)
 
-    return click.option(
-        short, flag, is_flag=True, expose_value=False, callback=set_it, help=help_text
-    )
+    names = (short, flag) if short else (flag,)
+    return click.option(*names, is_flag=True, expose_value=False, callback=set_it, help=help_text)
 
 
 quiet_option = _output_flag(
@@ -112,6 +113,14 @@ verbose_option = _output_flag(
     "-v",
     "verbose",
     "In a directory run, also print each passing flow's egress containment tier and notes.",
+)
+
+all_changes_option = _output_flag(
+    "--all-changes",
+    None,
+    "all_changes",
+    "On a divergence, list every changed field of the request (its path over the canonical "
+    "request, both values), not the first few and how many more.",
 )
 
 

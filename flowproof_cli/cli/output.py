@@ -36,6 +36,7 @@ class Settings:
 
     quiet: bool = False
     verbose: bool = False  # a directory run also prints a passing flow's tier and notes
+    all_changes: bool = False  # a divergence lists every changed field, not the first few
     progress_total: int = 0  # flows in the running directory run; 0: no progress line
     progress_done: int = 0
     progress_shown: bool = False
@@ -113,10 +114,28 @@ def verdict_line(result: FlowResult, *, with_time: bool = False) -> str:
         return "\n".join(lines)
     if result.passed:
         return f"PASS: {result.name}{took}"
-    first, *rest = result.failures[0].splitlines()
+    failures = shown_failures(result, all_changes=SETTINGS.all_changes)
+    first, *rest = failures[0].splitlines()
     lines = [f"FAIL: {result.name}{took} - {first}", *(f"    {line}" for line in rest)]
-    lines.extend(_indent(f"also: {failure}") for failure in result.failures[1:])
+    lines.extend(_indent(f"also: {failure}") for failure in failures[1:])
     return "\n".join(lines)
+
+
+def shown_failures(result: FlowResult, *, all_changes: bool) -> list[str]:
+    """The flow's failures as printed: with `all_changes` (`--all-changes`), a divergence
+    lists every changed field of the request under its message, not the first few and how
+    many more (`--json` carries them all in any case, whole)."""
+    divergence = result.divergence
+    if not all_changes or not divergence or not divergence.get("changes"):
+        return result.failures
+    from flowproof_cli.cassette.diff import FieldChange, with_every_change  # noqa: PLC0415
+
+    message = str(divergence.get("message", ""))
+    every = with_every_change(message, [FieldChange.from_json(c) for c in divergence["changes"]])
+    return [
+        failure.replace(message, every, 1) if message and message in failure else failure
+        for failure in result.failures
+    ]
 
 
 def print_flow(result: FlowResult, *, with_time: bool, fs_report: str = "summary") -> None:

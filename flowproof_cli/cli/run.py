@@ -14,6 +14,7 @@ import click
 
 from flowproof_cli.cli.main import VERDICTS, FlowCommand
 from flowproof_cli.cli.options import (
+    all_changes_option,
     fs_report_option,
     jobs_option,
     json_option,
@@ -64,6 +65,7 @@ _INSPECT = "flowproof.inspect"  # ctx.meta: --inspect was given
 @fs_report_option
 @quiet_option
 @verbose_option
+@all_changes_option
 @click.option(
     "--shard",
     metavar="K/N",

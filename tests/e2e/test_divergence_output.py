@@ -85,3 +85,28 @@ def test_json_carries_the_full_recorded_and_replayed_values(recorded: Path) -> N
     assert divergence["changes"] == [
         {"path": "messages.0.content", "kind": "changed", "recorded": SYSTEM, "replayed": EDITED}
     ]
+
+
+def test_all_changes_shows_every_changed_field(recorded: Path) -> None:
+    # Three things moved: the model (the coarsest, named first), the prompt and a schema.
+    set_agent_env(recorded, AGENT_SYSTEM=EDITED, AGENT_MODEL="gpt-4o", AGENT_CITY_TYPE="integer")
+    plain = run_cli("run", recorded)
+    assert plain.code == 1, plain.output
+    assert plain.stdout.splitlines()[0] == (
+        "FAIL: weather flow - divergence at turn 1: model changed: recorded gpt-4o-mini, "
+        "replayed gpt-4o"
+    )
+    assert "every changed field" not in plain.stdout
+    assert "messages.0.content" not in plain.stdout
+
+    every = run_cli("run", recorded, "--all-changes")
+    assert every.code == 1, every.output
+    lines = every.stdout.splitlines()
+    start = lines.index("      every changed field of the request (3):")
+    assert lines[start + 1 : start + 4] == [
+        "        messages.0.content: differs at char 920 of 926: recorded ...\" Today's date "
+        'is 2026-11-30. Be brief.", replayed ..." Today\'s date is 2026-11-30. Be terse."',
+        "        model: recorded gpt-4o-mini, replayed gpt-4o",
+        "        tools.0.function.parameters.properties.city.type: recorded string, replayed "
+        "integer",
+    ]

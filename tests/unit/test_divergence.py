@@ -645,8 +645,12 @@ def test_contrast_keeps_short_values_compact() -> None:
     assert contrast("a" * 79 + "b", "a" * 79 + "c") == [
         f"recorded {'a' * 79}b, replayed {'a' * 79}c"
     ]
+    assert contrast({"k": "v"}, {"k": "w"}) == ['recorded {"k": "v"}, replayed {"k": "w"}']
+    # A JSON value too long to show whole is shown where its JSON text differs, as a long
+    # string is (cut to its start, the two would read alike).
     assert contrast({"k": "v" * 200}, {"k": "w"}) == [
-        f'recorded {show({"k": "v" * 200})}, replayed {{"k": "w"}}'
+        "differs at char 7 (recorded 209 chars, replayed 10): "
+        f'recorded "{{"k": "{"v" * 57}"..., replayed "{{"k": "w"}}"'
     ]
     assert contrast("a" * 80 + "b", "a" * 80 + "c") == [
         f'differs at char 80 of 81: recorded ..."{"a" * 32}b", replayed ..."{"a" * 32}c"'
@@ -789,3 +793,52 @@ def test_a_protocol_change_stops_before_any_outline() -> None:
     assert explain(1, compared.recorded, PROTOCOL, base_request()).summary.startswith(
         "turn 1: protocol changed"
     )
+
+
+UNITS = {
+    "description": "The unit system of the temperatures in the answer: metric or imperial",
+    "type": "string",
+}
+
+
+def test_a_property_added_to_a_tool_is_shown_whole_not_cut_at_80() -> None:
+    # A CLI release adds a parameter to a tool: the added schema's `"type"` comes after its
+    # description (keys sorted) and was cut at 80 characters (`"type": "stri...`).
+    request = base_request()
+    request["tools"][0]["function"]["parameters"]["properties"]["units"] = UNITS
+    divergence = explain_change(request)
+    assert divergence.summary == (
+        "turn 1: tools offered changed: the declaration of get_weather changed"
+    )
+    assert divergence.details == (
+        f"get_weather.function.parameters.properties.units: added in replay ({json.dumps(UNITS)})",
+    )
+
+
+def test_an_added_value_longer_than_message_text_is_clipped_there() -> None:
+    long_units = {**UNITS, "description": "d" * 400}
+    request = base_request()
+    request["tools"][0]["function"]["parameters"]["properties"]["units"] = long_units
+    (detail,) = explain_change(request).details
+    assert detail.startswith("get_weather.function.parameters.properties.units: added in replay")
+    assert detail.endswith("dddd...)") and len(detail) < 400
+
+
+def test_a_long_json_value_changed_shows_where_it_differs() -> None:
+    # A property's schema replaced by a list of schemas: both JSON texts are long; shown
+    # as the place they differ, with the offset, not as two cuts of the same start.
+    recorded = base_request()
+    properties = recorded["tools"][0]["function"]["parameters"]["properties"]
+    properties["units"] = {"anyOf": [UNITS, {"type": "null", "description": "no unit"}]}
+    request = copy.deepcopy(recorded)
+    properties = request["tools"][0]["function"]["parameters"]["properties"]
+    properties["units"]["anyOf"] = {**UNITS, "nullable": True}
+    divergence = explain(1, recorded_turn(recorded), PROTOCOL, request)
+    (detail,) = divergence.details
+    recorded_text = json.dumps([UNITS, {"type": "null", "description": "no unit"}])
+    replayed_text = json.dumps({**UNITS, "nullable": True})
+    assert detail.startswith(
+        "get_weather.function.parameters.properties.units.anyOf: differs at char 0 "
+        f"(recorded {len(recorded_text)} chars, replayed {len(replayed_text)}): "
+    )
+    assert '"type": "stri...' not in detail

@@ -99,6 +99,8 @@ def test_command_help_loads_no_engine_and_no_spec_models(tmp_path: Path, command
 
 def test_help_of_a_subcommand_loads_no_engine(tmp_path: Path) -> None:
     assert over_budget(loaded_by(tmp_path, "match", "show", "--help"), HELP_HEAVY) == []
+    learn = loaded_by(tmp_path, "match", "learn", "--help")
+    assert over_budget(learn, (*HELP_HEAVY, "flowproof_cli.runner", "flowproof_cli.cassette")) == []
 
 
 @pytest.fixture

@@ -140,3 +140,47 @@ def test_a_directory_run_shows_a_passing_flows_tier_only_when_verbose(
     assert (
         capsys.readouterr().out == f"PASS: weather (0.0s)\n{tier}    warning: tool `x` is mocked\n"
     )
+
+
+# -- --all-changes ------------------------------------------------------------------------------
+
+
+def _diverged() -> FlowResult:
+    """A replay whose request moved in six parameters: the message shows three of them."""
+    from flowproof_cli.cassette.divergence import explain
+    from flowproof_cli.cassette.turn import Turn
+
+    recorded = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
+    replayed = {**recorded, **{f"p{n}": n for n in range(6)}}
+    divergence = explain(1, Turn("openai-chat", recorded, 200, {}), "openai-chat", replayed)
+    return _result(
+        failures=[f"divergence at {divergence.message}"], divergence=divergence.to_json()
+    )
+
+
+def test_a_divergence_shows_its_first_changes_and_how_many_more() -> None:
+    line = output.verdict_line(_diverged())
+    assert line.splitlines() == [
+        "FAIL: weather - divergence at turn 1: request parameters changed: p0: added in replay (0)",
+        "      p1: added in replay (1)",
+        "      p2: added in replay (2)",
+        "      ... and 3 more change(s)",
+    ]
+
+
+def test_all_changes_lists_every_changed_field(fresh_settings: Settings) -> None:
+    fresh_settings.all_changes = True
+    line = output.verdict_line(_diverged())
+    assert line.splitlines() == [
+        "FAIL: weather - divergence at turn 1: request parameters changed: p0: added in replay (0)",
+        "      p1: added in replay (1)",
+        "      p2: added in replay (2)",
+        "      every changed field of the request (6):",
+        *(f"        p{n}: added in replay ({n})" for n in range(6)),
+    ]
+
+
+def test_all_changes_leaves_other_failures_alone(fresh_settings: Settings) -> None:
+    fresh_settings.all_changes = True
+    result = _result(failures=["reply does not contain sunny"])
+    assert output.verdict_line(result) == "FAIL: weather - reply does not contain sunny"

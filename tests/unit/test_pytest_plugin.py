@@ -89,6 +89,12 @@ def test_a_divergence_names_the_spec_line_and_no_internal_traceback(
     assert "flowproof_cli/" not in text  # no frame of flowproof's own
     assert "Captured agent stderr" in text and "409" in text  # the agent's side, apart
     assert outcomes(result) == {"failed": 1}
+    assert "every changed field" not in text
+    every = pytester.runpytest_subprocess(
+        *PLUGINS, "--flowproof-all-changes", "flows/weather.flow.yaml"
+    )
+    assert "every changed field of the request (1):" in every.stdout.str()
+    assert "messages.0.content: recorded " in every.stdout.str()
 
 
 @pytest.mark.slow
