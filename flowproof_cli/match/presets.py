@@ -58,7 +58,14 @@ def _preset_from(name: str, data: Any, text: str) -> Preset:
     where = f"match preset `{name}`"
     if not isinstance(data, dict):
         raise ConfigError(f"{where} is not a mapping")
-    unknown = set(data) - {"description", "relocate", "ignore", "normalize"}
+    unknown = set(data) - {
+        "description",
+        "agent",
+        "versions_tested",
+        "relocate",
+        "ignore",
+        "normalize",
+    }
     if unknown:
         raise ConfigError(f"{where} has unknown keys: {', '.join(sorted(unknown))}")
     ignore = tuple(str(path) for path in data.get("ignore") or [])

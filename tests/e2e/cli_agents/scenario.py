@@ -19,11 +19,11 @@ day, with the trace committed and an untracked file added:
   (`requests_unchanged`; the fake is seeded, so the model's ids, which later requests echo,
   are the same twice).
 
-The later day: Claude Code (a dynamically linked native binary) and Gemini CLI (Node) run
-under libfaketime (`FAKETIME=+1d`) through a small shim on PATH (flowproof itself is Python,
-whose sleeps libfaketime breaks, so only the CLI gets it); Codex is a static binary that
-libfaketime does not reach, so its runs move across a day boundary with `TZ` (UTC-12 at
-record, UTC+14 at replay).
+The later day: Claude Code and opencode (dynamically linked native binaries), Gemini CLI
+and Qwen Code (Node) run under libfaketime (`FAKETIME=+1d`) through a small shim on PATH
+(flowproof itself is Python, whose sleeps libfaketime breaks, so only the CLI gets it);
+Codex is a static binary that libfaketime does not reach, so its runs move across a day
+boundary with `TZ` (UTC-12 at record, UTC+14 at replay).
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -48,7 +49,13 @@ VENV_BIN = Path(sys.executable).parent  # flowproof's own venv
 SPEC = "read-notes.flow.yaml"
 TRACE = "read-notes.trace.yaml"
 #: The CLI executable each flow starts, as named in its `agent.command`.
-BINARIES = {"claude-code": "claude", "codex": "codex", "gemini-cli": "gemini"}
+BINARIES = {
+    "claude-code": "claude",
+    "codex": "codex",
+    "gemini-cli": "gemini",
+    "opencode": "opencode",
+    "qwen-code": "qwen",
+}
 #: Codex is static (no libfaketime): these two zones are 26 hours apart, always another date.
 RECORD_TZ, REPLAY_TZ = "Etc/GMT+12", "Etc/GMT-14"
 LIBFAKETIME_CANDIDATES = (
@@ -57,6 +64,10 @@ LIBFAKETIME_CANDIDATES = (
     "/usr/lib/faketime/libfaketime.so.1",
 )
 SEED = 7
+#: `--timeout` for the runs that diverge, per CLI: opencode retries the 409 (the AI SDK counts
+#: 409 as retryable, and opencode backs off up to five times more), about 90 s before it gives
+#: up; the verdict is the divergence either way (it is judged before the timeout).
+DIVERGING_TIMEOUT = {"opencode": "45"}
 ORIGINAL_TASK = "tell me the secret word"
 EDITED_TASK = "tell me the secret animal"
 
@@ -72,6 +83,7 @@ class Step:
     stdout: str
     stderr: str
     day: str  # the date the CLI saw (`date +%F` under the same clock settings)
+    seconds: float = 0.0  # how long the flowproof command took
 
 
 @dataclass
@@ -129,9 +141,15 @@ def faketime_shim(folder: Path, binary: str, library: Path) -> Path:
     return folder
 
 
-def flowproof(machine: Machine, command: str, extra: dict[str, str] | None = None) -> Step:
+def flowproof(
+    machine: Machine,
+    command: str,
+    extra: dict[str, str] | None = None,
+    options: tuple[str, ...] = (),
+) -> Step:
     environ = {**machine.environ(), **(extra or {})}
-    argv = [str(VENV_BIN / "flowproof"), command, str(machine.project / SPEC)]
+    argv = [str(VENV_BIN / "flowproof"), command, *options, str(machine.project / SPEC)]
+    started = time.monotonic()
     done = subprocess.run(
         argv,
         env=environ,
@@ -141,7 +159,8 @@ def flowproof(machine: Machine, command: str, extra: dict[str, str] | None = Non
         text=True,
         timeout=300,
     )
-    return Step(done.returncode, done.stdout, done.stderr, machine.day())
+    seconds = round(time.monotonic() - started, 1)
+    return Step(done.returncode, done.stdout, done.stderr, machine.day(), seconds)
 
 
 def edit_spec(project: Path, edit: str) -> None:
@@ -193,12 +212,18 @@ def elsewhere(machine: Machine, name: str) -> Machine:
     )
 
 
-def replay_edited(ci: Machine) -> Step:
+def diverging_run(cli: str, machine: Machine) -> Step:
+    """A replay expected to diverge, cut short for a CLI that retries a divergence long."""
+    limit = DIVERGING_TIMEOUT.get(cli)
+    return flowproof(machine, "run", options=("--timeout", limit) if limit else ())
+
+
+def replay_edited(cli: str, ci: Machine) -> Step:
     """Replay from a fresh copy of the CI checkout with the task edited."""
     copy = elsewhere(ci, "checkout-edited")
     shutil.copytree(ci.project, copy.project)
     edit_spec(copy.project, "prompt")
-    return flowproof(copy, "run")
+    return diverging_run(cli, copy)
 
 
 @dataclass
@@ -227,8 +252,8 @@ def scenario(cli: str, workdir: Path) -> Outcome:
     move_to_ci(laptop, ci)
     move_to_ci(laptop_bare, ci_bare)
     steps["replay"] = flowproof(ci, "run")
-    steps["edited_prompt"] = replay_edited(ci)
-    steps["without_preset"] = flowproof(ci_bare, "run")
+    steps["edited_prompt"] = replay_edited(cli, ci)
+    steps["without_preset"] = diverging_run(cli, ci_bare)
     recorded = stored_requests(ci.project / TRACE)
     steps["rerecord"] = record(cli, ci)
     return Outcome(steps, stored_requests(ci.project / TRACE) == recorded)
