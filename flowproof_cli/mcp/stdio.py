@@ -62,6 +62,11 @@ from flowproof_cli.quoting import failure as exception_text
 STOP_GRACE_S = 2.0
 #: How long a dead server's stderr may take to reach its end (a child of it may hold it).
 STDERR_DRAIN_S = 1.0
+#: A server killed by a signal while no call waits for it is most often the agent's process
+#: group being ended (the agent's exit, or flowproof ending the agent): the same SIGTERM
+#: reaches the stand-in, whose own stop follows. Within this grace that stop means the
+#: server's end was the agent's, not a failure.
+GROUP_END_GRACE_S = 2.0
 #: The longest line read from either side: a longer one is cut there and refused, so an
 #: endless line cannot fill the stand-in's memory. A 10 MB tool result fits with room.
 MAX_LINE_BYTES = 64 * 1024 * 1024
@@ -267,6 +272,7 @@ class _Relay:
         self.counts: dict[str, int] = {}  # tool -> mocked calls answered (`results:`)
         self.failure: str | None = None
         self.stopping = False  # the agent is done: the server's end is no failure
+        self._stopped = threading.Event()  # set with `stopping`, for a thread to wait on
         self._pending: dict[str, tuple[Any, str]] = {}  # id key -> (id, call text)
         self._tokens: dict[str, str] = {}  # progress token key -> id key of its call
         self._lock = threading.Lock()
@@ -353,9 +359,20 @@ class _Relay:
             problem = self._from_server(raw)
             if problem is not None:
                 return self._fail(problem)
-        if not self.stopping:
+        if not self.stopping and not self._ended_with_the_agent():
             self._fail(self._exit_reason(cut))
         return None
+
+    def _ended_with_the_agent(self) -> bool:
+        """The server died of a signal while no call waited, and the stand-in's own stop
+        followed within the grace: one SIGTERM to the agent's group ended both."""
+        try:
+            code = self.server.wait(timeout=STOP_GRACE_S)
+        except subprocess.TimeoutExpired:
+            return False
+        with self._lock:
+            waiting = bool(self._pending)
+        return code < 0 and not waiting and self._stopped.wait(GROUP_END_GRACE_S)
 
     def _from_server(self, raw: bytes) -> str | None:
         """Capture and relay one line; what is wrong with it, if anything (a blank line is
@@ -453,6 +470,7 @@ class _Relay:
         """The MCP shutdown sequence: close stdin, then SIGTERM, then SIGKILL."""
         with self._lock:
             self.stopping = True
+        self._stopped.set()
         if self._deadlines is not None:
             self._deadlines.stop()
         _stop(self.server, self._threads)

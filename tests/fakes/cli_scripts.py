@@ -1,4 +1,5 @@
-"""Fake-model scripts that drive the real coding CLIs (Claude Code, Codex CLI, Gemini CLI).
+"""Fake-model scripts that drive the real coding CLIs (Claude Code, Codex CLI, Gemini CLI,
+opencode, Qwen Code).
 
 Each script plays a model that reads the working directory from the CLI's own system context
 and asks for a file there by its ABSOLUTE path, the way a real model does, then answers with
@@ -20,6 +21,7 @@ from typing import Any
 
 from tests.fakes.fake_upstream import (
     DIALECT_ANTHROPIC,
+    DIALECT_CHAT,
     DIALECT_GEMINI,
     DIALECT_RESPONSES,
     Reply,
@@ -35,16 +37,21 @@ ANSWER_PREFIX = "The notes say:"
 _CLAUDE_CWD = re.compile(r"Primary working directory: (\S+)")
 _CODEX_CWD = re.compile(r"<cwd>([^<]+)</cwd>")
 _GEMINI_CWD = re.compile(r"\*\*Workspace Directories:\*\*\s*\n\s*- (\S+)")
+_OPENCODE_CWD = re.compile(r"<env>\s*\n\s*Working directory: (\S+)")
+_QWEN_CWD = re.compile(r"I'm currently working in the directory: (\S+)")
 
 
 @dataclass(frozen=True)
 class CliScript:
-    """What one CLI's scripted model needs: where the cwd shows, and how to call the tool."""
+    """What one CLI's scripted model needs: where the cwd shows, and how to call the tool.
+    `then` is a second tool (an MCP server's) called with the first tool's text, before the
+    answer, when the CLI offers it."""
 
     dialect: str
     cwd_pattern: re.Pattern[str]
     tool: str
     arguments: Callable[[str], dict[str, Any]]
+    then: tuple[str, Callable[[str], dict[str, Any]]] | None = None
 
     def __call__(self, dialect: str, body: dict[str, Any]) -> Reply:
         if dialect != self.dialect:
@@ -52,8 +59,13 @@ class CliScript:
         if _wants_json(body):
             return Reply(text=json.dumps({"reasoning": "simple task", "model_choice": "flash"}))
         conversation = conversation_of(dialect, body)
-        if conversation.tool_results:
-            return Reply(text=f"{ANSWER_PREFIX} {_file_text(conversation.tool_results[-1])}")
+        results = [_file_text(result) for result in conversation.tool_results]
+        if results and self.then is not None and len(results) == 1:
+            name, arguments = self.then
+            if name in conversation.tools:
+                return Reply(tool_calls=[(name, json.dumps(arguments(results[0])))])
+        if results:
+            return Reply(text=" ".join([ANSWER_PREFIX, *results]))
         cwd = _find(self.cwd_pattern, body)
         if cwd is None or self.tool not in conversation.tools:
             return Reply(text="Ready.")
@@ -74,7 +86,8 @@ def _find(pattern: re.Pattern[str], body: dict[str, Any]) -> str | None:
 def _file_text(result: str) -> str:
     """The file's text inside a tool result, without the tool's framing: Codex heads its
     output with `Chunk ID` / `Wall time` lines before `Output:`, Claude Code numbers the
-    lines, Gemini CLI wraps the text in a JSON `output`."""
+    lines (`1\t`, `1→`), opencode too (`1: `, inside `<content>` with a closing note in
+    parentheses), Gemini CLI wraps the text in a JSON `output`."""
     text = result
     try:
         parsed = json.loads(result)
@@ -85,11 +98,15 @@ def _file_text(result: str) -> str:
     text = text.replace("\\n", "\n")
     if "\nOutput:\n" in text:
         text = text.split("\nOutput:\n", 1)[1]
+    if "<content>" in text:
+        text = text.split("<content>", 1)[1].split("</content>", 1)[0]
+        text = _CLOSING_NOTE.sub("", text)
     lines = (_LINE_NUMBER.sub("", line).strip() for line in text.splitlines())
     return " ".join(line for line in lines if line)
 
 
-_LINE_NUMBER = re.compile(r"^\s*\d+(?:→|\t)")
+_LINE_NUMBER = re.compile(r"^\s*\d+(?:→|\t|: )")
+_CLOSING_NOTE = re.compile(r"\n\(End of file[^)]*\)\s*$")
 
 
 def claude_code() -> Script:
@@ -112,8 +129,34 @@ def gemini_cli() -> Script:
     return CliScript(DIALECT_GEMINI, _GEMINI_CWD, "read_file", lambda path: {"file_path": path})
 
 
+#: The MCP tool opencode's flow offers (server `dictionary`, tool `define`, as opencode names
+#: it), called with the last word of the notes.
+OPENCODE_MCP_TOOL = "dictionary_define"
+
+
+def opencode() -> Script:
+    """opencode (its built-in `openai` provider, Responses API): `read` of `<cwd>/notes.txt`
+    (its `<env>` block names the cwd), then the MCP tool `dictionary_define` of the notes'
+    last word. The session-title side call has no tools: `Ready.`"""
+    return CliScript(
+        DIALECT_RESPONSES,
+        _OPENCODE_CWD,
+        "read",
+        lambda path: {"filePath": path},
+        then=(OPENCODE_MCP_TOOL, lambda text: {"word": re.findall(r"\w+", text)[-1]}),
+    )
+
+
+def qwen_code() -> Script:
+    """Qwen Code (`--auth-type openai`, Chat Completions): `read_file` of `<cwd>/notes.txt`
+    (its startup context names the cwd)."""
+    return CliScript(DIALECT_CHAT, _QWEN_CWD, "read_file", lambda path: {"file_path": path})
+
+
 SCRIPTS: dict[str, Callable[[], Script]] = {
     "claude-code": claude_code,
     "codex": codex,
     "gemini-cli": gemini_cli,
+    "opencode": opencode,
+    "qwen-code": qwen_code,
 }

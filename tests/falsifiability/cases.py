@@ -944,6 +944,8 @@ def _preset(name: str, system: str, failing: Mapping[str, str], relaxed: Mapping
 
 _DATED = "You are a weather assistant. Today's date is 2026-01-01."
 _GEMINI_TMP = "You are a weather assistant. Notes in ~/.gemini/tmp/project-a/notes."
+_OPENCODE_ENV = "You are a weather assistant.\n<env>\n  Today's date: Thu Jan 01 2026\n</env>"
+_QWEN_DATED = "You are a weather assistant.\nToday's date is Thursday, January 1, 2026.\n"
 
 MATCH_RULES: tuple[Case, ...] = (
     _rule(
@@ -1133,6 +1135,22 @@ MATCH_RULES: tuple[Case, ...] = (
         _GEMINI_TMP,
         {"FP_SYSTEM": _GEMINI_TMP.replace("weather", "rain").replace("-a/", "-b/")},
         {"FP_SYSTEM": _GEMINI_TMP.replace("-a/", "-b/")},
+    ),
+    _preset(
+        "opencode",
+        _OPENCODE_ENV,
+        {"FP_SYSTEM": _OPENCODE_ENV.replace("weather", "rain").replace("Thu Jan 01", "Mon Feb 02")},
+        {"FP_SYSTEM": _OPENCODE_ENV.replace("Thu Jan 01", "Mon Feb 02")},
+    ),
+    _preset(
+        "qwen-code",
+        _QWEN_DATED,
+        {
+            "FP_SYSTEM": _QWEN_DATED.replace("weather", "rain").replace(
+                "Thursday, January 1", "Monday, February 2"
+            )
+        },
+        {"FP_SYSTEM": _QWEN_DATED.replace("Thursday, January 1", "Monday, February 2")},
     ),
 )
 

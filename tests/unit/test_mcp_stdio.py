@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -238,4 +239,47 @@ def test_a_session_file_with_an_unknown_mode_is_named(tmp_path: Path) -> None:
     assert done.stderr.decode().strip() == (
         f"error: the MCP stand-in for 'x' cannot read its session {path}: 'rewind' is not a "
         "valid Mode (it exists only while flowproof runs the flow)"
+    )
+
+
+# A server that answers `initialize`, then dies of SIGTERM: what it gets when the agent's
+# whole process group is ended, the stand-in included, at the agent's exit.
+SIGTERMED_SERVER = r"""
+import json, os, signal, sys
+message = json.loads(sys.stdin.readline())
+result = {"protocolVersion": "2025-11-25"}
+print(json.dumps({"jsonrpc": "2.0", "id": message["id"], "result": result}), flush=True)
+os.kill(os.getpid(), signal.SIGTERM)
+"""
+
+
+def record_until(tmp_path: Path, script: str, agent_closes_after: float) -> list[dict]:
+    """The stand-in recording one `initialize` against `script`, the agent closing its end
+    `agent_closes_after` seconds after sending it; the capture's error entries."""
+    (tmp_path / "server.py").write_text(script)
+    capture = tmp_path / "c.jsonl"
+    session = StandinSession(
+        "files", "record", str(capture), [sys.executable, str(tmp_path / "server.py")]
+    )
+    read_end, write_end = os.pipe()
+    os.write(write_end, line(INIT))
+    closer = threading.Timer(agent_closes_after, os.close, (write_end,))
+    closer.start()
+    with os.fdopen(read_end, "rb") as stdin:
+        assert run_standin(session, stdin, io.BytesIO()) == 0
+    closer.join()
+    return [entry for entry in read_entries(capture) if entry["k"] == "error"]
+
+
+def test_a_server_ended_with_the_agents_group_is_no_failure(tmp_path: Path) -> None:
+    """The server dies of the group's SIGTERM a moment before the stand-in's own stop:
+    the record goes on (it failed opencode's records now and then)."""
+    assert record_until(tmp_path, SIGTERMED_SERVER, agent_closes_after=0.3) == []
+
+
+def test_a_server_killed_while_the_agent_stays_is_still_a_failure(tmp_path: Path) -> None:
+    (error,) = record_until(tmp_path, SIGTERMED_SERVER, agent_closes_after=4.0)
+    assert (
+        "the MCP server 'files' was killed by signal 15 while the agent was still connected"
+        in error["text"]
     )

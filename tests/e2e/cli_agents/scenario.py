@@ -28,7 +28,8 @@ An older release (not the newest of VERSIONS) plays `replay` and `worktree`, the
 `newer_release`: a copy of its CI checkout replayed by the newest release, which diverges
 (the releases send other requests) and must say first that the agent changed version.
 
-The later day: Claude Code (a dynamically linked native binary) and Gemini CLI (Node) run
+The later day: Claude Code and opencode (dynamically linked native binaries), Gemini CLI
+and Qwen Code (Node) run
 under libfaketime (`FAKETIME=+1d`) through a small shim on PATH (flowproof itself is Python,
 whose sleeps libfaketime breaks, so only the CLI gets it); Codex is a static binary that
 libfaketime does not reach, so its runs move across a day boundary with `TZ` (UTC-12 at
@@ -42,6 +43,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -58,7 +60,13 @@ VENV_BIN = Path(sys.executable).parent  # flowproof's own venv
 SPEC = "read-notes.flow.yaml"
 TRACE = "read-notes.trace.yaml"
 #: The CLI executable each flow starts, as named in its `agent.command`.
-BINARIES = {"claude-code": "claude", "codex": "codex", "gemini-cli": "gemini"}
+BINARIES = {
+    "claude-code": "claude",
+    "codex": "codex",
+    "gemini-cli": "gemini",
+    "opencode": "opencode",
+    "qwen-code": "qwen",
+}
 #: The releases of each CLI the lockfile installs, oldest first, far enough apart that the
 #: request layout changed: the last is the CLI's own package, the others npm aliases named
 #: `<cli>-<version>` (tests/package.json). The CLI's preset names them (`versions_tested:`).
@@ -66,12 +74,16 @@ VERSIONS = {
     "claude-code": ("2.1.197", "2.1.332"),
     "codex": ("0.130.0", "0.171.0"),
     "gemini-cli": ("0.41.2", "0.61.0"),
+    "opencode": ("1.18.33",),
+    "qwen-code": ("0.24.4",),
 }
 #: Each CLI's own npm package (its newest release here).
 PACKAGES = {
     "claude-code": "@anthropic-ai/claude-code",
     "codex": "@openai/codex",
     "gemini-cli": "@google/gemini-cli",
+    "opencode": "opencode-ai",
+    "qwen-code": "@qwen-code/qwen-code",
 }
 #: Codex is static (no libfaketime): these two zones are 26 hours apart, always another date.
 RECORD_TZ, REPLAY_TZ = "Etc/GMT+12", "Etc/GMT-14"
@@ -81,6 +93,10 @@ LIBFAKETIME_CANDIDATES = (
     "/usr/lib/faketime/libfaketime.so.1",
 )
 SEED = 7
+#: `--timeout` for the runs that diverge, per CLI: opencode retries the 409 (the AI SDK counts
+#: 409 as retryable, and opencode backs off up to five times more), about 90 s before it gives
+#: up; the verdict is the divergence either way (it is judged before the timeout).
+DIVERGING_TIMEOUT = {"opencode": "45"}
 ORIGINAL_TASK = "tell me the secret word"
 EDITED_TASK = "tell me the secret animal"
 
@@ -121,6 +137,7 @@ class Step:
     stdout: str
     stderr: str
     day: str  # the date the CLI saw (`date +%F` under the same clock settings)
+    seconds: float = 0.0  # how long the flowproof command took
 
 
 @dataclass
@@ -181,9 +198,15 @@ def faketime_shim(folder: Path, binary: str, real: Path, library: Path) -> Path:
     return folder
 
 
-def flowproof(machine: Machine, command: str, extra: dict[str, str] | None = None) -> Step:
+def flowproof(
+    machine: Machine,
+    command: str,
+    extra: dict[str, str] | None = None,
+    options: tuple[str, ...] = (),
+) -> Step:
     environ = {**machine.environ(), **(extra or {})}
-    argv = [str(VENV_BIN / "flowproof"), command, str(machine.project / SPEC)]
+    argv = [str(VENV_BIN / "flowproof"), command, *options, str(machine.project / SPEC)]
+    started = time.monotonic()
     done = subprocess.run(
         argv,
         env=environ,
@@ -193,7 +216,8 @@ def flowproof(machine: Machine, command: str, extra: dict[str, str] | None = Non
         text=True,
         timeout=300,
     )
-    return Step(done.returncode, done.stdout, done.stderr, machine.day())
+    seconds = round(time.monotonic() - started, 1)
+    return Step(done.returncode, done.stdout, done.stderr, machine.day(), seconds)
 
 
 def edit_spec(project: Path, edit: str) -> None:
@@ -254,12 +278,18 @@ def elsewhere(machine: Machine, name: str) -> Machine:
     )
 
 
-def replay_edited(ci: Machine) -> Step:
+def diverging_run(cli: str, machine: Machine) -> Step:
+    """A replay expected to diverge, cut short for a CLI that retries a divergence long."""
+    limit = DIVERGING_TIMEOUT.get(cli)
+    return flowproof(machine, "run", options=("--timeout", limit) if limit else ())
+
+
+def replay_edited(cli: str, ci: Machine) -> Step:
     """Replay from a fresh copy of the CI checkout with the task edited."""
     copy = elsewhere(ci, "checkout-edited")
     shutil.copytree(ci.project, copy.project)
     edit_spec(copy.project, "prompt")
-    return flowproof(copy, "run")
+    return diverging_run(cli, copy)
 
 
 @dataclass
@@ -306,8 +336,8 @@ def scenario(cli: str, workdir: Path, version: str | None = None) -> Outcome:
         steps["newer_release"] = replay_with_newest(cli, ci, workdir)
         return Outcome(steps, None, agents)
     move_to_ci(laptop_bare, ci_bare)
-    steps["edited_prompt"] = replay_edited(ci)
-    steps["without_preset"] = flowproof(ci_bare, "run")
+    steps["edited_prompt"] = replay_edited(cli, ci)
+    steps["without_preset"] = diverging_run(cli, ci_bare)
     recorded = stored_requests(ci.project / TRACE)
     steps["rerecord"] = record(cli, ci)
     return Outcome(steps, stored_requests(ci.project / TRACE) == recorded, agents)
