@@ -64,7 +64,8 @@ ensure_egress_tools
 
 fingerprint() {
     local f
-    for f in pyproject.toml tests/package.json tests/package-lock.json tests/cookbook-requirements.txt; do
+    for f in pyproject.toml tests/package.json tests/package-lock.json tests/cookbook-requirements.txt \
+        tests/aider-requirements.txt; do
         if [[ -f "$f" ]]; then cat "$f"; fi
     done | sha256sum | cut -d' ' -f1
 }
@@ -77,29 +78,38 @@ mcp1_ready() { [[ -f "$MCP1_DIR/.stamp" ]] && [[ "$(cat "$MCP1_DIR/.stamp")" == 
 
 # The agent frameworks of the wiring cookbook (docs/agents.md, tests/e2e/test_cookbook.py),
 # pinned in tests/cookbook-requirements.txt, get a virtualenv of their own: their dependency
-# trees are heavy (pip takes minutes) and conflict with .venv's. It is built from the same
-# interpreter as .venv (a venv made by a venv's python nests badly). The stamp is the
-# requirements file's hash, so an edit of the pins reinstalls.
-COOKBOOK_REQUIREMENTS=tests/cookbook-requirements.txt
-COOKBOOK_DIR=.deps/cookbook
-cookbook_stamp() { sha256sum "$COOKBOOK_REQUIREMENTS" | cut -d' ' -f1; }
-cookbook_ready() {
-    [[ ! -f "$COOKBOOK_REQUIREMENTS" ]] || { [[ -f "$COOKBOOK_DIR/.stamp" ]] \
-        && [[ "$(cat "$COOKBOOK_DIR/.stamp")" == "$(cookbook_stamp)" ]]; }
+# trees are heavy (pip takes minutes) and conflict with .venv's. aider, which pins every one
+# of its dependencies exactly and so conflicts with the frameworks, gets another one, from
+# tests/aider-requirements.txt. Each is built from the same interpreter as .venv (a venv made
+# by a venv's python nests badly). Its stamp is its requirements file's hash, so an edit of
+# the pins reinstalls it.
+COOKBOOK_VENVS=(cookbook aider)  # .deps/NAME from tests/NAME-requirements.txt
+venv_requirements() { echo "tests/$1-requirements.txt"; }
+venv_stamp() { sha256sum "$(venv_requirements "$1")" | cut -d' ' -f1; }
+venv_ready() {
+    local requirements dir=".deps/$1"
+    requirements="$(venv_requirements "$1")"
+    [[ ! -f "$requirements" ]] || { [[ -f "$dir/.stamp" ]] \
+        && [[ "$(cat "$dir/.stamp")" == "$(venv_stamp "$1")" ]]; }
 }
-cookbook_install() {
-    local base
+venv_install() {
+    local base requirements dir=".deps/$1"
+    requirements="$(venv_requirements "$1")"
     base="$("$VENV/bin/python" -c 'import sys; print(sys._base_executable)')"
-    echo "bootstrap: installing the cookbook's agent frameworks into $COOKBOOK_DIR (a few minutes)"
-    rm -rf "$COOKBOOK_DIR"
-    "$base" -m venv "$COOKBOOK_DIR"
-    if ! "$COOKBOOK_DIR/bin/python" -m pip install --quiet -r "$COOKBOOK_REQUIREMENTS" \
+    echo "bootstrap: installing $requirements into $dir (a few minutes)"
+    rm -rf "$dir"
+    "$base" -m venv "$dir"
+    if ! "$dir/bin/python" -m pip install --quiet -r "$requirements" \
         2> >(grep -v "is ignored: it is neither" >&2); then
-        rm -rf "$COOKBOOK_DIR"
-        echo "bootstrap: pip could not install $COOKBOOK_REQUIREMENTS (see above)" >&2
+        rm -rf "$dir"
+        echo "bootstrap: pip could not install $requirements (see above)" >&2
         return 1
     fi
-    cookbook_stamp > "$COOKBOOK_DIR/.stamp"
+    venv_stamp "$1" > "$dir/.stamp"
+}
+cookbook_ready() {
+    local name
+    for name in "${COOKBOOK_VENVS[@]}"; do venv_ready "$name" || return 1; done
 }
 
 # The Node agents, MCP servers and coding CLIs of the e2e tests, pinned in tests/package.json
@@ -130,7 +140,15 @@ quiet_pip install --quiet --upgrade pip
 
 if [[ -f tests/package.json ]]; then
     if command -v npm >/dev/null 2>&1; then
-        npm ci --prefix tests --no-audit --no-fund --loglevel=error
+        # `npm ci` refuses a lockfile whose optional platform packages (opencode's and
+        # Qwen Code's native builds for other systems) the registry does not list; a clean
+        # `npm install --no-save` then installs the same locked versions (the lockfile is
+        # left as committed) and links each CLI's own package in .bin, not an older alias.
+        if ! npm ci --prefix tests --no-audit --no-fund --loglevel=silent; then
+            echo "bootstrap: npm ci refused the lockfile; installing the locked versions with npm install" >&2
+            rm -rf tests/node_modules
+            npm install --prefix tests --no-save --no-audit --no-fund --loglevel=error
+        fi
     else
         echo "bootstrap: npm not found; Node agent tests will be skipped" >&2
     fi
@@ -142,9 +160,9 @@ if ! mcp1_ready; then
         2> >(grep -v "is ignored: it is neither" >&2)
     echo "$MCP1_SPEC" > "$MCP1_DIR/.stamp"
 fi
-if ! cookbook_ready; then
-    cookbook_install
-fi
+for name in "${COOKBOOK_VENVS[@]}"; do
+    venv_ready "$name" || venv_install "$name"
+done
 
 fingerprint > "$STAMP"
 echo "bootstrap: ready ($VENV)"

@@ -1,15 +1,15 @@
-"""The wiring cookbook (docs/agents.md), tested with the five real frameworks it shows.
+"""The wiring cookbook (docs/agents.md), tested with the real frameworks and CLI it shows.
 
-Each framework's agent and flow under tests/e2e/cookbook/ records against the scripted fake
-upstream, replays with no upstream, and fails on an edited prompt; the committed traces
-replay as they are. Every flowproof run here (fake upstream included) happens in a network
-namespace with only loopback up, and every spec certifies `assert_no_egress` under
-flowproof's own containment, so a framework that phones home fails instead of leaking.
+Each agent and flow under tests/e2e/cookbook/ (eight Python frameworks, Mastra on Node, and
+aider) records against the scripted fake upstream, replays with no upstream, and fails on
+an edited prompt; the committed traces replay as they are. Every flowproof run here (fake
+upstream included) happens in a network namespace with only loopback up, and every spec
+certifies `assert_no_egress` under flowproof's own containment, so a framework that phones
+home fails instead of leaking.
 """
 
 from __future__ import annotations
 
-import re
 import shutil
 import subprocess
 import sys
@@ -25,6 +25,9 @@ from tests.e2e.cookbook.fake_model import COOKBOOK, FRAMEWORKS, netns_argv
 pytestmark = pytest.mark.slow
 
 COOKBOOK_VENV = REPO / ".deps" / "cookbook"
+#: aider pins its whole dependency tree, so it has a virtualenv of its own.
+AIDER_VENV = REPO / ".deps" / "aider"
+NODE_MODULES = REPO / "tests" / "node_modules"
 SPEC_NAME = "weather.flow.yaml"
 TRACE_NAME = "weather.trace.yaml"
 #: What each spec's `name:` starts with (the PASS line names the flow).
@@ -34,16 +37,31 @@ FLOW_NAMES = {
     "llamaindex": "LlamaIndex FunctionAgent",
     "crewai": "CrewAI crew",
     "llm": "llm CLI with a tool",
+    "adk": "Google ADK agent",
+    "autogen": "AutoGen AssistantAgent",
+    "strands": "Strands agent",
+    "mastra": "Mastra agent",
+    "aider": "aider edits the forecast",
 }
+#: The wire format each one speaks: OpenAI Chat Completions unless named here.
+PROTOCOLS = {"adk": "gemini", "mastra": "openai-responses"}
+#: Which message of the first request holds the edited task: the one after the system
+#: prompt (Gemini's systemInstruction and the Responses API's system item count as one),
+#: the first for llm (no system prompt), the tenth for aider (after its example exchange
+#: and the files of the chat).
+TASK_MESSAGE = {"llm": 0, "aider": 9}
 
 
 def _unavailable() -> str | None:
     """Why the cookbook cannot run here, or None."""
-    if not (COOKBOOK_VENV / ".stamp").is_file():
-        return (
-            ".deps/cookbook is missing or half-installed: scripts/bootstrap.sh installs "
-            "tests/cookbook-requirements.txt there"
-        )
+    for venv in (COOKBOOK_VENV, AIDER_VENV):
+        if not (venv / ".stamp").is_file():
+            return (
+                f".deps/{venv.name} is missing or half-installed: scripts/bootstrap.sh "
+                f"installs tests/{venv.name}-requirements.txt there"
+            )
+    if not (NODE_MODULES / "@mastra" / "core").is_dir():
+        return "tests/node_modules has no @mastra/core: scripts/bootstrap.sh runs npm ci"
     from flowproof_cli.egress import unavailable_reason
 
     if (reason := unavailable_reason()) is not None:
@@ -63,12 +81,14 @@ def cookbook() -> None:
 
 
 def project_copy(tmp_path: Path, *, with_venv: bool = True) -> Path:
-    """The cookbook at the same depth in a fresh tree, `.deps` linked in: what a clean
-    checkout at another path looks like to the suite's env_from."""
+    """The cookbook at the same depth in a fresh tree, `.deps` and `tests/node_modules`
+    linked in: what a clean checkout at another path looks like to the suites' env_from
+    and to Node's module resolution."""
     target = tmp_path / "tests" / "e2e" / "cookbook"
     shutil.copytree(
         COOKBOOK, target, ignore=shutil.ignore_patterns("__pycache__", ".flowproof", ".llm")
     )
+    (tmp_path / "tests" / "node_modules").symlink_to(NODE_MODULES)
     if with_venv:
         (tmp_path / ".deps").symlink_to(REPO / ".deps")
     return target
@@ -115,7 +135,8 @@ def test_records_replays_offline_and_diverges_on_an_edited_prompt(
     assert recorded.code == 0, recorded.output
     assert recorded.stdout.startswith(f"PASS: {FLOW_NAMES[framework]}"), recorded.output
     turns = traces.load(trace).turns
-    assert len(turns) >= 2 and {turn.protocol for turn in turns} == {"openai-chat"}
+    assert len(turns) >= (1 if framework == "aider" else 2)  # aider edits in one answer
+    assert {turn.protocol for turn in turns} == {PROTOCOLS.get(framework, "openai-chat")}
     assert "sk-cookbook" not in trace.read_text()  # the record key stays out of the trace
 
     replayed = replay(spec)  # the fake upstream is gone: replay needs nothing
@@ -126,10 +147,8 @@ def test_records_replays_offline_and_diverges_on_an_edited_prompt(
     edit_spec(spec, "in Nairobi right now", "in Paris right now")
     diverged = replay(spec)
     assert diverged.code == 1, diverged.output
-    # message 0 for llm (no system prompt), 1 for the others
-    assert re.search(
-        r"divergence at turn 1: message [01] \(user\) content changed", diverged.stdout
-    )
+    message = TASK_MESSAGE.get(framework, 1)
+    assert f"divergence at turn 1: message {message} (user) content changed" in diverged.stdout
     assert "Paris" in diverged.stdout and "Nairobi" in diverged.stdout
 
 
@@ -137,7 +156,7 @@ def test_records_replays_offline_and_diverges_on_an_edited_prompt(
 def test_committed_traces_replay_from_a_clean_checkout(cookbook: None, tmp_path: Path) -> None:
     result = replay(project_copy(tmp_path))
     assert result.code == 0, result.output
-    assert "5 passed, 0 failed, 0 skipped" in result.stdout
+    assert f"{len(FLOW_NAMES)} passed, 0 failed, 0 skipped" in result.stdout
     for name in FLOW_NAMES.values():
         assert f"PASS: {name}" in result.stdout
 

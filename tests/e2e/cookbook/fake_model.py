@@ -12,6 +12,7 @@ namespace: it serves the fake and records SPEC against it.
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from collections.abc import Sequence
@@ -21,6 +22,7 @@ from typing import Any
 from tests.conftest import clean_environ
 from tests.fakes.fake_upstream import (
     DIALECT_CHAT,
+    Conversation,
     FakeUpstream,
     Reply,
     city_of,
@@ -30,19 +32,57 @@ from tests.fakes.fake_upstream import (
 
 COOKBOOK = Path(__file__).resolve().parent
 REPO = COOKBOOK.parents[2]
-FRAMEWORKS = ("smolagents", "litellm", "llamaindex", "crewai", "llm")
+FRAMEWORKS = (
+    "smolagents",
+    "litellm",
+    "llamaindex",
+    "crewai",
+    "llm",
+    "adk",
+    "autogen",
+    "strands",
+    "mastra",
+    "aider",
+)
 #: smolagents hands a tool's result back as a user message, not as a tool message.
 OBSERVATION = "Observation:"
+#: aider's "whole" edit format (gpt-4o-mini's): its system prompt asks for a *file listing*,
+#: and one user message holds the files added to the chat, each a name then a fenced block.
+AIDER_LISTING = "*file listing*"
+AIDER_FILES = "I have *added these files to the chat*"
+AIDER_FILE = re.compile(r"^(\S+)\n```\n(.*?)^```$", re.MULTILINE | re.DOTALL)
+#: The weather every tool of the cookbook reports, and the value aider is asked to write.
+SUNNY = "sunny, 24 C"
 
 
 def spec_of(framework: str) -> Path:
     return COOKBOOK / framework / "weather.flow.yaml"
 
 
+def aider_listing(conversation: Conversation) -> Reply:
+    """aider's answer in its whole-file format: each file of the chat again, with the
+    task's city set to the fake's weather (`"Nairobi": "cloudy, 18 C"` becomes
+    `"Nairobi": "sunny, 24 C"`), so the edit aider applies shows in its repository."""
+    task = next((text for text in reversed(conversation.user_texts) if AIDER_FILES not in text), "")
+    city = city_of(task)
+    files = next((text for text in conversation.user_texts if text.startswith(AIDER_FILES)), "")
+    listings = []
+    for name, content in AIDER_FILE.findall(files):
+        edited = re.sub(rf'("{re.escape(city)}": )"[^"]*"', rf'\1"{SUNNY}"', content)
+        if edited != content:
+            listings.append(f"{name}\n```\n{edited}```\n")
+    if not listings:
+        return Reply(text=f"No file here mentions {city}.")
+    return Reply(text=f"I set the weather in {city} to {SUNNY}.\n\n" + "".join(listings))
+
+
 def cookbook_script(dialect: str, body: dict[str, Any]) -> Reply:
-    """The fake's default tool loop, plus smolagents' ending: a `final_answer` tool call
-    once the model has seen an observation (smolagents takes no text answer)."""
+    """The fake's default tool loop, plus smolagents' ending (a `final_answer` tool call
+    once the model has seen an observation: smolagents takes no text answer) and aider's
+    edit (a file listing: aider is a coding CLI and calls no tools)."""
     conversation = conversation_of(dialect, body)
+    if dialect == DIALECT_CHAT and AIDER_LISTING in conversation.system:
+        return aider_listing(conversation)
     if (
         dialect == DIALECT_CHAT
         and "final_answer" in conversation.tools
