@@ -494,7 +494,7 @@ class CassetteSession:
         if unreadable is not None:  # no divergence to explain: the agent's request is broken
             message = _unreadable(dialect, clean_path, sent, *unreadable, mode=self.mode)
             return self.refuse(dialect, 400, message, "invalid_request_error")
-        self.divergence = self._explain(dialect, canonical, read.agent)
+        self.divergence = _explained(self, dialect, canonical, read.agent)
         (self.on_divergence or _nothing)()  # once: later requests are refused above
         return _error(
             dialect,
@@ -508,13 +508,6 @@ class CassetteSession:
         (computed once per request in `on_request`, never again here)."""
         if self.rules.active and sent is not stored and sent != stored:
             self.sent[position] = sent
-
-    def _explain(
-        self, dialect: Dialect, canonical: dict[str, Any], agent: str | None
-    ) -> Divergence:
-        assert self._index is not None
-        found = explain_divergence(self._matched, self._index.unconsumed(), dialect, canonical)
-        return led_by_version(found, self._matched, agent, self.record_command)
 
     def render(
         self, dialect: Dialect, live: dict[str, Any], status: int, response: Any
@@ -541,6 +534,16 @@ class CassetteSession:
     def trajectory(self) -> Trajectory:
         """The served turns in recorded order, so record and replay agree."""
         return served_trajectory(self.recorded, self.used_turns(), self.rules)
+
+
+def _explained(
+    session: CassetteSession, dialect: Dialect, canonical: dict[str, Any], agent: str | None
+) -> Divergence:
+    """The divergence of `canonical` from the turns not yet served, led by a version change."""
+    assert session._index is not None
+    unconsumed = session._index.unconsumed()
+    found = explain_divergence(session._matched, unconsumed, dialect, canonical)
+    return led_by_version(found, session._matched, agent, session.record_command)
 
 
 def served_trajectory(recorded: list[Turn], used: list[int], rules: MatchRules) -> Trajectory:
