@@ -166,7 +166,7 @@ MESSAGE_SITES: dict[str, tuple[str, ...]] = {
         "CassetteSession._received",
         "CassetteSession._internal",
         "CassetteSession._replay",
-        "CassetteSession._explain",
+        "_explained",
         "CassetteSession._forward",
         "_unreadable",
         "CassetteSession.on_upstream_error",
