@@ -10,6 +10,7 @@ home fails instead of leaking.
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import sys
@@ -173,14 +174,14 @@ def _resolver_is_off_host() -> bool:
 
 @pytest.mark.egress
 @pytest.mark.parametrize(
-    ("framework", "switches"),
+    ("framework", "switches", "home_host"),
     [
-        ("litellm", ["LITELLM_LOCAL_MODEL_COST_MAP"]),
-        ("crewai", ["CREWAI_DISABLE_TELEMETRY", "OTEL_SDK_DISABLED"]),
+        ("litellm", ["LITELLM_LOCAL_MODEL_COST_MAP"], "raw.githubusercontent.com"),
+        ("crewai", ["CREWAI_DISABLE_TELEMETRY", "OTEL_SDK_DISABLED"], "crewai.com"),
     ],
 )
 def test_without_its_switches_a_framework_phones_home_and_fails(
-    cookbook: None, tmp_path: Path, framework: str, switches: list[str]
+    cookbook: None, tmp_path: Path, framework: str, switches: list[str], home_host: str
 ) -> None:
     """The specs' telemetry switches are what keeps them on loopback: without them the
     framework looks up its home host, which containment refuses and reports."""
@@ -195,7 +196,9 @@ def test_without_its_switches_a_framework_phones_home_and_fails(
     result = replay(spec)
     assert result.code == 1, result.output
     assert "- assert_no_egress: the agent attempted" in result.stdout
-    assert ":53 (connect at" in result.stdout  # the lookup of the framework's home host
+    # the lookup of the framework's home host, named with the resolver it was sent to
+    names = re.findall(r"dns ([\w.-]+)[^(]*\(udp [0-9.]+:53, connect at", result.stdout)
+    assert any(name.endswith(home_host) for name in names), result.stdout
 
 
 def test_a_missing_cookbook_venv_stops_the_run_naming_the_fix(tmp_path: Path) -> None:

@@ -212,7 +212,7 @@ def test_no_dialect_calls_a_500_a_client_error(harness: Harness, path: str) -> N
 class ExplodingSession(CassetteSession):
     """A session whose own request handling raises, as any future bug would."""
 
-    def on_request(self, path: str, raw_body: bytes, dialect: Any = None) -> Any:
+    def on_request(self, path: str, raw_body: bytes, *args: Any, **kwargs: Any) -> Any:
         raise RuntimeError("boom")
 
 

@@ -152,10 +152,13 @@ def leaks_in_text(where: str, text: str, forms: dict[str, bytes]) -> list[str]:
     return [f"{where} ({name})" for name, form in forms.items() if form in data]
 
 
-def fresh_files(root: Path, since_ns: int = 0) -> list[Path]:
-    """The regular files below `root` created or changed since `since_ns`."""
+def fresh_files(root: Path, since_ns: int = 0, skip: tuple[str, ...] = ()) -> list[Path]:
+    """The regular files below `root` created or changed since `since_ns`, not descending
+    into top-level folders whose names start with one of `skip`."""
     found = []
-    for folder, _dirs, names in os.walk(root):
+    for folder, dirs, names in os.walk(root):
+        if skip and folder == str(root):
+            dirs[:] = [name for name in dirs if not name.startswith(skip)]
         for name in names:
             path = os.path.join(folder, name)
             try:
@@ -179,7 +182,10 @@ class TempWatch:
         self.since_ns = time.time_ns() - 1_000_000_000  # coarse clocks: a second of slack
 
     def changed(self) -> list[Path]:
-        return fresh_files(self.system, self.since_ns)
+        # pytest's own folders hold every test's tmp_path (project copies, node_modules) and
+        # are written to all the time by the other workers: walking them took minutes under
+        # load. Each test reads its own project folder for the key separately (`leaks`).
+        return fresh_files(self.system, self.since_ns, skip=("pytest-of-",))
 
 
 @dataclass
