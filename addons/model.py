@@ -16,6 +16,7 @@ that defines `flowproof_normalize(request, protocol)` is a match rule, in load o
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import time
@@ -28,6 +29,7 @@ from mitmproxy import addonmanager, ctx, exceptions, http
 from mitmproxy.net.http.status_codes import RESPONSES
 
 from flowproof_addons import deadline
+from flowproof_addons import websocket as sockets
 from flowproof_addons.conversation import MOCKED_TOOLS, ConversationViews
 from flowproof_addons.guard import (
     FORWARDED,
@@ -46,6 +48,7 @@ from flowproof_cli.cassette.upstream import (
     upstream_from_environment,
 )
 from flowproof_cli.dialects import Dialect, Rendered, route
+from flowproof_cli.dialects.websocket import is_upgrade
 from flowproof_cli.errors import ConfigError, FlowproofError
 from flowproof_cli.match.addons import rules_from_master_addons
 from flowproof_cli.match.build import snapshot_rules
@@ -122,10 +125,15 @@ class ModelBoundary:
         self.default: CassetteSession | None = None
         self._trace_path: Path | None = None
         self._stock: tuple[Mode, Upstream | None, traces.Trace | None] | None = None
+        self._frames: sockets.Frames | None = None  # the WebSocket transport, once loaded
+        self.sink = sockets.Sink()  # replay: the inert peer of sockets answered from traces
 
     # -- stock mitmproxy use ------------------------------------------------------------
 
     def load(self, loader: Any) -> None:
+        proxyserver = loader.master.addons.get("proxyserver")
+        if proxyserver is not None:  # how frames are sent on a live socket
+            self._frames = sockets.Frames(proxyserver.inject_websocket)
         loader.add_option(
             "flowproof_trace", str, "", "Trace file to replay from, or to write when recording."
         )
@@ -192,6 +200,7 @@ class ModelBoundary:
             log.error("flowproof: %s; replay is off", exc)
 
     def done(self) -> None:
+        self.sink.close()
         session = self.default
         if session is None or session.mode is not Mode.RECORD or self._trace_path is None:
             return
@@ -220,6 +229,9 @@ class ModelBoundary:
         session = self._session_for(flow) if dialect is not None else None
         if session is None or dialect is None:
             return None
+        if is_upgrade(flow.request.headers):  # the Responses API over WebSocket
+            sockets.on_upgrade(flow, session, dialect)
+            return sockets.to_sink(flow, self.sink) if flow.metadata.get(sockets.SINK) else None
         if session.off_loop is not None:  # matcher addons: mitmproxy awaits the answer
             return self._answer_off_loop(flow, session, session.off_loop, dialect)
         try:
@@ -318,6 +330,9 @@ class ModelBoundary:
         deadline.arm(flow, forward.timeout_s)
 
     def response(self, flow: http.HTTPFlow) -> None:
+        if flow.metadata.get(sockets.UPGRADING) and (session := self._session_for(flow)):
+            sockets.on_upgrade_answered(flow, session)
+            return
         pending = flow.metadata.pop(PENDING, None)
         if pending is None:
             return
@@ -336,7 +351,37 @@ class ModelBoundary:
             flow.response.headers.update(kept)
         flow.comment = "flowproof: recorded"
 
+    async def websocket_message(self, flow: http.HTTPFlow) -> None:
+        """A frame on a socket this boundary opened or forwarded (addons/websocket.py)."""
+        session = self._session_for(flow)
+        assert flow.websocket is not None
+        message = flow.websocket.messages[-1]
+        if sockets.PATH not in flow.metadata or session is None or message.injected:
+            return  # not a model socket, or a frame flowproof sent itself
+        frames, dialect = self._frames, route(flow.metadata[sockets.PATH])
+        if frames is None or dialect is None:
+            return
+        try:
+            if message.from_client:
+                await frames.from_client(flow, session, dialect)
+            else:
+                frames.from_upstream(flow, session)
+        except Exception as exc:  # fail closed: the frame goes nowhere, the flow fails
+            message.drop()
+            text = f"flowproof: {could_not_handle(flow.metadata[sockets.PATH], exc)}"
+            session.errors.append(text)
+            body = json.dumps({"error": {"message": text, "type": INTERNAL_KIND}}).encode()
+            frames.send(flow, [sockets.error_frame(500, body)])
+
+    def websocket_end(self, flow: http.HTTPFlow) -> None:
+        session = self._session_for(flow)
+        if sockets.PATH in flow.metadata and session is not None:
+            sockets.Frames.ended(flow, session)
+
     def error(self, flow: http.HTTPFlow) -> None:
+        if flow.metadata.get(sockets.UPGRADING) and (session := self._session_for(flow)):
+            sockets.on_upgrade_failed(flow, session, _upstream_failure(flow, None))
+            return
         pending = flow.metadata.pop(PENDING, None)
         waited = deadline.disarm(flow) if pending is not None else None
         session = self._session_for(flow)

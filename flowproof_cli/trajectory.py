@@ -47,6 +47,11 @@ class AssistantTurn:
     tool_calls: tuple[ToolCall, ...]
     thread_key: str = ""  # the system prompt of the request; groups side conversations
     request_size: int = 0  # characters of request text, for the main-thread tie-break
+    #: The response's own id, and the id of the earlier response its request continues
+    #: (the Responses API's `previous_response_id`): a continuation sends only the new
+    #: items, no system prompt, and belongs to the thread of the response it names.
+    response_id: str | None = None
+    continues: str | None = None
 
 
 @dataclass
@@ -63,13 +68,18 @@ class Trajectory:
     def main_thread(self) -> list[AssistantTurn]:
         """Turns of the conversation the flow is about.
 
-        Turns are grouped by system prompt; the group with the most turns wins, ties go to
-        the group carrying the most request text. Both rules are order-independent, so a
-        concurrent side call (a session title) cannot steal the reply.
+        Turns are grouped by system prompt, a continuation with the response it continues;
+        the group with the most turns wins, ties go to the group carrying the most request
+        text. Both rules are order-independent, so a concurrent side call (a session title)
+        cannot steal the reply.
         """
         groups: dict[str, list[AssistantTurn]] = {}
-        for turn in self.turns:
-            groups.setdefault(turn.thread_key, []).append(turn)
+        threads: dict[str, str] = {}  # response id -> the thread key of its chain
+        for turn in sorted(self.turns, key=lambda t: t.turn):
+            key = threads.get(turn.continues or "", turn.thread_key)
+            if turn.response_id:
+                threads[turn.response_id] = key
+            groups.setdefault(key, []).append(turn)
         if not groups:
             return []
         best = max(

@@ -102,10 +102,11 @@ class PendingTurn:
     canonical: dict[str, Any]  # as matched and stored: the match rules applied
     sent: dict[str, Any]  # canonical as the agent sent it, before the match rules
     agent: str | None = None  # `product/version` from its User-Agent, stored with the turn
+    transport: str | None = None  # "websocket" when it came as a frame; None over HTTP
 
     def turn(self, status: int, response: Any) -> Turn:
         """The recorded turn of this request, with the answer the trace keeps."""
-        return Turn(self.dialect.name, self.canonical, status, response, self.agent)
+        return Turn(self.dialect.name, self.canonical, status, response, self.agent, self.transport)
 
 
 @dataclass(frozen=True)
@@ -269,6 +270,14 @@ class CassetteSession:
     #: Called at the first divergence, which settles the verdict: the cue to stop the agent.
     on_divergence: Callable[[], None] | None = field(default=None, repr=False, compare=False)
     agents: RunAgents = field(default_factory=RunAgents)  # who sent this run's requests
+    #: What the run's notes say about how the agent was answered (a WebSocket upgrade
+    #: answered 426, so it used HTTP); printed on success too, never a failure.
+    notes: list[str] = field(default_factory=list)
+
+    def recorded_over(self, transport: str) -> bool:
+        """Replay: whether any recorded turn came over `transport` (a trace recorded over
+        HTTP had its client fall back, so replay refuses the upgrade the same way)."""
+        return any(turn.transport == transport for turn in self.recorded)
 
     def __post_init__(self) -> None:
         self._mock_text = {name: mock_text(value) for name, value in self.mocks.items()}
@@ -395,9 +404,8 @@ class CassetteSession:
         except Exception as exc:  # any bug: an answer
             return self._internal(dialect, read.clean_path, exc)
 
-    def _forward(
-        self, dialect: Dialect, path: str, live: dict[str, Any], pending: PendingTurn
-    ) -> Forward | Rendered:
+    def _unreachable(self, dialect: Dialect) -> Rendered | None:
+        """Record: the answer when there is no upstream to forward to (it fails the flow)."""
         if self.upstream is None:
             message = "flowproof: record has no upstream configured"
             self.errors.append(message)
@@ -405,6 +413,24 @@ class CassetteSession:
         if self.upstream_gone is not None:  # the record has failed on it already
             self.errors.append(self.upstream_gone)
             return _error(dialect, 502, self.upstream_gone, "flowproof_upstream_error")
+        return None
+
+    def upgrade_target(self, path: str, dialect: Dialect) -> tuple[str, dict[str, str]] | Rendered:
+        """Record: the upstream URL and auth headers a WebSocket upgrade of `path` goes to
+        (the socket's frames are the requests: the upgrade itself is not counted)."""
+        unreachable = self._unreachable(dialect)
+        if unreachable is not None:
+            return unreachable
+        assert self.upstream is not None  # `_unreachable` answered otherwise
+        return self.upstream.url_for(dialect, path), self.upstream.auth_headers(dialect)
+
+    def _forward(
+        self, dialect: Dialect, path: str, live: dict[str, Any], pending: PendingTurn
+    ) -> Forward | Rendered:
+        unreachable = self._unreachable(dialect)
+        if unreachable is not None:
+            return unreachable
+        assert self.upstream is not None  # `_unreachable` answered otherwise
         body = json.dumps(dialect.upstream_body(live), ensure_ascii=False).encode()
         return Forward(
             url=self.upstream.url_for(dialect, path),
@@ -611,6 +637,7 @@ def matchable_turns(recorded: list[Turn], rules: MatchRules) -> list[Turn]:
             turn.status,
             turn.response,
             turn.agent,
+            turn.transport,
         )
         for position, turn in enumerate(recorded, start=1)
     ]

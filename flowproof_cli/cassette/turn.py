@@ -21,6 +21,9 @@ class Turn:
     #: `product/version` of the agent that sent the request, from its User-Agent
     #: (match/agents.py); None when it named none, or the trace predates it. Not matched.
     agent: str | None = None
+    #: "websocket" for a turn recorded over a WebSocket (dialects/websocket.py); None over
+    #: HTTP. Not matched: it says how the agent asked, so replay knows to accept the upgrade.
+    transport: str | None = None
 
     @cached_property
     def match_key(self) -> bytes:

@@ -168,6 +168,9 @@ class Dialect(ABC):
     #: Request fields carrying the system prompt beside the conversation (the outline shows
     #: them as its first entry, not as parameters).
     system_fields: tuple[str, ...] = ()
+    #: Whether its route is also served over WebSocket (dialects/websocket.py): an upgrade
+    #: on the route of a dialect without it is answered 426, so the client uses HTTP.
+    websocket: bool = False
 
     def normalize(self, path: str, body: JSON) -> JSON:
         """The body with whatever the dialect carries in the path folded in (Gemini puts the

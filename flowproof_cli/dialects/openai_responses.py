@@ -31,6 +31,10 @@ def _items(request: JSON) -> list[JSON]:
     return [item for item in items if isinstance(item, dict)]
 
 
+def _text_or_none(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
 def _is_message(item: JSON) -> bool:
     return "role" in item and item.get("type", "message") == "message"
 
@@ -79,6 +83,7 @@ class OpenAIResponses(Dialect):
     route_suffixes = ("responses",)
     conversation_key = "input"
     system_fields = ("instructions",)
+    websocket = True  # `response.create` frames (dialects/websocket.py)
 
     def _calls_in(self, entry: JSON) -> Iterator[tuple[str, str]]:
         if entry.get("type") in _CALL_KINDS:
@@ -122,6 +127,8 @@ class OpenAIResponses(Dialect):
             text=text,
             tool_calls=calls,
             thread_key=self._thread_key(request),
+            response_id=_text_or_none(response.get("id")),
+            continues=_text_or_none(request.get("previous_response_id")),
             request_size=len(json.dumps(request.get("input", "")))
             + (len(json.dumps(instructions)) if instructions is not None else 0),
         )

@@ -322,6 +322,7 @@ def _observed(setup: _Setup, driven: Driven, mcp: McpVerdict, *, duration_s: flo
     result.notes.extend(handle_warnings(setup.spec))
     result.notes.extend(look_alike_warnings(setup.spec))
     result.notes.extend(driven.notes)
+    result.notes.extend(dict.fromkeys(session.notes))  # each said once, however often it held
     result.divergence = session.divergence.to_json() if session.divergence else None
     return result
 

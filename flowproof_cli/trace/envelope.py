@@ -10,6 +10,7 @@ Layout (YAML; docs/trace-format.md is the reference):
     turns:                      # model turns in recorded order
       - protocol: <tag>         # omitted for openai-chat, the default
         agent: <product/version> # who sent it, from its User-Agent; omitted when unknown
+        transport: websocket    # asked as a WebSocket frame; omitted over HTTP
         request: {...}          # canonical request, keys sorted
         response: {status: 200, body: {...}}
     egress:                     # omitted unless a contained run refused something
@@ -32,6 +33,7 @@ from flowproof_cli.canonical import sorted_keys
 from flowproof_cli.cassette.turn import Turn
 from flowproof_cli.dialects import dialect_named
 from flowproof_cli.dialects.base import Dialect, ResultSequence
+from flowproof_cli.dialects.websocket import WEBSOCKET
 from flowproof_cli.errors import TraceError
 from flowproof_cli.mcp.lane import Lane, lane_from_document, lane_to_document
 from flowproof_cli.routes import DEFAULT_PROTOCOL
@@ -40,6 +42,8 @@ FORMAT_VERSION = 2
 #: The versions this flowproof reads. Version 1 has no END_KEY, so a version 1 trace cut at
 #: the end of a line cannot be told from a whole one; re-recording writes version 2.
 READ_VERSIONS = (1, 2)
+#: The transports a turn may name (`transport:`); a turn asked over HTTP names none.
+TRANSPORTS = (WEBSOCKET,)
 #: The last key of every trace of version 2: whatever cuts the end off a trace takes it.
 END_KEY = "end_of_trace"
 #: The fix of every trace that cannot be read: the file is written by flowproof, so an
@@ -126,6 +130,8 @@ def to_document(trace: Trace) -> dict[str, Any]:
             entry["protocol"] = turn.protocol
         if turn.agent is not None:  # absent when unknown, so older traces stay byte-identical
             entry["agent"] = turn.agent
+        if turn.transport is not None:  # absent over HTTP, so older traces stay byte-identical
+            entry["transport"] = turn.transport
         entry["request"] = sorted_keys(turn.request)
         entry["response"] = {"status": turn.status, "body": sorted_keys(turn.response)}
         turns.append(entry)
@@ -234,6 +240,13 @@ def _turn(entry: Any, number: int, where: _Where) -> Turn:
             f"turn {number} is malformed: its `agent` is {agent!r}, not text (the "
             "`product/version` its User-Agent named, such as claude-cli/2.1.332)",
         )
+    transport = entry.get("transport")
+    if transport is not None and transport not in TRANSPORTS:
+        raise trace_error(
+            at,
+            f"turn {number} is malformed: its `transport` is {transport!r}; flowproof writes "
+            f"`transport: {WEBSOCKET}` for a turn asked over a WebSocket, and nothing over HTTP",
+        )
     try:
         _read_by_dialect(dialect, request, status, body, number)
     except Exception as exc:  # a hand edit can break the dialect anywhere
@@ -242,7 +255,7 @@ def _turn(entry: Any, number: int, where: _Where) -> Turn:
             f"turn {number} is malformed: the {protocol} dialect cannot read its request or "
             f"response ({type(exc).__name__}: {exc})",
         ) from None
-    return Turn(protocol=protocol, request=request, status=status, response=body, agent=agent)
+    return Turn(protocol, request, status, body, agent, transport)
 
 
 def _read_by_dialect(
