@@ -162,11 +162,9 @@ def on_upgrade_answered(flow: http.HTTPFlow, session: CassetteSession) -> None:
         return
     path = _clean(flow.metadata.get(PATH, flow.request.path))
     status = response.status_code
-    if status == _UPGRADE_REQUIRED:
-        session.notes.append(
-            f"the upstream answered the agent's WebSocket upgrade of {path} with 426, so "
-            "the agent used HTTP"
-        )
+    if status == _UPGRADE_REQUIRED:  # a note, not a failure: the agent asks again over HTTP
+        note = f"the upstream answered the agent's WebSocket upgrade of {path} with 426, so "
+        session.notes.append(note + "the agent used HTTP")
         return
     raw = response.get_content(strict=False) or b""
     if session.upstream is not None:

@@ -32,6 +32,7 @@ from flowproof_cli.match.presets import preset_names
 from flowproof_cli.spec import grammar, models
 from flowproof_cli.spec.match import MatchSpec, NormalizeSpec
 from tests.falsifiability import cases
+from tests.falsifiability import test_websocket_verdicts as websocket_verdicts
 
 # -- the forms the code enumerates ----------------------------------------------------------------
 
@@ -168,6 +169,7 @@ MESSAGE_SITES: dict[str, tuple[str, ...]] = {
         "CassetteSession._replay",
         "_explained",
         "CassetteSession._forward",
+        "CassetteSession._unreachable",
         "_unreadable",
         "CassetteSession.on_upstream_error",
     ),
@@ -193,10 +195,22 @@ MESSAGE_SITES: dict[str, tuple[str, ...]] = {
     "flowproof_cli.match.user_code": ("ScriptCalls.worded",),
     "flowproof_cli.evidence.secrets": ("resolve_secrets", "failure_lines"),
     "flowproof_cli.egress.verdicts": ("failures",),
+    "flowproof_addons.websocket": (
+        "on_upgrade_answered",
+        "Frames.from_client",
+        "Frames.from_upstream",
+        "Frames.ended",
+    ),
 }
 
 #: Message templates no case can reach through the CLI, each with the reason.
 UNREACHABLE: dict[str, str] = {
+    "flowproof: the upstream model sent an {} event on the WebSocket with no request "
+    "pending (HTTP {}): {}": (
+        "needs an upstream that speaks on the socket before any request; the service never "
+        "does (tests/unit/test_responses_websocket.py words it)"
+    ),
+
     "flowproof: no model route at {}": (
         "the guard answers a path no dialect routes before any session sees it "
         "(tests/unit/test_proxy_guard.py)"
@@ -330,6 +344,7 @@ def _pattern(template: str) -> re.Pattern[str]:
 def _case_messages() -> list[str]:
     said = [case.message for case in cases.CASES]
     said += [command.message for command in cases.COMMANDS]
+    said += list(websocket_verdicts.MESSAGES.values())
     return [re.sub(r"<<[^<>]*>>", "X", text) for text in said]
 
 

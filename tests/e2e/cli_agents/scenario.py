@@ -50,7 +50,7 @@ from pathlib import Path
 import yaml
 
 from tests.fakes.cli_scripts import SCRIPTS
-from tests.fakes.fake_upstream import FakeUpstream
+from tests.fakes.responses_ws_upstream import ResponsesWebSocketUpstream
 
 REPO = Path(__file__).resolve().parents[3]
 HERE = Path(__file__).resolve().parent
@@ -242,7 +242,8 @@ def new_project(cli: str, laptop: Machine, edit: str | None = None) -> None:
 
 
 def record(cli: str, machine: Machine) -> Step:
-    with FakeUpstream(script=SCRIPTS[cli](), seed=SEED) as fake:
+    # It speaks the Responses API over WebSocket too: Codex's default transport.
+    with ResponsesWebSocketUpstream(script=SCRIPTS[cli](), seed=SEED, api_key="k") as fake:
         upstream = {"FLOWPROOF_AGENT_UPSTREAM": f"{fake.base_url}/v1", "FLOWPROOF_AGENT_KEY": "k"}
         return flowproof(machine, "record", upstream)
 

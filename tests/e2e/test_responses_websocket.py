@@ -1,0 +1,100 @@
+"""The Responses API over WebSocket: a client speaking it the way Codex CLI does
+(tests/e2e/agents/py_responses_websocket.py: an upgrade, `response.create` frames chained by
+`previous_response_id`, an optional `generate: false` warm-up, HTTP after a 426) recorded
+against a fake that speaks it (tests/fakes/responses_ws_upstream.py: connection-local
+continuations, the key checked on the upgrade), replayed offline twice, mutated, and the
+trace read both ways across the transports; then the red paths."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.conftest import run_cli
+from tests.e2e.flows import AGENTS, write_flow
+from tests.fakes.responses_ws_upstream import WEBSOCKET, ResponsesWebSocketUpstream
+
+pytestmark = pytest.mark.slow
+
+KEY = "sk-proj-websocket0record0key000000000"
+AGENT = f"{sys.executable} {AGENTS / 'py_responses_websocket.py'}"
+STEPS: list[dict[str, Any]] = [
+    {"prompt": "What's the weather in Nairobi right now? Use both tools."},
+    {"assert_tool_call": "get_weather where city equals Nairobi"},
+    {"assert": "reply contains sunny"},
+]
+
+
+def flow(folder: Path, **env: str) -> Path:
+    return write_flow(folder, command=AGENT, env=env, tools=[], steps=STEPS)
+
+
+def record(spec: Path, fake: ResponsesWebSocketUpstream) -> Any:
+    upstream = {"FLOWPROOF_AGENT_UPSTREAM": f"{fake.base_url}/v1", "FLOWPROOF_AGENT_KEY": KEY}
+    return run_cli("record", spec, env=upstream)
+
+
+def trace_of(spec: Path) -> dict[str, Any]:
+    path = spec.with_name(spec.name.replace(".flow.yaml", ".trace.yaml"))
+    document: dict[str, Any] = yaml.safe_load(path.read_text())
+    return document
+
+
+def set_env(spec: Path, **env: str) -> None:
+    document = yaml.safe_load(spec.read_text())
+    document["agent"]["env"] = env
+    spec.write_text(yaml.safe_dump(document, sort_keys=False))
+
+
+def test_records_over_the_socket_and_replays_offline_twice(tmp_path: Path) -> None:
+    spec = flow(tmp_path, WS_WARMUP="1")
+    with ResponsesWebSocketUpstream(api_key=KEY) as fake:
+        recorded = record(spec, fake)
+        frames = fake.frames()
+    assert recorded.code == 0, recorded.output
+    # The fake answered frames, not HTTP: the warm-up, then two continuations on one socket
+    # (the fake refuses a `previous_response_id` of another connection when store is false).
+    assert [frame.method for frame in fake.requests] == [WEBSOCKET] * 3
+    assert frames[0].body["generate"] is False
+    assert frames[2].body["previous_response_id"] is not None
+    assert [upgrade["authorization"] for upgrade in fake.upgrades] == [f"Bearer {KEY}"]
+    turns = trace_of(spec)["turns"]
+    assert [turn.get("transport") for turn in turns] == ["websocket"] * 3
+    assert turns[0]["request"]["generate"] is False
+    assert KEY not in spec.with_name("weather.trace.yaml").read_text()
+    for _ in range(2):  # the fake is gone: every answer comes from the trace
+        replayed = run_cli("run", spec)
+        assert replayed.code == 0, replayed.output
+        assert replayed.stdout.startswith("PASS: "), replayed.output
+        assert "426" not in replayed.output
+
+
+def test_a_changed_frame_diverges_naming_the_change(tmp_path: Path) -> None:
+    spec = flow(tmp_path)
+    with ResponsesWebSocketUpstream(api_key=KEY) as fake:
+        assert record(spec, fake).code == 0
+    set_env(spec, WS_CITY="Quito")
+    replayed = run_cli("run", spec)
+    assert replayed.code == 1, replayed.output
+    assert "divergence at turn 1" in replayed.stdout, replayed.output
+    assert "Nairobi" in replayed.stdout and "Quito" in replayed.stdout, replayed.output
+
+
+def test_a_trace_recorded_over_http_sends_the_socket_client_to_http(tmp_path: Path) -> None:
+    """A client that fell back to HTTP at record (or never dialed the socket) is answered
+    426 at replay too, so it asks what it asked then; the notes say so."""
+    spec = flow(tmp_path, WS_HTTP="1")
+    with ResponsesWebSocketUpstream(api_key=KEY) as fake:
+        assert record(spec, fake).code == 0
+    assert "transport" not in trace_of(spec)["turns"][0]
+    set_env(spec)  # the client now dials the socket: answered 426, it uses HTTP
+    replayed = run_cli("run", spec)
+    assert replayed.code == 0, replayed.output
+    assert (
+        "the agent's WebSocket upgrade of /v1/responses was answered 426, so it used HTTP: "
+        "the trace was recorded over HTTP"
+    ) in replayed.stdout, replayed.output
