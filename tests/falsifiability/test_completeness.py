@@ -210,7 +210,6 @@ UNREACHABLE: dict[str, str] = {
         "needs an upstream that speaks on the socket before any request; the service never "
         "does (tests/unit/test_responses_websocket.py words it)"
     ),
-
     "flowproof: no model route at {}": (
         "the guard answers a path no dialect routes before any session sees it "
         "(tests/unit/test_proxy_guard.py)"
