@@ -39,6 +39,7 @@ from mitmproxy.net.http.status_codes import RESPONSES
 
 from flowproof_addons.guard import mark_forwarded
 from flowproof_cli.cassette import CassetteSession
+from flowproof_cli.cassette.session import recorded_over, upgrade_target
 from flowproof_cli.dialects import Dialect, Rendered
 from flowproof_cli.dialects.base import TRANSPORT_FIELDS
 from flowproof_cli.dialects.websocket import (
@@ -129,14 +130,14 @@ def on_upgrade(flow: http.HTTPFlow, session: CassetteSession, dialect: Dialect) 
         refuse_upgrade(flow, session, dialect, why)
         return
     if session.mode is Mode.REPLAY:
-        if not session.recorded_over(WEBSOCKET):
+        if not recorded_over(session, WEBSOCKET):
             why = "the trace was recorded over HTTP, so replay answers the way record did"
             refuse_upgrade(flow, session, dialect, why)
             return
         flow.comment = "flowproof: WebSocket answered from the trace"
         flow.metadata[SINK] = True  # the caller sends it to the loopback `Sink`
         return
-    target = session.upgrade_target(request.path, dialect)
+    target = upgrade_target(session, request.path, dialect)
     if isinstance(target, Rendered):
         fields = [(b"content-type", target.content_type.encode()), (b"x-should-retry", b"false")]
         _respond(flow, target.status, fields, target.body)

@@ -270,14 +270,7 @@ class CassetteSession:
     #: Called at the first divergence, which settles the verdict: the cue to stop the agent.
     on_divergence: Callable[[], None] | None = field(default=None, repr=False, compare=False)
     agents: RunAgents = field(default_factory=RunAgents)  # who sent this run's requests
-    #: What the run's notes say about how the agent was answered (a WebSocket upgrade
-    #: answered 426, so it used HTTP); printed on success too, never a failure.
-    notes: list[str] = field(default_factory=list)
-
-    def recorded_over(self, transport: str) -> bool:
-        """Replay: whether any recorded turn came over `transport` (a trace recorded over
-        HTTP had its client fall back, so replay refuses the upgrade the same way)."""
-        return any(turn.transport == transport for turn in self.recorded)
+    notes: list[str] = field(default_factory=list)  # how the agent was answered (a 426)
 
     def __post_init__(self) -> None:
         self._mock_text = {name: mock_text(value) for name, value in self.mocks.items()}
@@ -404,30 +397,10 @@ class CassetteSession:
         except Exception as exc:  # any bug: an answer
             return self._internal(dialect, read.clean_path, exc)
 
-    def _unreachable(self, dialect: Dialect) -> Rendered | None:
-        """Record: the answer when there is no upstream to forward to (it fails the flow)."""
-        if self.upstream is None:
-            message = "flowproof: record has no upstream configured"
-            self.errors.append(message)
-            return _error(dialect, 502, message, "flowproof_no_upstream")
-        if self.upstream_gone is not None:  # the record has failed on it already
-            self.errors.append(self.upstream_gone)
-            return _error(dialect, 502, self.upstream_gone, "flowproof_upstream_error")
-        return None
-
-    def upgrade_target(self, path: str, dialect: Dialect) -> tuple[str, dict[str, str]] | Rendered:
-        """Record: the upstream URL and auth headers a WebSocket upgrade of `path` goes to
-        (the socket's frames are the requests: the upgrade itself is not counted)."""
-        unreachable = self._unreachable(dialect)
-        if unreachable is not None:
-            return unreachable
-        assert self.upstream is not None  # `_unreachable` answered otherwise
-        return self.upstream.url_for(dialect, path), self.upstream.auth_headers(dialect)
-
     def _forward(
         self, dialect: Dialect, path: str, live: dict[str, Any], pending: PendingTurn
     ) -> Forward | Rendered:
-        unreachable = self._unreachable(dialect)
+        unreachable = _unreachable(self, dialect)
         if unreachable is not None:
             return unreachable
         assert self.upstream is not None  # `_unreachable` answered otherwise
@@ -560,6 +533,36 @@ class CassetteSession:
     def trajectory(self) -> Trajectory:
         """The served turns in recorded order, so record and replay agree."""
         return served_trajectory(self.recorded, self.used_turns(), self.rules)
+
+
+def _unreachable(session: CassetteSession, dialect: Dialect) -> Rendered | None:
+    """Record: the answer when there is no upstream to forward to (it fails the flow)."""
+    if session.upstream is None:
+        message = "flowproof: record has no upstream configured"
+        session.errors.append(message)
+        return _error(dialect, 502, message, "flowproof_no_upstream")
+    if session.upstream_gone is not None:  # the record has failed on it already
+        session.errors.append(session.upstream_gone)
+        return _error(dialect, 502, session.upstream_gone, "flowproof_upstream_error")
+    return None
+
+
+def upgrade_target(
+    session: CassetteSession, path: str, dialect: Dialect
+) -> tuple[str, dict[str, str]] | Rendered:
+    """Record: the upstream URL and auth headers a WebSocket upgrade of `path` goes to
+    (the socket's frames are the requests: the upgrade itself is not counted)."""
+    unreachable = _unreachable(session, dialect)
+    if unreachable is not None:
+        return unreachable
+    assert session.upstream is not None  # `_unreachable` answered otherwise
+    return session.upstream.url_for(dialect, path), session.upstream.auth_headers(dialect)
+
+
+def recorded_over(session: CassetteSession, transport: str) -> bool:
+    """Replay: whether any recorded turn came over `transport` (a trace recorded over HTTP
+    had its client fall back, so replay refuses the upgrade the same way)."""
+    return any(turn.transport == transport for turn in session.recorded)
 
 
 def _explained(

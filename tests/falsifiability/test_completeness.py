@@ -169,7 +169,7 @@ MESSAGE_SITES: dict[str, tuple[str, ...]] = {
         "CassetteSession._replay",
         "_explained",
         "CassetteSession._forward",
-        "CassetteSession._unreachable",
+        "_unreachable",
         "_unreadable",
         "CassetteSession.on_upstream_error",
     ),

@@ -15,6 +15,7 @@ import pytest
 from flowproof_addons import websocket as sockets
 from flowproof_cli import trace as traces
 from flowproof_cli.cassette import CassetteSession, Forward, Mode, Turn, Upstream
+from flowproof_cli.cassette.session import recorded_over, upgrade_target
 from flowproof_cli.cassette.turn import match_key
 from flowproof_cli.dialects import Rendered
 from flowproof_cli.dialects.openai_responses import OpenAIResponses
@@ -146,9 +147,9 @@ def test_an_unknown_transport_is_a_malformed_turn() -> None:
 
 def test_replay_accepts_the_socket_only_for_a_trace_recorded_over_it() -> None:
     socket = Turn(DIALECT.name, BODY, 200, ANSWER, None, "websocket")
-    assert CassetteSession(Mode.REPLAY, recorded=[socket]).recorded_over("websocket")
+    assert recorded_over(CassetteSession(Mode.REPLAY, recorded=[socket]), "websocket")
     http = Turn(DIALECT.name, BODY, 200, ANSWER)
-    assert not CassetteSession(Mode.REPLAY, recorded=[http]).recorded_over("websocket")
+    assert not recorded_over(CassetteSession(Mode.REPLAY, recorded=[http]), "websocket")
 
 
 # -- continuations --------------------------------------------------------------------------------
@@ -265,7 +266,7 @@ def test_a_forward_is_what_an_http_request_gets() -> None:
     outcome = session.on_request("/v1/responses", json.dumps(BODY).encode(), DIALECT)
     assert isinstance(outcome, Forward)
     assert outcome.headers == {"authorization": f"Bearer {KEY}"}
-    assert session.upgrade_target("/v1/responses", DIALECT) == (
+    assert upgrade_target(session, "/v1/responses", DIALECT) == (
         "http://127.0.0.1:9/v1/responses",
         {"authorization": f"Bearer {KEY}"},
     )
