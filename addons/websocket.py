@@ -37,9 +37,11 @@ import wsproto.utilities
 from mitmproxy import http
 from mitmproxy.net.http.status_codes import RESPONSES
 
+from flowproof_addons import deadline
 from flowproof_addons.guard import mark_forwarded
 from flowproof_cli.cassette import CassetteSession
 from flowproof_cli.cassette.session import recorded_over, upgrade_target
+from flowproof_cli.cassette.upstream import timeout_reason
 from flowproof_cli.dialects import Dialect, Rendered
 from flowproof_cli.dialects.base import TRANSPORT_FIELDS
 from flowproof_cli.dialects.websocket import (
@@ -301,6 +303,7 @@ class Frames:
             return
         pending = replace(outcome.pending, transport=WEBSOCKET)
         flow.metadata.setdefault(WAITING, deque()).append(_Waiting(pending))
+        deadline.rearm(flow, outcome.timeout_s)  # the upstream's silence is bounded as over HTTP
         sent = json.loads(message.content)  # the client's own transport fields go on as sent
         kept = {name: sent[name] for name in TRANSPORT_FIELDS if name in sent}
         message.content = frame_of_request({**json.loads(outcome.body), **kept})
@@ -325,9 +328,16 @@ class Frames:
         message.drop()
         current = waiting[0]
         current.frames.append(content)
+        timeout = session.upstream.timeout_s if session.upstream else None
         if event is None or kind not in (*COMPLETED, *FAILED):
+            if timeout is not None:
+                deadline.rearm(flow, timeout)  # each event starts the wait over
             return
         waiting.popleft()
+        if waiting and timeout is not None:
+            deadline.rearm(flow, timeout)
+        elif not waiting:
+            deadline.disarm(flow)
         if kind in COMPLETED:
             answer = json.dumps(event.get("response"), ensure_ascii=False).encode()
             rendered = session.on_upstream_response(current.pending, 200, answer)
@@ -343,12 +353,16 @@ class Frames:
     def ended(flow: http.HTTPFlow, session: CassetteSession) -> None:
         """The socket closed: a response still awaited fails the record."""
         waiting: deque[_Waiting] = flow.metadata.pop(WAITING, None) or deque()
+        waited = deadline.disarm(flow)
         websocket = flow.websocket
         by = "the agent" if websocket is not None and websocket.closed_by_client else "the upstream"
+        reason = (
+            timeout_reason(waited)
+            if waited is not None
+            else f"{by} closed the WebSocket before the response completed"
+        )
         for item in waiting:
-            session.on_upstream_error(
-                item.pending, f"{by} closed the WebSocket before the response completed"
-            )
+            session.on_upstream_error(item.pending, reason, timed_out=waited is not None)
 
 
 __all__ = [

@@ -8,6 +8,7 @@ trace read both ways across the transports; then the red paths."""
 from __future__ import annotations
 
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,7 @@ import yaml
 
 from tests.conftest import run_cli
 from tests.e2e.flows import AGENTS, write_flow
+from tests.fakes.fake_upstream import Reply
 from tests.fakes.responses_ws_upstream import WEBSOCKET, ResponsesWebSocketUpstream
 
 pytestmark = pytest.mark.slow
@@ -98,3 +100,20 @@ def test_a_trace_recorded_over_http_sends_the_socket_client_to_http(tmp_path: Pa
         "the agent's WebSocket upgrade of /v1/responses was answered 426, so it used HTTP: "
         "the trace was recorded over HTTP"
     ) in replayed.stdout, replayed.output
+
+
+def test_a_silent_upstream_fails_the_record_at_the_upstream_timeout(tmp_path: Path) -> None:
+    """A frame forwarded at record is bounded by `--upstream-timeout` as an HTTP call is."""
+    spec = flow(tmp_path)
+
+    def silent(dialect: str, body: dict[str, Any]) -> Reply:
+        time.sleep(4)
+        return Reply(text="too late")
+
+    with ResponsesWebSocketUpstream(script=silent, api_key=KEY) as fake:
+        upstream = {"FLOWPROOF_AGENT_UPSTREAM": f"{fake.base_url}/v1", "FLOWPROOF_AGENT_KEY": KEY}
+        recorded = run_cli("record", "--upstream-timeout", "1", spec, env=upstream)
+    assert recorded.code == 1, recorded.output
+    assert "could not reach the upstream model: no answer within 1 s" in recorded.stdout, (
+        recorded.output
+    )

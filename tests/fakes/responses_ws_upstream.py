@@ -33,6 +33,7 @@ import hashlib
 import json
 import socket
 import socketserver
+import sys
 from typing import Any
 
 from wsproto import ConnectionType
@@ -211,6 +212,11 @@ class _WsServer(_Server):
     def __init__(self, fake: FakeUpstream, port: int) -> None:
         self.fake = fake
         socketserver.TCPServer.__init__(self, ("127.0.0.1", port), _WsHandler)
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client (the proxy) that cut the socket mid-answer is no error of the fake's."""
+        if not isinstance(sys.exc_info()[1], OSError):
+            super().handle_error(request, client_address)
 
 
 class ResponsesWebSocketUpstream(FakeUpstream):

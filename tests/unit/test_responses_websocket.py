@@ -194,7 +194,7 @@ def _flow(*messages: _Message) -> Any:
     websocket = SimpleNamespace(messages=list(messages), closed_by_client=False)
     request = SimpleNamespace(path="/v1/responses", headers={"user-agent": "ws-agent/1.0"})
     return SimpleNamespace(
-        websocket=websocket, request=request, metadata={sockets.PATH: "/v1/responses"}
+        id="flow-1", websocket=websocket, request=request, metadata={sockets.PATH: "/v1/responses"}
     )
 
 
@@ -270,3 +270,98 @@ def test_a_forward_is_what_an_http_request_gets() -> None:
         "http://127.0.0.1:9/v1/responses",
         {"authorization": f"Bearer {KEY}"},
     )
+
+
+# -- the upgrade ------------------------------------------------------------------------------------
+
+
+def _upgrade(path: str = "/v1/responses", version: str = "13") -> Any:
+    from mitmproxy.test import tflow
+
+    flow = tflow.tflow()
+    flow.request.method, flow.request.path = "GET", path
+    flow.request.headers.update(
+        {
+            "upgrade": "websocket",
+            "connection": "Upgrade",
+            "sec-websocket-key": "dGhlIHNhbXBsZSBub25jZQ==",
+            "sec-websocket-version": version,
+            "authorization": "Bearer sk-placeholder",
+        }
+    )
+    return flow
+
+
+def _replaying(*turns: Turn) -> CassetteSession:
+    return CassetteSession(Mode.REPLAY, recorded=list(turns))
+
+
+SOCKET_TURN = Turn(DIALECT.name, BODY, 200, ANSWER, None, "websocket")
+
+
+@pytest.mark.parametrize(
+    ("path", "version", "turns", "why"),
+    [
+        (
+            "/v1/chat/completions",
+            "13",
+            [SOCKET_TURN],
+            "flowproof serves the openai-chat API over HTTP only",
+        ),
+        ("/v1/responses", "8", [SOCKET_TURN], "it asked for WebSocket version '8'"),
+        ("/v1/responses", "13", [], "the trace was recorded over HTTP"),
+    ],
+)
+def test_an_upgrade_flowproof_cannot_serve_is_answered_426_and_noted(
+    path: str, version: str, turns: list[Turn], why: str
+) -> None:
+    from flowproof_cli.dialects import route
+
+    flow, session = _upgrade(path, version), _replaying(*turns)
+    dialect = route(path)
+    assert dialect is not None
+    sockets.on_upgrade(flow, session, dialect)
+    assert flow.response.status_code == 426
+    assert flow.response.headers["sec-websocket-version"] == "13"
+    message = json.loads(flow.response.content)["error"]["message"]
+    [note] = session.notes
+    assert note.startswith(
+        f"the agent's WebSocket upgrade of {path} was answered 426, so it used HTTP: "
+    )
+    assert why in note and note in message
+    assert not session.errors  # a 426 is not a failure: the client asks again over HTTP
+
+
+def test_replay_sends_a_trace_recorded_over_the_socket_to_the_loopback_peer() -> None:
+    flow, session = _upgrade(), _replaying(SOCKET_TURN)
+    sockets.on_upgrade(flow, session, DIALECT)
+    assert flow.response is None and flow.metadata[sockets.SINK]
+    sink = sockets.Sink()
+
+    async def opened() -> int:
+        await sockets.to_sink(flow, sink)
+        port = sink.port
+        sink.close()
+        return port
+
+    port = asyncio.run(opened())
+    assert flow.request.url == f"http://127.0.0.1:{port}/"
+    assert "authorization" not in flow.request.headers  # the placeholder goes nowhere
+
+
+def test_record_sends_the_upgrade_to_the_upstream_with_the_key() -> None:
+    flow = _upgrade()
+    session = CassetteSession(Mode.RECORD, upstream=Upstream("http://127.0.0.1:9/v1", KEY))
+    sockets.on_upgrade(flow, session, DIALECT)
+    assert flow.response is None
+    assert flow.request.url == "http://127.0.0.1:9/v1/responses"
+    assert flow.request.headers["authorization"] == f"Bearer {KEY}"
+    assert flow.metadata[sockets.UPGRADING]
+
+
+def test_record_without_an_upstream_refuses_the_upgrade() -> None:
+    flow = _upgrade()
+    session = CassetteSession(Mode.RECORD)
+    sockets.on_upgrade(flow, session, DIALECT)
+    assert flow.response.status_code == 502
+    assert session.errors == ["flowproof: record has no upstream configured"]
