@@ -17,6 +17,7 @@ from typing import Any
 from mitmproxy import http
 
 from flowproof_cli.dialects import Dialect, Rendered, route
+from flowproof_cli.dialects.websocket import is_upgrade
 from flowproof_cli.runner.json_mode import json_answer, json_mode
 
 CANNED_TEXT = "Hello from flowproof doctor."
@@ -150,6 +151,12 @@ class CannedReplies:
             return
         dialect = route(flow.request.path)
         if dialect is None:
+            return
+        if is_upgrade(flow.request.headers):  # the doctor answers over HTTP: the client falls back
+            message = "flowproof doctor answers over HTTP: ask again without the WebSocket"
+            error = json.dumps(dialect.error_body(message, "websocket_not_served", 426))
+            headers = {"content-type": "application/json", "sec-websocket-version": "13"}
+            flow.response = http.Response.make(426, error, headers)
             return
         self.model_requests[(where, dialect.name)] += 1
         rendered = canned_reply(dialect, flow.request.path, flow.request.get_content() or b"")

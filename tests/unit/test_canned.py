@@ -7,9 +7,10 @@ from typing import Any
 
 import jsonschema
 import pytest
+from mitmproxy.test import tflow
 
 from flowproof_cli.dialects import route
-from flowproof_cli.runner.canned import CANNED_TEXT, canned_reply
+from flowproof_cli.runner.canned import CANNED_TEXT, CannedReplies, canned_reply
 from flowproof_cli.runner.json_mode import JsonMode, json_answer, json_mode
 
 # Gemini CLI's model router asks for this (its classifier's schema, as sent).
@@ -222,3 +223,16 @@ def test_json_mode_is_read_only_from_the_fields_each_api_defines() -> None:
     assert json_mode("gemini", {"generationConfig": "not a mapping"}) is None
     schema_less = {"response_format": {"type": "json_schema", "json_schema": {"name": "x"}}}
     assert json_mode("openai-chat", schema_less) == JsonMode()
+
+
+def test_the_doctor_sends_a_websocket_client_to_http() -> None:
+    """Codex CLI dials the Responses API over a WebSocket by default: the doctor answers its
+    upgrade 426, which sends it to HTTP, and counts only the HTTP request that follows."""
+    flow = tflow.tflow()
+    flow.request.method, flow.request.path = "GET", "/v1/responses"
+    flow.request.headers.update({"upgrade": "websocket", "sec-websocket-version": "13"})
+    replies = CannedReplies()
+    replies.request(flow)
+    assert flow.response is not None and flow.response.status_code == 426
+    assert "answers over HTTP" in json.loads(flow.response.content)["error"]["message"]
+    assert not replies.model_requests

@@ -11,13 +11,14 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from mitmproxy.test import tflow
 
 from flowproof_addons import websocket as sockets
 from flowproof_cli import trace as traces
 from flowproof_cli.cassette import CassetteSession, Forward, Mode, Turn, Upstream
 from flowproof_cli.cassette.session import recorded_over, upgrade_target
 from flowproof_cli.cassette.turn import match_key
-from flowproof_cli.dialects import Rendered
+from flowproof_cli.dialects import Rendered, route
 from flowproof_cli.dialects.openai_responses import OpenAIResponses
 from flowproof_cli.dialects.websocket import (
     Unreadable,
@@ -276,8 +277,6 @@ def test_a_forward_is_what_an_http_request_gets() -> None:
 
 
 def _upgrade(path: str = "/v1/responses", version: str = "13") -> Any:
-    from mitmproxy.test import tflow
-
     flow = tflow.tflow()
     flow.request.method, flow.request.path = "GET", path
     flow.request.headers.update(
@@ -315,8 +314,6 @@ SOCKET_TURN = Turn(DIALECT.name, BODY, 200, ANSWER, None, "websocket")
 def test_an_upgrade_flowproof_cannot_serve_is_answered_426_and_noted(
     path: str, version: str, turns: list[Turn], why: str
 ) -> None:
-    from flowproof_cli.dialects import route
-
     flow, session = _upgrade(path, version), _replaying(*turns)
     dialect = route(path)
     assert dialect is not None
