@@ -380,7 +380,8 @@ class ModelBoundary:
 
     def error(self, flow: http.HTTPFlow) -> None:
         if flow.metadata.get(sockets.UPGRADING) and (session := self._session_for(flow)):
-            sockets.on_upgrade_failed(flow, session, _upstream_failure(flow, None))
+            waited = deadline.disarm(flow)
+            sockets.on_upgrade_failed(flow, session, _upstream_failure(flow, waited))
             return
         pending = flow.metadata.pop(PENDING, None)
         waited = deadline.disarm(flow) if pending is not None else None

@@ -153,6 +153,8 @@ def on_upgrade(flow: http.HTTPFlow, session: CassetteSession, dialect: Dialect) 
         request.headers[name] = value
     flow.metadata[UPGRADING] = True
     mark_forwarded(flow)
+    if session.upstream is not None:  # an upstream that never answers the upgrade fails it
+        deadline.arm(flow, session.upstream.timeout_s)
 
 
 def on_upgrade_answered(flow: http.HTTPFlow, session: CassetteSession) -> None:
@@ -160,6 +162,7 @@ def on_upgrade_answered(flow: http.HTTPFlow, session: CassetteSession) -> None:
     sends the client to HTTP (noted); any other answer reaches the agent as sent and fails
     the record, as an HTTP error answer does."""
     flow.metadata.pop(UPGRADING, None)
+    deadline.disarm(flow)
     response = flow.response
     if response is None or response.status_code == 101:
         return

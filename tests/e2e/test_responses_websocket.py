@@ -17,6 +17,7 @@ import yaml
 
 from tests.conftest import run_cli
 from tests.e2e.flows import AGENTS, write_flow
+from tests.fakes.broken_upstream import BrokenUpstream
 from tests.fakes.fake_upstream import Reply
 from tests.fakes.responses_ws_upstream import WEBSOCKET, ResponsesWebSocketUpstream
 
@@ -112,6 +113,17 @@ def test_a_silent_upstream_fails_the_record_at_the_upstream_timeout(tmp_path: Pa
 
     with ResponsesWebSocketUpstream(script=silent, api_key=KEY) as fake:
         upstream = {"FLOWPROOF_AGENT_UPSTREAM": f"{fake.base_url}/v1", "FLOWPROOF_AGENT_KEY": KEY}
+        recorded = run_cli("record", "--upstream-timeout", "1", spec, env=upstream)
+    assert recorded.code == 1, recorded.output
+    assert "could not reach the upstream model: no answer within 1 s" in recorded.stdout, (
+        recorded.output
+    )
+
+
+def test_an_upstream_that_never_answers_the_upgrade_fails_the_record(tmp_path: Path) -> None:
+    spec = flow(tmp_path)
+    with BrokenUpstream("hang") as hung:
+        upstream = {"FLOWPROOF_AGENT_UPSTREAM": f"{hung.base_url}/v1", "FLOWPROOF_AGENT_KEY": KEY}
         recorded = run_cli("record", "--upstream-timeout", "1", spec, env=upstream)
     assert recorded.code == 1, recorded.output
     assert "could not reach the upstream model: no answer within 1 s" in recorded.stdout, (
