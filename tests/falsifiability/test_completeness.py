@@ -205,6 +205,10 @@ MESSAGE_SITES: dict[str, tuple[str, ...]] = {
 
 #: Message templates no case can reach through the CLI, each with the reason.
 UNREACHABLE: dict[str, str] = {
+    "{} closed the WebSocket before the response completed": (
+        "needs the socket to close between a frame and its answer, a race no case can time "
+        "through the CLI (tests/unit/test_responses_websocket.py words it)"
+    ),
     "flowproof: the upstream model sent an {} event on the WebSocket with no request "
     "pending (HTTP {}): {}": (
         "needs an upstream that speaks on the socket before any request; the service never "
