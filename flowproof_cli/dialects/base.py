@@ -161,6 +161,8 @@ class Dialect(ABC):
 
     #: Stable tag stored on each turn of the cassette.
     name: str
+    #: The provider record forwards this dialect's requests to (FLOWPROOF_UPSTREAM_<PROVIDER>).
+    provider: str = "openai"
     #: Path suffixes this dialect answers (matched on the last segments of the path).
     route_suffixes: tuple[str, ...]
     #: The request field holding the conversation (messages, input items, contents).

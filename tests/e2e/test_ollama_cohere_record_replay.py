@@ -1,0 +1,147 @@
+"""Ollama's native API and Cohere v2 through their real Python clients: record against a
+fake of each provider (which checks the auth it expects), stop it, replay offline twice,
+streamed and not; then a mutation that fails naming the change."""
+
+from __future__ import annotations
+
+import shlex
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from flowproof_cli import trace as traces
+from tests.conftest import run_cli
+from tests.e2e.flows import AGENTS, write_flow
+from tests.fakes.cohere_upstream import FakeCohere
+from tests.fakes.ollama_upstream import FakeOllama
+
+pytestmark = pytest.mark.slow
+
+pytest.importorskip("ollama")
+pytest.importorskip("cohere")
+
+PROMPT = "What's the weather in Nairobi right now? Use both tools."
+KEY = "co-record-key-0123456789"
+STEPS: list[dict[str, Any]] = [
+    {"prompt": PROMPT},
+    {"assert_tool_call": "get_weather where city equals Nairobi"},
+    {"assert_tool_call": "get_time"},
+    {"assert": "reply contains sunny"},
+]
+#: What the clients read (until flowproof injects them itself).
+OLLAMA_ENV = {"OLLAMA_HOST": "${flowproof.proxy_url_no_v1}"}
+COHERE_ENV = {"CO_API_URL": "${flowproof.proxy_url_no_v1}", "CO_API_KEY": "placeholder"}
+
+
+def flow(folder: Path, script: str, *args: str, env: dict[str, str]) -> Path:
+    command = " ".join(shlex.quote(part) for part in (sys.executable, str(AGENTS / script), *args))
+    return write_flow(folder, command=command, steps=STEPS, env=env)
+
+
+def trace_of(spec: Path) -> traces.Trace:
+    return traces.load(spec.with_name(spec.name.replace(".flow.yaml", ".trace.yaml")))
+
+
+def record(spec: Path, base_url: str, provider: str, key: str | None = None) -> None:
+    env = {"FLOWPROOF_AGENT_UPSTREAM": base_url, f"FLOWPROOF_UPSTREAM_{provider}": base_url}
+    if key is not None:
+        env.update(FLOWPROOF_AGENT_KEY=key, **{f"FLOWPROOF_KEY_{provider}": key})
+    result = run_cli("record", spec, env=env)
+    assert result.code == 0, result.output
+
+
+def replays_twice(spec: Path) -> None:
+    for _ in range(2):  # the fake is stopped: replay must need nothing
+        result = run_cli("run", spec)
+        assert result.code == 0, result.output
+        assert result.stdout.startswith("PASS: weather flow")
+
+
+# -- Ollama ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["plain", "stream"])
+def test_ollama_client_records_and_replays_offline(tmp_path: Path, stream: bool) -> None:
+    spec = flow(tmp_path, "py_ollama.py", *(["--stream"] if stream else []), env=OLLAMA_ENV)
+    with FakeOllama() as fake:
+        record(spec, fake.base_url, "OLLAMA")
+    sent = fake.model_requests()
+    assert [request.path for request in sent] == ["/api/chat", "/api/chat"]
+    # record asks for the plain answer whatever the agent asked; no placeholder travels
+    assert all(request.body["stream"] is False for request in sent)
+    assert all("authorization" not in request.headers for request in sent)
+    trace = trace_of(spec)
+    assert [turn.protocol for turn in trace.turns] == ["ollama-chat", "ollama-chat"]
+    assert all("stream" not in turn.request for turn in trace.turns)
+    results = [m for m in trace.turns[1].request["messages"] if m["role"] == "tool"]
+    assert {m["tool_name"]: m["content"] for m in results}["get_time"] == (
+        '{"now":"2026-01-01T09:00:00Z"}'
+    )  # get_time was mocked: the model was told the mock
+    replays_twice(spec)
+
+
+def test_ollama_plain_recording_serves_a_streaming_client(tmp_path: Path) -> None:
+    spec = flow(tmp_path, "py_ollama.py", env=OLLAMA_ENV)
+    with FakeOllama() as fake:
+        record(spec, fake.base_url, "OLLAMA")
+    flow(tmp_path, "py_ollama.py", "--stream", env=OLLAMA_ENV)
+    replays_twice(spec)
+
+
+def test_ollama_cloud_key_travels_as_bearer(tmp_path: Path) -> None:
+    """Ollama's cloud takes a Bearer key: the fake refuses a request without it."""
+    spec = flow(tmp_path, "py_ollama.py", env=OLLAMA_ENV)
+    with FakeOllama(key=KEY) as fake:
+        record(spec, fake.base_url, "OLLAMA", key=KEY)
+    assert all(r.headers["authorization"] == f"Bearer {KEY}" for r in fake.model_requests())
+    assert KEY not in spec.with_name("weather.trace.yaml").read_text()
+
+
+def test_ollama_changed_tool_declaration_diverges(tmp_path: Path) -> None:
+    spec = flow(tmp_path, "py_ollama.py", env=OLLAMA_ENV)
+    with FakeOllama() as fake:
+        record(spec, fake.base_url, "OLLAMA")
+    path = spec.with_name("weather.trace.yaml")
+    path.write_text(path.read_text().replace("Current weather for a city.", "Weather now."))
+    result = run_cli("run", spec)
+    assert result.code == 1, result.output
+    assert (
+        "divergence at turn 1: tools offered changed: the declaration of get_weather changed"
+        in result.stdout
+    )
+
+
+# -- Cohere ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["plain", "stream"])
+def test_cohere_sdk_records_and_replays_offline(tmp_path: Path, stream: bool) -> None:
+    spec = flow(tmp_path, "py_cohere.py", *(["--stream"] if stream else []), env=COHERE_ENV)
+    with FakeCohere(key=KEY) as fake:
+        record(spec, fake.base_url, "COHERE", key=KEY)
+    assert [request.path for request in fake.requests] == ["/v2/chat", "/v2/chat"]
+    for request in fake.requests:  # the key in its one header; the plain answer asked for
+        assert request.headers["authorization"] == f"Bearer {KEY}"
+        assert request.body["stream"] is False
+    trace = trace_of(spec)
+    assert [turn.protocol for turn in trace.turns] == ["cohere-chat", "cohere-chat"]
+    text = spec.with_name("weather.trace.yaml").read_text()
+    assert KEY not in text and "placeholder" not in text
+    results = [m for m in trace.turns[1].request["messages"] if m["role"] == "tool"]
+    assert '{"now":"2026-01-01T09:00:00Z"}' in [m["content"] for m in results]
+    replays_twice(spec)
+
+
+def test_cohere_changed_user_message_diverges(tmp_path: Path) -> None:
+    spec = flow(tmp_path, "py_cohere.py", env=COHERE_ENV)
+    with FakeCohere(key=KEY) as fake:
+        record(spec, fake.base_url, "COHERE", key=KEY)
+    document = yaml.safe_load(spec.read_text())
+    document["steps"][0]["prompt"] = PROMPT.replace("Nairobi", "Lagos")
+    spec.write_text(yaml.safe_dump(document, sort_keys=False))
+    result = run_cli("run", spec)
+    assert result.code == 1, result.output
+    assert "divergence at turn 1: message 1 (user) content changed" in result.stdout
