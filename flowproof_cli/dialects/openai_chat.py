@@ -146,19 +146,23 @@ def _choice_deltas(choice: JSON, size: int) -> Iterator[JSON]:
     for fragment in split_deltas(text_of(content), size):
         yield delta({"content": fragment})
     for position, call in enumerate(message.get("tool_calls") or []):
-        for part in _call_deltas(position, call, size):
-            yield delta({"tool_calls": [part]})
+        yield delta({"tool_calls": [_call_delta(position, call)]})
     yield delta({}, choice.get("finish_reason", "stop"))
 
 
-def _call_deltas(position: int, call: JSON, size: int) -> Iterator[JSON]:
-    """A tool call as streamed: its id and name first, then its arguments in fragments."""
+def _call_delta(position: int, call: JSON) -> JSON:
+    """A tool call as streamed: whole, in one delta (id, name and all its arguments).
+
+    Every OpenAI-compatible client reads this shape (vLLM, Groq, Mistral and Ollama send it),
+    while one client, mistralai, refuses the other (a first delta with the name, then
+    argument fragments without it: its chunk model requires `function.name` on each)."""
     function = call.get("function") or {}
-    yield {
+    return {
         "index": position,
         "id": call.get("id"),
         "type": call.get("type", "function"),
-        "function": {"name": function.get("name"), "arguments": ""},
+        "function": {
+            "name": function.get("name"),
+            "arguments": str(function.get("arguments") or ""),
+        },
     }
-    for fragment in split_deltas(str(function.get("arguments") or ""), size):
-        yield {"index": position, "function": {"arguments": fragment}}
