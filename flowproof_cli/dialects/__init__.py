@@ -5,8 +5,10 @@ from __future__ import annotations
 from flowproof_cli.dialects.anthropic import AnthropicMessages
 from flowproof_cli.dialects.base import Dialect, Rendered, RequestOutline
 from flowproof_cli.dialects.cohere import CohereChat
+from flowproof_cli.dialects.cohere_endpoints import CohereEmbed, CohereRerank, CohereRerankV1
 from flowproof_cli.dialects.gemini import GeminiGenerateContent
 from flowproof_cli.dialects.ollama import OllamaChat
+from flowproof_cli.dialects.ollama_endpoints import OllamaEmbed, OllamaGenerate
 from flowproof_cli.dialects.openai_chat import OpenAIChat
 from flowproof_cli.dialects.openai_responses import OpenAIResponses
 from flowproof_cli.routes import DEFAULT_PROTOCOL  # a trace's default, kept below the trace
@@ -17,7 +19,12 @@ DIALECTS: tuple[Dialect, ...] = (
     AnthropicMessages(),
     GeminiGenerateContent(),
     OllamaChat(),
+    OllamaEmbed(),
+    OllamaGenerate(),
     CohereChat(),
+    CohereEmbed(),
+    CohereRerank(),
+    CohereRerankV1(),
 )
 _BY_NAME = {dialect.name: dialect for dialect in DIALECTS}
 

@@ -145,3 +145,42 @@ def test_cohere_changed_user_message_diverges(tmp_path: Path) -> None:
     result = run_cli("run", spec)
     assert result.code == 1, result.output
     assert "divergence at turn 1: message 1 (user) content changed" in result.stdout
+
+
+# -- retrieval: embeddings and rerank beside the chat --------------------------------------
+
+
+def test_ollama_embed_is_a_turn_of_its_own_and_a_changed_input_fails(tmp_path: Path) -> None:
+    spec = flow(tmp_path, "py_ollama.py", "--embed", env=OLLAMA_ENV)
+    with FakeOllama() as fake:
+        record(spec, fake.base_url, "OLLAMA")
+    trace = trace_of(spec)
+    assert [turn.protocol for turn in trace.turns] == ["ollama-embed", *["ollama-chat"] * 2]
+    assert trace.turns[0].request == {"model": "nomic-embed-text", "input": [PROMPT]}
+    replays_twice(spec)  # the reply is still the chat's: the embedding never stands for it
+
+    document = yaml.safe_load(spec.read_text())
+    document["steps"][0]["prompt"] = PROMPT.replace("Nairobi", "Lagos")
+    spec.write_text(yaml.safe_dump(document, sort_keys=False))
+    result = run_cli("run", spec)
+    assert result.code == 1, result.output
+    assert "divergence at turn 1: message 0 (input) content changed" in result.stdout
+    assert "replayed What's the weather in Lagos right now?" in result.stdout
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["plain", "stream"])
+def test_cohere_embed_and_rerank_record_and_replay(tmp_path: Path, stream: bool) -> None:
+    args = ["--embed", *(["--stream"] if stream else [])]
+    spec = flow(tmp_path, "py_cohere.py", *args, env=COHERE_ENV)
+    with FakeCohere(key=KEY) as fake:
+        record(spec, fake.base_url, "COHERE", key=KEY)
+    assert [r.path for r in fake.requests] == ["/v2/embed", "/v2/rerank", "/v2/chat", "/v2/chat"]
+    assert all(r.headers["authorization"] == f"Bearer {KEY}" for r in fake.requests)
+    trace = trace_of(spec)
+    assert [turn.protocol for turn in trace.turns] == [
+        "cohere-embed",
+        "cohere-rerank",
+        "cohere-chat",
+        "cohere-chat",
+    ]
+    replays_twice(spec)
