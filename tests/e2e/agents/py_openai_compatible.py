@@ -101,7 +101,10 @@ def plain(message: Any) -> dict[str, Any]:
 def turn_function(sdk: str, stream: bool) -> Any:
     """messages -> the assistant message, through the named SDK."""
     if sdk == "mistralai":
-        from mistralai.client import Mistral
+        try:
+            from mistralai.client import Mistral  # 2.x and later
+        except ImportError:
+            from mistralai import Mistral  # type: ignore[attr-defined,no-redef]  # 1.x
 
         client = Mistral(
             api_key=os.environ["MISTRAL_API_KEY"], server_url=os.environ["MISTRAL_SERVER_URL"]
