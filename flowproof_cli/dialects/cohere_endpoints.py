@@ -14,7 +14,8 @@ from typing import ClassVar
 
 from flowproof_cli.dialects.base import JSON
 from flowproof_cli.dialects.cohere import cohere_error_body, cohere_upstream_url
-from flowproof_cli.dialects.provider_endpoint import ProviderEndpoint, count
+from flowproof_cli.dialects.endpoint import count
+from flowproof_cli.dialects.provider_endpoint import ProviderEndpoint
 
 
 class _CohereEndpoint(ProviderEndpoint):
@@ -34,6 +35,7 @@ class CohereEmbed(_CohereEndpoint):
     name = "cohere-embed"
     route_suffixes = ("v2/embed",)
     input_fields = ("texts", "images", "inputs")
+    conversation_key = "texts"
     example_request: ClassVar[JSON] = {
         "model": "embed-v4.0",
         "texts": ["Say hello."],
@@ -70,6 +72,7 @@ class CohereRerank(_CohereEndpoint):
     name = "cohere-rerank"
     route_suffixes = ("v2/rerank",)
     input_fields = ("query", "documents")
+    conversation_key = "query"
     example_request: ClassVar[JSON] = {
         "model": "rerank-v3.5",
         "query": "Say hello.",

@@ -35,6 +35,7 @@ from flowproof_cli.dialects.base import (
     Rendered,
     _ResultCounter,
     text_of,
+    without_transport,
 )
 from flowproof_cli.dialects.sse import piece_size, split_deltas
 from flowproof_cli.trajectory import AssistantTurn, ToolCall
@@ -310,7 +311,7 @@ class OllamaChat(Dialect):
 
     def upstream_body(self, body: JSON) -> JSON:
         """Always the plain answer: `stream: false` said, since Ollama streams by default."""
-        return {**super().upstream_body(body), "stream": False}
+        return {**without_transport(body), "stream": False}
 
     def error_body(self, message: str, kind: str, status: int) -> JSON:
         return ollama_error_body(message, kind, status)

@@ -13,7 +13,8 @@ from __future__ import annotations
 import json
 from typing import Any, ClassVar
 
-from flowproof_cli.dialects.base import JSON, Rendered
+from flowproof_cli.dialects.base import JSON, Rendered, without_transport
+from flowproof_cli.dialects.endpoint import count
 from flowproof_cli.dialects.ollama import (
     NDJSON,
     is_ndjson,
@@ -24,7 +25,7 @@ from flowproof_cli.dialects.ollama import (
     ollama_upstream_url,
     wants_ndjson_stream,
 )
-from flowproof_cli.dialects.provider_endpoint import ProviderEndpoint, clipped, count
+from flowproof_cli.dialects.provider_endpoint import ProviderEndpoint, clipped
 from flowproof_cli.dialects.sse import piece_size, split_deltas
 
 
@@ -45,6 +46,7 @@ class OllamaEmbed(_OllamaEndpoint):
     name = "ollama-embed"
     route_suffixes = ("api/embed",)
     input_fields = ("input",)
+    conversation_key = "input"
     example_request: ClassVar[JSON] = {"model": "nomic-embed-text", "input": ["Say hello."]}
 
     def describe_answer(self, response: JSON) -> str:
@@ -65,6 +67,7 @@ class OllamaGenerate(_OllamaEndpoint):
     name = "ollama-generate"
     route_suffixes = ("api/generate",)
     input_fields = ("prompt", "system", "suffix", "images", "context")
+    conversation_key = "prompt"
     streams = True
     stream_media_type = NDJSON
     example_request: ClassVar[JSON] = {"model": "llama3.2", "prompt": "Say hello."}
@@ -112,4 +115,4 @@ class OllamaGenerate(_OllamaEndpoint):
         return {"model": request.get("model"), "response": text, "done": True}
 
     def upstream_body(self, body: JSON) -> JSON:
-        return {**super().upstream_body(body), "stream": False}
+        return {**without_transport(body), "stream": False}
