@@ -17,7 +17,7 @@ from flowproof_cli.dialects.gemini_endpoints import (
     GeminiModels,
 )
 from flowproof_cli.dialects.ollama import OllamaChat
-from flowproof_cli.dialects.ollama_endpoints import OllamaEmbed, OllamaGenerate
+from flowproof_cli.dialects.ollama_endpoints import OllamaEmbed, OllamaEmbeddings, OllamaGenerate
 from flowproof_cli.dialects.openai_chat import OpenAIChat
 from flowproof_cli.dialects.openai_endpoints import (
     OpenAICompletions,
@@ -47,6 +47,7 @@ DIALECTS: tuple[Dialect, ...] = (
     # Ollama's native API and Cohere v2 (dialects/ollama*.py, dialects/cohere*.py).
     OllamaChat(),
     OllamaEmbed(),
+    OllamaEmbeddings(),
     OllamaGenerate(),
     CohereChat(),
     CohereEmbed(),

@@ -1,4 +1,5 @@
-"""Ollama's native calls around the chat: `/api/embed` and `/api/generate`.
+"""Ollama's native calls around the chat: `/api/embed` (and the legacy `/api/embeddings`) and
+`/api/generate`.
 
 `/api/embed` takes `input` (a text or a list of texts) and answers `{model, embeddings:
 [[float, ...], ...], total_duration, load_duration, prompt_eval_count}`; it is never
@@ -59,6 +60,26 @@ class OllamaEmbed(_OllamaEndpoint):
         inputs = request.get("input")
         number = len(inputs) if isinstance(inputs, list) else 1
         return {"model": request.get("model"), "embeddings": [[0.0, 0.0, 0.0]] * number}
+
+
+class OllamaEmbeddings(_OllamaEndpoint):
+    """`/api/embeddings`, the legacy call `/api/embed` replaced: one `prompt`, one vector.
+
+    Its own dialect so it is Ollama's, not OpenAI's `.../embeddings` (the longer suffix
+    wins the route)."""
+
+    name = "ollama-embeddings"
+    route_suffixes = ("api/embeddings",)
+    input_fields = ("prompt",)
+    conversation_key = "prompt"
+    example_request: ClassVar[JSON] = {"model": "nomic-embed-text", "prompt": "Say hello."}
+
+    def describe_answer(self, response: JSON) -> str:
+        vector = response.get("embedding")
+        return f"1 vector of {len(vector)}" if isinstance(vector, list) else "no vector"
+
+    def canned_response(self, request: JSON, text: str) -> JSON:
+        return {"embedding": [0.0, 0.0, 0.0]}
 
 
 class OllamaGenerate(_OllamaEndpoint):

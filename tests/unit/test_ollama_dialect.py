@@ -74,6 +74,7 @@ def served_to_client(rendered: Rendered, *, stream: bool) -> Any:
         ("/prefix/api/chat/", "ollama-chat"),
         ("/api/embed", "ollama-embed"),
         ("/api/generate", "ollama-generate"),
+        ("/api/embeddings", "ollama-embeddings"),  # not OpenAI's `.../embeddings`
     ],
 )
 def test_native_paths_route_to_ollama(path: str, name: str) -> None:
@@ -83,9 +84,18 @@ def test_native_paths_route_to_ollama(path: str, name: str) -> None:
     assert dialect_named(name) is dialect
 
 
-def test_ollamas_openai_compatible_path_stays_the_chat_dialect() -> None:
-    dialect = route("/v1/chat/completions")
-    assert dialect is not None and dialect.name == "openai-chat"
+def test_ollamas_openai_compatible_paths_stay_openais() -> None:
+    for path, name in (
+        ("/v1/chat/completions", "openai-chat"),
+        ("/v1/embeddings", "openai-embeddings"),
+    ):
+        dialect = route(path)
+        assert dialect is not None and dialect.name == name
+
+
+@pytest.mark.parametrize("path", ["/api/tags", "/api/show", "/api/pull", "/api/ps"])
+def test_model_management_routes_are_no_model_endpoint(path: str) -> None:
+    assert route(path) is None
 
 
 # -- streaming is the default --------------------------------------------------------------
@@ -279,6 +289,16 @@ def test_embed_replays_its_vectors_and_a_changed_input_diverges() -> None:
     refused = session.on_request("/api/embed", json.dumps(changed).encode())
     assert isinstance(refused, Rendered) and refused.status == 409
     assert "message 0 (input) content changed" in json.loads(refused.body)["error"]
+
+
+def test_the_legacy_embeddings_call_is_ollamas_endpoint() -> None:
+    legacy = route("/api/embeddings")
+    assert legacy is not None and legacy.kind == "endpoint"
+    assert legacy.describe_request({"model": "m", "prompt": "a question"}) == "prompt: a question"
+    assert legacy.describe_answer({"embedding": [0.1, 0.2]}) == "1 vector of 2"
+    assert legacy.upstream_url_for_path("http://h:11434", "/api/embeddings") == (
+        "http://h:11434/api/embeddings"
+    )
 
 
 def test_generate_streams_ndjson_by_default_and_reads_back_whole() -> None:
