@@ -13,9 +13,11 @@ import pytest
 import yaml
 
 from flowproof_cli import trace as traces
+from flowproof_cli.runner.environment import injected_variables
 from tests.conftest import run_cli
 from tests.e2e.flows import AGENTS, write_flow
 from tests.fakes.cohere_upstream import FakeCohere
+from tests.fakes.fake_upstream import Reply
 from tests.fakes.ollama_upstream import FakeOllama
 
 pytestmark = pytest.mark.slow
@@ -31,9 +33,15 @@ STEPS: list[dict[str, Any]] = [
     {"assert_tool_call": "get_time"},
     {"assert": "reply contains sunny"},
 ]
-#: What the clients read (until flowproof injects them itself).
-OLLAMA_ENV = {"OLLAMA_HOST": "${flowproof.proxy_url_no_v1}"}
-COHERE_ENV = {"CO_API_URL": "${flowproof.proxy_url_no_v1}", "CO_API_KEY": "placeholder"}
+#: What the clients read: nothing to set where flowproof injects it (then these tests prove
+#: the injection), else mapped in the spec.
+_INJECTED = injected_variables(1, "")
+OLLAMA_ENV = {} if "OLLAMA_HOST" in _INJECTED else {"OLLAMA_HOST": "${flowproof.proxy_url_no_v1}"}
+COHERE_ENV = (
+    {}
+    if {"CO_API_URL", "CO_API_KEY"} <= set(_INJECTED)
+    else {"CO_API_URL": "${flowproof.proxy_url_no_v1}", "CO_API_KEY": "placeholder"}
+)
 
 
 def flow(folder: Path, script: str, *args: str, env: dict[str, str]) -> Path:
@@ -184,3 +192,60 @@ def test_cohere_embed_and_rerank_record_and_replay(tmp_path: Path, stream: bool)
         "cohere-chat",
     ]
     replays_twice(spec)
+
+
+# -- red paths -----------------------------------------------------------------------------
+
+
+def test_a_refused_cohere_key_fails_the_record_naming_the_upstreams_answer(
+    tmp_path: Path,
+) -> None:
+    spec = flow(tmp_path, "py_cohere.py", env=COHERE_ENV)
+    with FakeCohere(key="the-right-key-0123456789") as fake:
+        env = {"FLOWPROOF_AGENT_UPSTREAM": fake.base_url, "FLOWPROOF_AGENT_KEY": KEY}
+        env.update(FLOWPROOF_UPSTREAM_COHERE=fake.base_url, FLOWPROOF_KEY_COHERE=KEY)
+        result = run_cli("record", spec, env=env)
+    assert result.code == 1, result.output
+    assert "the upstream model answered turn 1 with HTTP 401" in result.stdout
+    assert "invalid api token" in result.stdout
+    assert not spec.with_name("weather.trace.yaml").exists()
+
+
+def test_an_ollama_model_not_found_fails_the_record_naming_it(tmp_path: Path) -> None:
+    def missing(body: dict[str, Any]) -> Reply:
+        message = f'model "{body["model"]}" not found, try pulling it first'
+        return Reply(status=404, error_body={"error": message})
+
+    spec = flow(tmp_path, "py_ollama.py", env=OLLAMA_ENV)
+    with FakeOllama(missing) as fake:
+        result = run_cli(
+            "record",
+            spec,
+            env={
+                "FLOWPROOF_AGENT_UPSTREAM": fake.base_url,
+                "FLOWPROOF_UPSTREAM_OLLAMA": fake.base_url,
+            },
+        )
+    assert result.code == 1, result.output
+    assert 'HTTP 404: model "llama3.2" not found, try pulling it first' in result.stdout
+    assert not spec.with_name("weather.trace.yaml").exists()
+
+
+def test_an_ollama_route_flowproof_does_not_record_fails_the_flow_naming_it(
+    tmp_path: Path,
+) -> None:
+    """`GET /api/tags` lists models: no model call. The agent goes on without it, and still
+    the flow fails, naming the path: never a silent pass."""
+    spec = flow(tmp_path, "py_ollama.py", "--list", env=OLLAMA_ENV)
+    with FakeOllama() as fake:
+        result = run_cli(
+            "record",
+            spec,
+            env={
+                "FLOWPROOF_AGENT_UPSTREAM": fake.base_url,
+                "FLOWPROOF_UPSTREAM_OLLAMA": fake.base_url,
+            },
+        )
+    assert result.code == 1, result.output
+    assert "GET /api/tags is not a model endpoint flowproof records" in result.stdout
+    assert all(request.path != "/api/tags" for request in fake.requests)  # never forwarded

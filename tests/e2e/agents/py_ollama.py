@@ -2,7 +2,8 @@
 
 ``ollama.Client()`` reads OLLAMA_HOST (the server, without `/api`). With ``--stream`` each
 turn is streamed (NDJSON) and rebuilt from its chunks; otherwise ``stream=False``. With
-``--embed`` the agent first embeds the question (`/api/embed`), as a retrieval agent does.
+``--embed`` the agent first embeds the question (`/api/embed`), as a retrieval agent does;
+with ``--list`` it first lists the models (`GET /api/tags`) and goes on if that is refused.
 Tool results go back as `tool` messages named by `tool_name`.
 """
 
@@ -70,6 +71,11 @@ def main() -> int:
     stream = "--stream" in sys.argv
     client = ollama.Client()
     prompt = os.environ["FLOWPROOF_PROMPT"]
+    if "--list" in sys.argv:  # a client that lists the models first, and goes on without
+        try:
+            client.list()
+        except ollama.ResponseError as exc:
+            print(f"listing refused ({exc.status_code}); going on", file=sys.stderr)
     if "--embed" in sys.argv:
         vectors = client.embed(model="nomic-embed-text", input=[prompt]).embeddings
         assert len(vectors) == 1 and vectors[0], "no embedding"
