@@ -5,6 +5,7 @@ streamed and not; then a mutation that fails naming the change."""
 from __future__ import annotations
 
 import shlex
+import shutil
 import sys
 from pathlib import Path
 from typing import Any
@@ -14,7 +15,7 @@ import yaml
 
 from flowproof_cli import trace as traces
 from flowproof_cli.runner.environment import injected_variables
-from tests.conftest import run_cli
+from tests.conftest import REPO, run_cli
 from tests.e2e.flows import AGENTS, write_flow
 from tests.fakes.cohere_upstream import FakeCohere
 from tests.fakes.fake_upstream import Reply
@@ -249,3 +250,44 @@ def test_an_ollama_route_flowproof_does_not_record_fails_the_flow_naming_it(
     assert result.code == 1, result.output
     assert "GET /api/tags is not a model endpoint flowproof records" in result.stdout
     assert all(request.path != "/api/tags" for request in fake.requests)  # never forwarded
+
+
+# -- the Node clients ------------------------------------------------------------------------
+
+NODE_MODULES = REPO / "tests" / "node_modules"
+needs_node = pytest.mark.skipif(
+    shutil.which("node") is None
+    or not (NODE_MODULES / "ollama").exists()
+    or not (NODE_MODULES / "cohere-ai").exists(),
+    reason="node, or the ollama and cohere-ai packages of tests/node_modules, are not installed",
+)
+#: The JS clients read neither OLLAMA_HOST nor CO_API_URL themselves: their agents pass them
+#: on (node_ollama.mjs, node_cohere.mjs), so flowproof's injection reaches them that way.
+
+
+def node_flow(folder: Path, script: str, *args: str, env: dict[str, str]) -> Path:
+    parts = (shutil.which("node") or "node", str(AGENTS / script), *args)
+    command = " ".join(shlex.quote(part) for part in parts)
+    return write_flow(folder, command=command, steps=STEPS, env=env)
+
+
+@needs_node
+@pytest.mark.parametrize("stream", [False, True], ids=["plain", "stream"])
+def test_node_ollama_client_records_and_replays(tmp_path: Path, stream: bool) -> None:
+    spec = node_flow(tmp_path, "node_ollama.mjs", *(["--stream"] if stream else []), env=OLLAMA_ENV)
+    with FakeOllama() as fake:
+        record(spec, fake.base_url, "OLLAMA")
+    assert [r.path for r in fake.model_requests()] == ["/api/chat", "/api/chat"]
+    assert [turn.protocol for turn in trace_of(spec).turns] == ["ollama-chat", "ollama-chat"]
+    replays_twice(spec)
+
+
+@needs_node
+@pytest.mark.parametrize("stream", [False, True], ids=["plain", "stream"])
+def test_node_cohere_client_records_and_replays(tmp_path: Path, stream: bool) -> None:
+    spec = node_flow(tmp_path, "node_cohere.mjs", *(["--stream"] if stream else []), env=COHERE_ENV)
+    with FakeCohere(key=KEY) as fake:
+        record(spec, fake.base_url, "COHERE", key=KEY)
+    assert all(r.headers["authorization"] == f"Bearer {KEY}" for r in fake.requests)
+    assert [turn.protocol for turn in trace_of(spec).turns] == ["cohere-chat", "cohere-chat"]
+    replays_twice(spec)
