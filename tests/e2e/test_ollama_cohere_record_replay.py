@@ -7,6 +7,7 @@ from __future__ import annotations
 import shlex
 import shutil
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -62,8 +63,12 @@ def record(spec: Path, base_url: str, provider: str, key: str | None = None) -> 
     assert result.code == 0, result.output
 
 
-def replays_twice(spec: Path) -> None:
-    for _ in range(2):  # the fake is stopped: replay must need nothing
+def replays_twice(spec: Path, then: Callable[[], object] | None = None) -> None:
+    """Replay with the fake stopped (replay must need nothing), then again after `then`
+    rewrote the flow (the agent now streams, or no longer does: `stream` is transport)."""
+    for step in (None, then):
+        if step is not None:
+            step()
         result = run_cli("run", spec)
         assert result.code == 0, result.output
         assert result.stdout.startswith("PASS: weather flow")
@@ -89,15 +94,8 @@ def test_ollama_client_records_and_replays_offline(tmp_path: Path, stream: bool)
     assert {m["tool_name"]: m["content"] for m in results}["get_time"] == (
         '{"now":"2026-01-01T09:00:00Z"}'
     )  # get_time was mocked: the model was told the mock
-    replays_twice(spec)
-
-
-def test_ollama_plain_recording_serves_a_streaming_client(tmp_path: Path) -> None:
-    spec = flow(tmp_path, "py_ollama.py", env=OLLAMA_ENV)
-    with FakeOllama() as fake:
-        record(spec, fake.base_url, "OLLAMA")
-    flow(tmp_path, "py_ollama.py", "--stream", env=OLLAMA_ENV)
-    replays_twice(spec)
+    switched = [] if stream else ["--stream"]
+    replays_twice(spec, lambda: flow(tmp_path, "py_ollama.py", *switched, env=OLLAMA_ENV))
 
 
 def test_ollama_cloud_key_travels_as_bearer(tmp_path: Path) -> None:
@@ -141,7 +139,8 @@ def test_cohere_sdk_records_and_replays_offline(tmp_path: Path, stream: bool) ->
     assert KEY not in text and "placeholder" not in text
     results = [m for m in trace.turns[1].request["messages"] if m["role"] == "tool"]
     assert '{"now":"2026-01-01T09:00:00Z"}' in [m["content"] for m in results]
-    replays_twice(spec)
+    switched = [] if stream else ["--stream"]
+    replays_twice(spec, lambda: flow(tmp_path, "py_cohere.py", *switched, env=COHERE_ENV))
 
 
 def test_cohere_changed_user_message_diverges(tmp_path: Path) -> None:
@@ -177,10 +176,8 @@ def test_ollama_embed_is_a_turn_of_its_own_and_a_changed_input_fails(tmp_path: P
     assert "replayed What's the weather in Lagos right now?" in result.stdout
 
 
-@pytest.mark.parametrize("stream", [False, True], ids=["plain", "stream"])
-def test_cohere_embed_and_rerank_record_and_replay(tmp_path: Path, stream: bool) -> None:
-    args = ["--embed", *(["--stream"] if stream else [])]
-    spec = flow(tmp_path, "py_cohere.py", *args, env=COHERE_ENV)
+def test_cohere_embed_and_rerank_record_and_replay(tmp_path: Path) -> None:
+    spec = flow(tmp_path, "py_cohere.py", "--embed", "--stream", env=COHERE_ENV)
     with FakeCohere(key=KEY) as fake:
         record(spec, fake.base_url, "COHERE", key=KEY)
     assert [r.path for r in fake.requests] == ["/v2/embed", "/v2/rerank", "/v2/chat", "/v2/chat"]
@@ -192,7 +189,7 @@ def test_cohere_embed_and_rerank_record_and_replay(tmp_path: Path, stream: bool)
         "cohere-chat",
         "cohere-chat",
     ]
-    replays_twice(spec)
+    replays_twice(spec, lambda: flow(tmp_path, "py_cohere.py", "--embed", env=COHERE_ENV))
 
 
 # -- red paths -----------------------------------------------------------------------------
@@ -272,22 +269,20 @@ def node_flow(folder: Path, script: str, *args: str, env: dict[str, str]) -> Pat
 
 
 @needs_node
-@pytest.mark.parametrize("stream", [False, True], ids=["plain", "stream"])
-def test_node_ollama_client_records_and_replays(tmp_path: Path, stream: bool) -> None:
-    spec = node_flow(tmp_path, "node_ollama.mjs", *(["--stream"] if stream else []), env=OLLAMA_ENV)
+def test_node_ollama_client_records_and_replays_plain_and_streamed(tmp_path: Path) -> None:
+    spec = node_flow(tmp_path, "node_ollama.mjs", env=OLLAMA_ENV)
     with FakeOllama() as fake:
         record(spec, fake.base_url, "OLLAMA")
     assert [r.path for r in fake.model_requests()] == ["/api/chat", "/api/chat"]
     assert [turn.protocol for turn in trace_of(spec).turns] == ["ollama-chat", "ollama-chat"]
-    replays_twice(spec)
+    replays_twice(spec, lambda: node_flow(tmp_path, "node_ollama.mjs", "--stream", env=OLLAMA_ENV))
 
 
 @needs_node
-@pytest.mark.parametrize("stream", [False, True], ids=["plain", "stream"])
-def test_node_cohere_client_records_and_replays(tmp_path: Path, stream: bool) -> None:
-    spec = node_flow(tmp_path, "node_cohere.mjs", *(["--stream"] if stream else []), env=COHERE_ENV)
+def test_node_cohere_client_records_and_replays_plain_and_streamed(tmp_path: Path) -> None:
+    spec = node_flow(tmp_path, "node_cohere.mjs", env=COHERE_ENV)
     with FakeCohere(key=KEY) as fake:
         record(spec, fake.base_url, "COHERE", key=KEY)
     assert all(r.headers["authorization"] == f"Bearer {KEY}" for r in fake.requests)
     assert [turn.protocol for turn in trace_of(spec).turns] == ["cohere-chat", "cohere-chat"]
-    replays_twice(spec)
+    replays_twice(spec, lambda: node_flow(tmp_path, "node_cohere.mjs", "--stream", env=COHERE_ENV))

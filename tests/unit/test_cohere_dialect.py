@@ -11,6 +11,7 @@ import cohere
 import httpx
 import pytest
 
+from flowproof_addons.conversation import model_response
 from flowproof_cli.cassette import CassetteSession, Forward, Mode, Turn, Upstream
 from flowproof_cli.dialects import Rendered, dialect_named, route
 from flowproof_cli.dialects.cohere import CohereChat
@@ -268,4 +269,17 @@ def test_rerank_v1_and_v2_are_protocols_of_their_own() -> None:
     assert (
         "protocol changed: recorded cohere-rerank-v1, replayed cohere-rerank"
         in refused.body.decode()
+    )
+
+
+# -- the conversation view -----------------------------------------------------------------
+
+
+def test_the_conversation_view_reads_a_streamed_turn_and_an_error() -> None:
+    body = CHAT.render({"stream": True}, 200, answer(None, [CALL], tool_plan="p"), stream=True).body
+    lines = model_response(CHAT, {}, body, 200, "text/event-stream")
+    assert "reassembled from" in lines[0] and lines[2] == f"-> calls get_weather {ARGS}"
+    error = json.dumps({"id": "x", "message": "invalid api token"}).encode()
+    assert (
+        model_response(CHAT, {}, error, 401, "application/json")[-1] == "error: invalid api token"
     )

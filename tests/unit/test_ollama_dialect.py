@@ -11,6 +11,7 @@ import httpx
 import ollama
 import pytest
 
+from flowproof_addons.conversation import model_request, model_response
 from flowproof_cli.cassette import CassetteSession, Forward, Mode, Turn, Upstream
 from flowproof_cli.dialects import Rendered, dialect_named, route
 from flowproof_cli.dialects.base import ResultSequence
@@ -326,3 +327,22 @@ def test_generate_streams_ndjson_by_default_and_reads_back_whole() -> None:
     whole, _ = GENERATE.answer_from_body(rendered.body, NDJSON)
     assert whole == recorded
     assert GENERATE.describe_answer(recorded).startswith("response: The weather in Nairobi")
+
+
+# -- the conversation view -----------------------------------------------------------------
+
+
+def test_the_conversation_view_reads_a_streamed_turn_and_an_embedding() -> None:
+    asked = request({"role": "user", "content": "Weather in Nairobi?"}, tools=[WEATHER])
+    lines = model_request(CHAT, "/api/chat", json.dumps(asked).encode(), set())
+    assert lines[0].startswith("ollama-chat request, model llama3.2, streamed")
+    body = CHAT.render(asked, 200, answer("", [WEATHER]), stream=True).body
+    lines = model_response(CHAT, asked, body, 200, NDJSON)
+    assert lines[0].endswith("NDJSON lines") and lines[2] == (
+        '-> calls get_weather {"city":"Nairobi","days":2}'
+    )
+    vectors = json.dumps({"embeddings": [[0.1, 0.2]]}).encode()
+    shown = model_response(EMBED, {"input": ["x"]}, vectors, 200, "application/json")
+    assert shown[-1] == "1 vector of 2"
+    error = model_response(CHAT, asked, b'{"error": "model not found"}', 404, "application/json")
+    assert error[-1] == "error: model not found"
