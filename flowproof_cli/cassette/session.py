@@ -335,7 +335,8 @@ class CassetteSession:
         if dialect is None:
             dialect = route(path)
         if dialect is None:
-            return _error(None, 404, f"flowproof: no model route at {path}", "not_found")
+            message = f"flowproof: {printable(path)} is not a model endpoint flowproof records"
+            return _error(None, 404, message, "flowproof_unknown_endpoint")
         clean_path = self._count(path)
         try:
             read = self._read(dialect, path, clean_path, raw_body)
@@ -349,7 +350,8 @@ class CassetteSession:
         self, dialect: Dialect, path: str, clean_path: str, raw_body: bytes
     ) -> Rendered | _Received:
         try:
-            body = json.loads(raw_body or b"null")
+            # A GET (a model listing) has no body: what it asks is in its path and query.
+            body = {} if dialect.method == "GET" else json.loads(raw_body or b"null")
         except RecursionError:  # an exception like any other (500), worded for what it is
             message = f"flowproof: the request to {clean_path} is JSON nested too deeply to read"
             return self.refuse(dialect, 500, message, INTERNAL_KIND)
@@ -404,7 +406,8 @@ class CassetteSession:
         if unreachable is not None:
             return unreachable
         assert self.upstream is not None  # `_unreachable` answered otherwise
-        body = json.dumps(dialect.upstream_body(live), ensure_ascii=False).encode()
+        forwarded = dialect.upstream_body(live)
+        body = b"" if forwarded is None else json.dumps(forwarded, ensure_ascii=False).encode()
         return Forward(
             url=self.upstream.url_for(dialect, path),
             body=body,
@@ -460,7 +463,7 @@ class CassetteSession:
         would fail later, in the verdict, instead)."""
         stored = self.rules.stored_response(response)
         live = self.rules.live_response(stored)
-        pending.dialect.assistant_turn(pending.canonical, live, position + 1)
+        pending.dialect.read_answer(pending.canonical, live, position + 1)
         rendered = self.render(pending.dialect, pending.live_request, status, response)
         self.recorded.append(pending.turn(status, stored))
         return rendered
@@ -584,7 +587,7 @@ def served_trajectory(recorded: list[Turn], used: list[int], rules: MatchRules) 
             continue
         dialect = dialect_named(turn.protocol)
         response = rules.live_response(turn.response)
-        trajectory.turns.append(dialect.assistant_turn(turn.request, response, position + 1))
+        trajectory.add(dialect.read_answer(turn.request, response, position + 1))
     return trajectory
 
 

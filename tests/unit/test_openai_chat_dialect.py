@@ -339,7 +339,7 @@ def test_stream_reassembles_content_and_tool_arguments_exactly() -> None:
     ]
 
 
-def test_stream_splits_text_and_arguments_into_several_deltas() -> None:
+def test_stream_splits_text_and_sends_each_call_whole() -> None:
     rendered = CHAT.render({"stream": True}, 200, STREAM_RESPONSE, stream=True)
     chunks = chunks_of(rendered.body)
     content_fragments = [
@@ -356,10 +356,16 @@ def test_stream_splits_text_and_arguments_into_several_deltas() -> None:
             fragment = tool_call["function"].get("arguments")
             if fragment:
                 arguments.setdefault(tool_call["index"], []).append(fragment)
-    assert len(arguments[0]) >= 2
-    assert len(arguments[1]) >= 2
-    assert "".join(arguments[0]) == WEATHER_ARGS
-    assert "".join(arguments[1]) == TIME_ARGS
+    # One delta a call, with its id and name: what every compatible client reads (mistralai
+    # refuses argument fragments without the name).
+    assert arguments == {0: [WEATHER_ARGS], 1: [TIME_ARGS]}
+    calls = [
+        tool_call
+        for c in chunks
+        if c["choices"]
+        for tool_call in c["choices"][0]["delta"].get("tool_calls") or []
+    ]
+    assert all(call["id"] and call["function"]["name"] for call in calls)
     # Every chunk carries the envelope of a chat.completion.chunk.
     assert {c["object"] for c in chunks} == {"chat.completion.chunk"}
     assert {c["id"] for c in chunks} == {"chatcmpl-123"}

@@ -1,0 +1,230 @@
+"""A fake Ollama server for flowproof's tests (stdlib only): the native API as the `ollama`
+clients call it.
+
+* ``POST /api/chat``: the default tool loop of ``fake_upstream.decide`` (tools offered and no
+  result yet: call them; else answer), as one JSON object with ``"stream": false``, else as
+  NDJSON lines (Ollama streams by default): text in fragments, the tool calls whole in one
+  line, a last ``done`` line with the counters. Tool call arguments are objects; calls carry
+  no id (as most Ollama releases send them).
+* ``POST /api/embed``: one vector per input, derived from the text, so a changed input
+  changes the vector.
+* ``GET /api/tags``, ``GET /api/version``: what clients probe at start.
+
+Every answer has a fresh ``created_at`` and random durations, so a replay that passes proves
+flowproof answered from the trace. A local Ollama takes no key; built with ``key=...`` the
+fake is Ollama's cloud and refuses (401) a request without ``Authorization: Bearer <key>``,
+so a passing record proves the key travelled in that header.
+"""
+
+from __future__ import annotations
+
+import datetime
+import hashlib
+import json
+import random
+import threading
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from tests.fakes.fake_upstream import (
+    DIALECT_CHAT,
+    HOST,
+    Headers,
+    RecordedRequest,
+    Reply,
+    ThreadServed,
+    _chunks,
+    conversation_of,
+    decide,
+)
+
+#: (request body) -> Reply; the default is the tool loop of `fake_upstream.decide`.
+OllamaScript = Callable[[dict[str, Any]], Reply]
+EMBED_DIMENSIONS = 8
+
+
+def vector_of(text: str, dimensions: int = EMBED_DIMENSIONS) -> list[float]:
+    """A deterministic unit-ish vector for a text (a changed text, a changed vector)."""
+    digest = hashlib.sha256(text.encode()).digest()
+    return [round((byte - 128) / 128, 6) for byte in digest[:dimensions]]
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server: _Server
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+    def _send(self, status: int, raw: bytes, media: str = "application/json") -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", media)
+        self.send_header("Content-Length", str(len(raw)))
+        self.end_headers()
+        self.wfile.write(raw)
+        self.wfile.flush()
+
+    def _json(self, status: int, payload: Any) -> None:
+        self._send(status, json.dumps(payload).encode())
+
+    def _authorized(self) -> bool:
+        key = self.server.fake.key
+        if key is None or self.headers.get("authorization") == f"Bearer {key}":
+            return True
+        self._json(401, {"error": "unauthorized"})
+        return False
+
+    def _record(self, body: dict[str, Any]) -> None:
+        headers = Headers((k, v) for k, v in self.headers.items())
+        self.server.fake.record(RecordedRequest(self.path, headers, body, self.command, "ollama"))
+
+    def do_GET(self) -> None:
+        self._record({})
+        if not self._authorized():
+            return
+        path = self.path.split("?", 1)[0].rstrip("/")
+        if path == "/api/version":
+            self._json(200, {"version": "0.12.0"})
+        elif path == "/api/tags":
+            self._json(200, {"models": [{"name": "llama3.2:latest", "model": "llama3.2:latest"}]})
+        else:
+            self._json(404, {"error": f"no route for GET {path}"})
+
+    def do_POST(self) -> None:
+        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length) if length else b""
+        try:
+            body = json.loads(raw or b"{}")
+        except ValueError:
+            body = None
+        self._record(body if isinstance(body, dict) else {})
+        if not self._authorized():
+            return
+        path = self.path.split("?", 1)[0].rstrip("/")
+        if not isinstance(body, dict):
+            self._json(400, {"error": "invalid JSON body"})
+        elif path == "/api/chat":
+            self._chat(body)
+        elif path == "/api/embed":
+            inputs = body.get("input")
+            texts = [inputs] if isinstance(inputs, str) else list(inputs or [])
+            fake = self.server.fake
+            self._json(
+                200,
+                {
+                    "model": body.get("model"),
+                    "embeddings": [vector_of(str(text)) for text in texts],
+                    **fake.counters(len(json.dumps(texts)) // 4),
+                },
+            )
+        else:
+            self._json(404, {"error": f"404 page not found: {path}"})
+
+    def _chat(self, body: dict[str, Any]) -> None:
+        fake = self.server.fake
+        if not body.get("model"):
+            self._json(400, {"error": "model is required"})
+            return
+        reply = fake.answer(body)
+        if reply.status != 200:
+            self._json(reply.status, reply.error_body or {"error": "fake upstream error"})
+            return
+        head = {"model": body["model"], "created_at": fake.created_at()}
+        calls = [
+            {"function": {"name": name, "arguments": json.loads(arguments or "{}")}}
+            for name, arguments in reply.tool_calls
+        ]
+        text = reply.text or ""
+        done = {
+            **head,
+            "done": True,
+            "done_reason": "stop",
+            **fake.counters(max(1, len(json.dumps(body)) // 4)),
+        }
+        if body.get("stream") is False:
+            message: dict[str, Any] = {"role": "assistant", "content": text}
+            if calls:
+                message["tool_calls"] = calls
+            done["message"] = message
+            self._json(200, done)
+            return
+        lines = [
+            {**head, "message": {"role": "assistant", "content": piece}, "done": False}
+            for piece in _chunks(text)
+        ]
+        if calls:
+            lines.append(
+                {
+                    **head,
+                    "message": {"role": "assistant", "content": "", "tool_calls": calls},
+                    "done": False,
+                }
+            )
+        lines.append({**done, "message": {"role": "assistant", "content": ""}})
+        self._send(200, b"".join(json.dumps(line).encode() + b"\n" for line in lines), NDJSON)
+
+
+NDJSON = "application/x-ndjson"
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+    request_queue_size = 64
+
+    def __init__(self, fake: FakeOllama, port: int) -> None:
+        self.fake = fake
+        super().__init__((HOST, port), _Handler)
+
+
+class FakeOllama(ThreadServed):
+    """A fake Ollama server on 127.0.0.1 (see the module docstring)."""
+
+    thread_name = "fake-ollama"
+
+    def __init__(
+        self, script: OllamaScript | None = None, *, key: str | None = None, port: int = 0
+    ) -> None:
+        super().__init__(port)
+        self.script = script
+        self.key = key
+        self.requests: list[RecordedRequest] = []
+        self._lock = threading.Lock()
+        self._rng = random.Random()
+
+    def make_server(self, port: int) -> _Server:
+        return _Server(self, port)
+
+    def record(self, request: RecordedRequest) -> None:
+        with self._lock:
+            self.requests.append(request)
+
+    def model_requests(self) -> list[RecordedRequest]:
+        with self._lock:
+            return [r for r in self.requests if r.method == "POST"]
+
+    def answer(self, body: dict[str, Any]) -> Reply:
+        if self.script is not None:
+            return self.script(body)
+        return decide(conversation_of(DIALECT_CHAT, body))
+
+    def created_at(self) -> str:
+        """Now, with nanoseconds as Ollama writes them (random below the microsecond)."""
+        now = datetime.datetime.now(datetime.UTC)
+        with self._lock:
+            nanos = self._rng.randrange(1000)
+        return now.strftime("%Y-%m-%dT%H:%M:%S.%f") + f"{nanos:03d}Z"
+
+    def counters(self, prompt_tokens: int) -> dict[str, int]:
+        with self._lock:
+            durations = [self._rng.randrange(10**6, 10**9) for _ in range(4)]
+            produced = self._rng.randrange(5, 60)
+        return {
+            "total_duration": sum(durations),
+            "load_duration": durations[0],
+            "prompt_eval_count": prompt_tokens,
+            "prompt_eval_duration": durations[1],
+            "eval_count": produced,
+            "eval_duration": durations[2],
+        }
