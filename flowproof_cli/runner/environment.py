@@ -8,6 +8,11 @@ from collections.abc import Iterator, Mapping, Sequence
 
 from flowproof_cli.cassette.upstream import KEY_VARIABLES, UPSTREAM_VARIABLES, record_keys
 from flowproof_cli.errors import ConfigError
+from flowproof_cli.runner.google_credentials import (
+    CREDENTIALS_VARIABLE,
+    credentials_path,
+    write_placeholder_credentials,
+)
 from flowproof_cli.process import (
     ARG_LIMIT,
     encoded_size,
@@ -33,6 +38,10 @@ ORPHAN_MARKER_VARIABLE = "FLOWPROOF_LLM_PROXY"
 ANTHROPIC_URL_VARIABLES = ("ANTHROPIC_BASE_URL",)
 #: Set to the proxy without `/v1` (google-genai appends `/v1/models/...` or `/v1beta/...`).
 GEMINI_URL_VARIABLES = ("GOOGLE_GEMINI_BASE_URL",)
+#: Vertex AI: google-genai (`vertexai=True`) appends `v1beta1/projects/...` to the proxy
+#: without `/v1`; AnthropicVertex appends `/projects/...` to a base ending in `/v1`.
+VERTEX_URL_VARIABLES = ("GOOGLE_VERTEX_BASE_URL",)
+VERTEX_V1_URL_VARIABLES = ("ANTHROPIC_VERTEX_BASE_URL",)
 PLACEHOLDER_KEY_VARIABLES = (
     "OPENAI_API_KEY",
     "ANTHROPIC_API_KEY",
@@ -67,12 +76,14 @@ def runtime_handles(
 def task_file(prompt: str) -> Iterator[str]:
     """A private file holding the task (FLOWPROOF_PROMPT_FILE), removed when the agent is
     done (by the keeper if flowproof is killed): the one way to hand an agent a task larger
-    than one environment string carries."""
+    than one environment string carries. Its folder also holds the placeholder Google
+    credentials (GOOGLE_APPLICATION_CREDENTIALS, runner/google_credentials.py)."""
     folder = held_temp_folder("flowproof-task-")
     try:
         path = os.path.join(folder, "prompt.txt")
         with open(path, "w", encoding="utf-8", newline="") as stream:
             stream.write(prompt)
+        write_placeholder_credentials(folder)  # GOOGLE_APPLICATION_CREDENTIALS, beside it
         yield path
     finally:
         remove_held_folder(folder)
@@ -94,9 +105,13 @@ def injected_variables(port: int, prompt: str, prompt_file: str = "") -> dict[st
     injected = dict.fromkeys(OPENAI_URL_VARIABLES, handles["proxy_url"])
     injected.update(dict.fromkeys(ANTHROPIC_URL_VARIABLES, handles["proxy_url_no_v1"]))
     injected.update(dict.fromkeys(GEMINI_URL_VARIABLES, handles["proxy_url_no_v1"]))
+    injected.update(dict.fromkeys(VERTEX_URL_VARIABLES, handles["proxy_url_no_v1"]))
+    injected.update(dict.fromkeys(VERTEX_V1_URL_VARIABLES, handles["proxy_url"]))
     injected.update(dict.fromkeys(PLACEHOLDER_KEY_VARIABLES, PLACEHOLDER_KEY))
     if prompt_file:
         injected[PROMPT_FILE_VARIABLE] = prompt_file
+        # The placeholder Google credentials task_file wrote beside the task.
+        injected[CREDENTIALS_VARIABLE] = credentials_path(os.path.dirname(prompt_file))
     if prompt_note(prompt) is None:  # else too long for exec: the file alone carries it
         injected[PROMPT_VARIABLE] = prompt
     return injected
@@ -168,7 +183,15 @@ def agent_environment(
 
 def wiring_hint() -> str:
     """What to check when no request reached the proxy."""
-    names = ", ".join((*OPENAI_URL_VARIABLES, *ANTHROPIC_URL_VARIABLES, *GEMINI_URL_VARIABLES))
+    names = ", ".join(
+        (
+            *OPENAI_URL_VARIABLES,
+            *ANTHROPIC_URL_VARIABLES,
+            *GEMINI_URL_VARIABLES,
+            *VERTEX_URL_VARIABLES,
+            *VERTEX_V1_URL_VARIABLES,
+        )
+    )
     return (
         f"flowproof injected {names}; if the agent's model client reads another variable "
         "(or a config file), map it in the spec's agent.env with the handle "
