@@ -169,6 +169,8 @@ _STREAMS: dict[str, Callable[[list[tuple[str, Any]]], dict[str, Any]]] = {
     "openai-responses": _responses_stream,
     "anthropic": _anthropic_stream,
     "gemini": _gemini_stream,
+    "vertex-gemini": _gemini_stream,
+    "vertex-anthropic": _anthropic_stream,
 }
 
 
@@ -266,7 +268,7 @@ def response_json(dialect: Dialect, data: bytes, content_type: str | None) -> tu
         response, count = reassembled(dialect, data)
         return response, f", reassembled from {count} SSE events"
     response = _json(data)
-    if dialect.name == "gemini" and isinstance(response, list):  # the JSON-array stream
+    if dialect.name in ("gemini", "vertex-gemini") and isinstance(response, list):  # the JSON-array stream
         return _gemini_stream([("", chunk) for chunk in response]), ", a chunk array"
     return response, ""
 

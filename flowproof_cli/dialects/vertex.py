@@ -140,12 +140,10 @@ class VertexGemini(GeminiGenerateContent):
     auth_headers = ("authorization", "x-goog-api-key")
 
     def claims(self, path: str, headers: Mapping[str, str] | None) -> bool:
+        """Any Vertex-shaped path ending in a generateContent method: it is never the public
+        Gemini API's, whichever publisher it names."""
         parts = vertex_path(path)
-        return (
-            parts is not None
-            and parts.publisher in ("google", None)
-            and f":{parts.method}" in self.route_suffixes
-        )
+        return parts is not None and f":{parts.method}" in self.route_suffixes
 
     def normalize(self, path: str, body: JSON) -> JSON:
         """Gemini's (the model and the streaming choice from the path), plus the project

@@ -110,6 +110,8 @@ _CANNED = {
     "openai-responses": _openai_responses,
     "anthropic": _anthropic,
     "gemini": _gemini,
+    "vertex-gemini": _gemini,
+    "vertex-anthropic": _anthropic,
 }
 
 

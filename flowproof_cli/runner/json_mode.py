@@ -40,7 +40,7 @@ def json_mode(dialect: str, body: JSON) -> JsonMode | None:
     if dialect == "openai-responses":
         text = body.get("text")
         return _openai_format(text.get("format") if isinstance(text, dict) else None, nested=None)
-    if dialect == "gemini":
+    if dialect in ("gemini", "vertex-gemini"):
         return _gemini_mode(body)
     return None
 
