@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from flowproof_cli.dialects.anthropic import AnthropicMessages
 from flowproof_cli.dialects.base import Dialect, Rendered, RequestOutline
 from flowproof_cli.dialects.gemini import GeminiGenerateContent
@@ -27,16 +29,24 @@ def dialect_named(name: str) -> Dialect:
         raise KeyError(f"unknown protocol {name!r} (known: {known})") from None
 
 
-def route(path: str) -> Dialect | None:
-    """The dialect whose route suffix ends this path (query string ignored).
+def route(path: str, headers: Mapping[str, str] | None = None) -> Dialect | None:
+    """The dialect that speaks this request (query string ignored).
 
-    Matching on the suffix lets a doubled `/v1/v1/...` or a base without `/v1` still work.
-    A suffix starting with `:` is a method on a resource (Gemini's
-    `.../models/<model>:generateContent`): it ends the last segment, after a resource name.
+    First a dialect that claims it by the path's shape or the client's headers (Azure's
+    `/openai/deployments/<d>/...`; its `/openai/v1/...` sent with `api-key`), then the one
+    whose route suffix ends the path. Matching on the suffix lets a doubled `/v1/v1/...` or
+    a base without `/v1` still work. A suffix starting with `:` is a method on a resource
+    (Gemini's `.../models/<model>:generateContent`): it ends the last segment, after a
+    resource name. Without `headers`, a request told apart only by them takes the suffix's.
     """
     clean = path.split("?", 1)[0].rstrip("/")
+    for dialect in DIALECTS:
+        if dialect.claims(clean, headers):
+            return dialect
     last = clean.rsplit("/", 1)[-1]
     for dialect in DIALECTS:
+        if not dialect.routed_by_suffix:
+            continue
         for suffix in dialect.route_suffixes:
             if suffix.startswith(":"):
                 if last.endswith(suffix) and len(last) > len(suffix):

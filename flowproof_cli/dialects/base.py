@@ -161,6 +161,10 @@ class Dialect(ABC):
 
     #: Stable tag stored on each turn of the cassette.
     name: str
+    #: The provider record forwards this dialect's requests to (`flowproof_cli.providers`):
+    #: its upstream is FLOWPROOF_UPSTREAM_<PROVIDER> (else the default upstream), its key
+    #: FLOWPROOF_KEY_<PROVIDER>, carried in the header `upstream_auth` names.
+    provider: str = "openai"
     #: Path suffixes this dialect answers (matched on the last segments of the path).
     route_suffixes: tuple[str, ...]
     #: The request field holding the conversation (messages, input items, contents).
@@ -168,6 +172,19 @@ class Dialect(ABC):
     #: Request fields carrying the system prompt beside the conversation (the outline shows
     #: them as its first entry, not as parameters).
     system_fields: tuple[str, ...] = ()
+
+    #: Whether `route` may pick this dialect by a suffix alone. A dialect whose paths end
+    #: like another's (Azure's `.../chat/completions`) sets False and claims its requests
+    #: with `claims` instead.
+    routed_by_suffix: bool = True
+
+    def claims(self, path: str, headers: Mapping[str, str] | None) -> bool:
+        """Whether this request is this dialect's ahead of suffix routing (`path` without
+        its query string; `headers` as the client sent them, names lower case or a
+        case-insensitive mapping; None when the caller has none). Tells apart providers
+        whose paths collide, by the path's shape or the auth the client sends, never by
+        guessing."""
+        return False
 
     def normalize(self, path: str, body: JSON) -> JSON:
         """The body with whatever the dialect carries in the path folded in (Gemini puts the

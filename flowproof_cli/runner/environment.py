@@ -6,7 +6,11 @@ import contextlib
 import os
 from collections.abc import Iterator, Mapping, Sequence
 
-from flowproof_cli.cassette.upstream import KEY_VARIABLES, UPSTREAM_VARIABLES, record_keys
+from flowproof_cli.cassette.upstream import (
+    RECORD_KEY_VARIABLES,
+    RECORD_UPSTREAM_VARIABLES,
+    record_keys,
+)
 from flowproof_cli.errors import ConfigError
 from flowproof_cli.process import (
     ARG_LIMIT,
@@ -41,7 +45,9 @@ PLACEHOLDER_KEY_VARIABLES = (
 )
 #: flowproof's own record configuration: never handed to the agent.
 REMOVED_VARIABLES = tuple(
-    name for name in (*KEY_VARIABLES, *UPSTREAM_VARIABLES) if name not in OPENAI_URL_VARIABLES
+    name
+    for name in (*RECORD_KEY_VARIABLES, *RECORD_UPSTREAM_VARIABLES)
+    if name not in OPENAI_URL_VARIABLES
 )
 
 

@@ -273,7 +273,8 @@ def test_missing_upstream(environ: dict[str, str]) -> None:
         upstream_from_environment(environ)
     assert str(info.value) == (
         "record needs a real model to forward to: set FLOWPROOF_AGENT_UPSTREAM (or "
-        "OPENAI_BASE_URL) to its OpenAI-compatible base URL, e.g. https://api.openai.com/v1"
+        "OPENAI_BASE_URL) to its OpenAI-compatible base URL, e.g. https://api.openai.com/v1 "
+        "(or FLOWPROOF_UPSTREAM_<PROVIDER> for each provider the agent calls)"
     )
 
 
