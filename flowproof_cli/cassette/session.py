@@ -14,6 +14,7 @@ from urllib.parse import urlsplit
 
 from flowproof_cli.cassette.divergence import Divergence, explain, led_by_version, nearest_turn
 from flowproof_cli.cassette.index import TurnIndex
+from flowproof_cli.cassette.providers import no_upstream_reason
 from flowproof_cli.cassette.secret_forms import without, without_across_parts
 from flowproof_cli.cassette.turn import Turn, canonical_json
 from flowproof_cli.dialects import Dialect, Rendered, dialect_named, route
@@ -23,7 +24,6 @@ from flowproof_cli.match.patterns import PatternBudgetExceeded
 from flowproof_cli.match.rules import MatcherAddonError, MatchRules
 from flowproof_cli.match.user_code import Raised, SerialThread
 from flowproof_cli.mode import Mode
-from flowproof_cli.providers import no_upstream_reason
 from flowproof_cli.quoting import could_not_handle, printable, quoted
 from flowproof_cli.trajectory import Trajectory
 

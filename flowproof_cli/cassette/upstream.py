@@ -9,22 +9,24 @@ import math
 from collections.abc import Mapping
 from urllib.parse import urlsplit
 
-from flowproof_cli.cassette.secret_forms import MIN_LENGTH
-from flowproof_cli.cassette.session import DEFAULT_UPSTREAM_TIMEOUT_S, Upstream
-from flowproof_cli.dialects.base import bare_key
-from flowproof_cli.errors import ConfigError
-from flowproof_cli.providers import (
+from flowproof_cli.cassette.providers import (
     DEFAULT_KEY_VARIABLES,
     DEFAULT_UPSTREAM_VARIABLES,
     PROVIDER_KEY_VARIABLES,
     PROVIDER_UPSTREAM_VARIABLES,
 )
+from flowproof_cli.cassette.secret_forms import MIN_LENGTH
+from flowproof_cli.cassette.session import DEFAULT_UPSTREAM_TIMEOUT_S, Upstream
+from flowproof_cli.dialects.base import bare_key
+from flowproof_cli.errors import ConfigError
 
+#: The AWS secrets record signs forwarded Bedrock requests with (flowproof's own).
+SIGNING_VARIABLES = ("AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN")
 UPSTREAM_VARIABLES = DEFAULT_UPSTREAM_VARIABLES
 KEY_VARIABLES = DEFAULT_KEY_VARIABLES
 #: Every variable a record key is read from: the default's, then each provider's own. The
 #: secret rules (never in the agent's environment, on disk or in output) hold for each.
-RECORD_KEY_VARIABLES = (*DEFAULT_KEY_VARIABLES, *PROVIDER_KEY_VARIABLES)
+RECORD_KEY_VARIABLES = (*DEFAULT_KEY_VARIABLES, *PROVIDER_KEY_VARIABLES, *SIGNING_VARIABLES)
 #: Every variable naming where record forwards to: flowproof's own, never the agent's.
 RECORD_UPSTREAM_VARIABLES = (*DEFAULT_UPSTREAM_VARIABLES, *PROVIDER_UPSTREAM_VARIABLES)
 #: Seconds record waits for each upstream answer; `record --upstream-timeout` sets it.

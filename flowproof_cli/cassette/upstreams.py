@@ -11,6 +11,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from flowproof_cli.cassette.providers import (
+    KEYLESS_PROVIDERS,
+    PROVIDERS,
+    key_variable,
+    unknown_provider_warnings,
+    upstream_variable,
+)
 from flowproof_cli.cassette.session import Upstream
 from flowproof_cli.cassette.upstream import (
     UPSTREAM_VARIABLES,
@@ -18,13 +25,6 @@ from flowproof_cli.cassette.upstream import (
     checked_key,
     upstream_from_environment,
     upstream_timeout,
-)
-from flowproof_cli.providers import (
-    KEYLESS_PROVIDERS,
-    PROVIDERS,
-    key_variable,
-    unknown_provider_warnings,
-    upstream_variable,
 )
 
 

@@ -110,6 +110,8 @@ _CANNED = {
     "openai-responses": _openai_responses,
     "anthropic": _anthropic,
     "gemini": _gemini,
+    "azure-chat": _openai_chat,
+    "azure-responses": _openai_responses,
 }
 
 
@@ -148,7 +150,7 @@ class CannedReplies:
         if flow.response is not None:
             self.refused[where] += 1
             return
-        dialect = route(flow.request.path)
+        dialect = route(flow.request.path, flow.request.headers)
         if dialect is None:
             return
         self.model_requests[(where, dialect.name)] += 1

@@ -21,7 +21,6 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "flowproof_cli.mode",
         "flowproof_cli.process",
         "flowproof_cli.quoting",
-        "flowproof_cli.providers",
         "flowproof_cli.routes",
         "flowproof_cli.trajectory",
         "flowproof_cli.verdict",

@@ -9,17 +9,17 @@ import json
 import pytest
 
 from flowproof_cli.cassette import CassetteSession, Forward, Upstream
-from flowproof_cli.cassette.upstream import record_keys
-from flowproof_cli.cassette.upstreams import Upstreams, upstreams_from_environment
-from flowproof_cli.dialects import DIALECTS, route
-from flowproof_cli.errors import ConfigError
-from flowproof_cli.mode import Mode
-from flowproof_cli.providers import (
+from flowproof_cli.cassette.providers import (
     PROVIDERS,
     key_variable,
     unknown_provider_warnings,
     upstream_variable,
 )
+from flowproof_cli.cassette.upstream import record_keys
+from flowproof_cli.cassette.upstreams import Upstreams, upstreams_from_environment
+from flowproof_cli.dialects import DIALECTS, route
+from flowproof_cli.errors import ConfigError
+from flowproof_cli.mode import Mode
 from flowproof_cli.runner.environment import PLACEHOLDER_KEY, agent_environment, refuse_record_key
 
 DEFAULT = "https://default.example/v1"
@@ -264,3 +264,50 @@ def test_a_spec_handing_the_agent_a_provider_key_is_refused() -> None:
 
 def test_a_logged_upstreams_shows_no_key() -> None:
     assert ANTHROPIC_KEY not in repr(_two_upstreams())
+
+
+# --- injection: each provider's clients reach the proxy, holding placeholders only -------
+
+
+def test_each_providers_clients_are_pointed_at_the_proxy_with_placeholders() -> None:
+    env = agent_environment({"PATH": "/bin"}, port=4321, prompt="p", spec_env={})
+    base = "http://127.0.0.1:4321"
+    for name in (
+        "AZURE_OPENAI_ENDPOINT",
+        "AWS_ENDPOINT_URL_BEDROCK_RUNTIME",
+        "OLLAMA_HOST",
+        "CO_API_URL",
+        "GOOGLE_VERTEX_BASE_URL",
+    ):
+        assert env[name] == base, name
+    assert env["ANTHROPIC_VERTEX_BASE_URL"] == f"{base}/v1"
+    for name in (
+        "AZURE_OPENAI_API_KEY",
+        "AWS_ACCESS_KEY_ID",
+        "AWS_SECRET_ACCESS_KEY",
+        "CO_API_KEY",
+        "COHERE_API_KEY",
+    ):
+        assert env[name] == PLACEHOLDER_KEY, name
+    assert env["OPENAI_API_VERSION"] == "2024-10-21"
+
+
+def test_the_users_api_version_is_kept_and_real_cloud_credentials_are_not() -> None:
+    inherited = {
+        "OPENAI_API_VERSION": "2025-04-01-preview",
+        "AWS_ACCESS_KEY_ID": "AKIAREALREALREAL",
+        "AWS_SECRET_ACCESS_KEY": "real-secret-0123456789abcdef",
+        "AWS_SESSION_TOKEN": "real-session-token-0123456789",
+        "AWS_BEARER_TOKEN_BEDROCK": "bedrock-api-key-0123456789",
+        "AWS_REGION": "eu-west-1",
+    }
+    env = agent_environment(inherited, port=1, prompt="p", spec_env={})
+    assert env["OPENAI_API_VERSION"] == "2025-04-01-preview"
+    assert env["AWS_REGION"] == "eu-west-1"  # the agent's region is flowproof's
+    assert env["AWS_ACCESS_KEY_ID"] == PLACEHOLDER_KEY
+    assert env["AWS_SECRET_ACCESS_KEY"] == PLACEHOLDER_KEY
+    assert "AWS_SESSION_TOKEN" not in env
+    assert "AWS_BEARER_TOKEN_BEDROCK" not in env
+    assert "real" not in json.dumps(env)
+    # The AWS secret record signs with is a record key: scanned for, redacted everywhere.
+    assert set(record_keys(inherited)) == {"AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"}

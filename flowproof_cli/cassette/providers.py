@@ -1,8 +1,8 @@
-"""The model providers record can forward to, and the variables that configure each.
+"""The variables that configure record's upstream for each provider.
 
-A dialect names its provider (`Dialect.provider`); record forwards its requests to that
-provider's upstream. Below the dialects and the cassette alike, so both can name the
-variables in their messages without importing each other.
+A dialect names its provider (`Dialect.provider`, one of `PROVIDERS`); record forwards its
+requests to that provider's upstream. Below the session and the environment reader alike,
+so both name the variables in their messages without importing each other.
 """
 
 from __future__ import annotations
@@ -10,9 +10,7 @@ from __future__ import annotations
 import difflib
 from collections.abc import Mapping
 
-#: Every provider a dialect may name, lower case; the upper-case form is the suffix of
-#: FLOWPROOF_UPSTREAM_<PROVIDER> and FLOWPROOF_KEY_<PROVIDER>.
-PROVIDERS = ("openai", "anthropic", "gemini", "azure", "bedrock", "vertex", "ollama", "cohere")
+from flowproof_cli.dialects.base import PROVIDERS
 
 #: The upstream every provider without its own uses (the first one set).
 DEFAULT_UPSTREAM_VARIABLES = ("FLOWPROOF_AGENT_UPSTREAM", "OPENAI_BASE_URL")
