@@ -268,7 +268,8 @@ def response_json(dialect: Dialect, data: bytes, content_type: str | None) -> tu
         response, count = reassembled(dialect, data)
         return response, f", reassembled from {count} SSE events"
     response = _json(data)
-    if dialect.name in ("gemini", "vertex-gemini") and isinstance(response, list):  # the JSON-array stream
+    # The JSON-array stream (Gemini's, and Vertex's Gemini)
+    if dialect.name in ("gemini", "vertex-gemini") and isinstance(response, list):
         return _gemini_stream([("", chunk) for chunk in response]), ", a chunk array"
     return response, ""
 

@@ -40,11 +40,8 @@ from flowproof_addons.guard import (
 from flowproof_cli import trace as traces
 from flowproof_cli.cassette import CassetteSession, Forward, Upstream
 from flowproof_cli.cassette.session import INTERNAL_KIND, OffLoop
-from flowproof_cli.cassette.upstream import (
-    CLIENT_GONE_REASON,
-    timeout_reason,
-    upstream_from_environment,
-)
+from flowproof_cli.cassette.upstream import CLIENT_GONE_REASON, timeout_reason
+from flowproof_cli.cassette.upstreams import Upstreams, upstreams_from_environment
 from flowproof_cli.dialects import Dialect, Rendered, route
 from flowproof_cli.errors import ConfigError, FlowproofError
 from flowproof_cli.match.addons import rules_from_master_addons
@@ -60,7 +57,14 @@ log = logging.getLogger(__name__)
 PENDING = "flowproof_pending"
 # Headers of the agent's own that never travel upstream: its placeholder credentials,
 # and content negotiation flowproof does not want to decode.
-_DROPPED_HEADERS = ("authorization", "x-api-key", "api-key", "accept-encoding", "host")
+_DROPPED_HEADERS = (
+    "authorization",
+    "x-api-key",
+    "api-key",
+    "x-goog-api-key",
+    "accept-encoding",
+    "host",
+)
 # Headers of the upstream's answer the agent still gets: when to retry, the rate limits.
 _KEPT_PREFIXES = ("retry-after", "x-ratelimit-", "anthropic-ratelimit-")
 
@@ -121,7 +125,7 @@ class ModelBoundary:
         self.sessions: dict[int, CassetteSession] = dict(sessions or {})
         self.default: CassetteSession | None = None
         self._trace_path: Path | None = None
-        self._stock: tuple[Mode, Upstream | None, traces.Trace | None] | None = None
+        self._stock: tuple[Mode, Upstream | Upstreams | None, traces.Trace | None] | None = None
 
     # -- stock mitmproxy use ------------------------------------------------------------
 
@@ -156,11 +160,13 @@ class ModelBoundary:
             )
         try:
             if ctx.options.flowproof_mode == Mode.RECORD:
-                upstream = (
+                upstream: Upstream | Upstreams = (
                     Upstream(ctx.options.flowproof_upstream, None)
                     if ctx.options.flowproof_upstream
-                    else upstream_from_environment(os.environ)
+                    else upstreams_from_environment(os.environ)
                 )
+                for note in upstream.notes if isinstance(upstream, Upstreams) else ():
+                    log.warning("flowproof: %s", note)
                 self._stock = (Mode.RECORD, upstream, None)
             else:
                 self._stock = (Mode.REPLAY, None, traces.load(self._trace_path))
@@ -216,7 +222,7 @@ class ModelBoundary:
     def request(self, flow: http.HTTPFlow) -> Awaitable[None] | None:
         if flow.response is not None:
             return None
-        dialect = route(flow.request.path)
+        dialect = route(flow.request.path, flow.request.headers)
         session = self._session_for(flow) if dialect is not None else None
         if session is None or dialect is None:
             return None

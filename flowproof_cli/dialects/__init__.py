@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from flowproof_cli.dialects.anthropic import AnthropicMessages
-from flowproof_cli.dialects.base import Dialect, Rendered, RequestOutline
+from flowproof_cli.dialects.azure import AzureChat, AzureResponses
+from flowproof_cli.dialects.base import PROVIDERS, Dialect, Rendered, RequestOutline
 from flowproof_cli.dialects.gemini import GeminiGenerateContent
 from flowproof_cli.dialects.openai_chat import OpenAIChat
 from flowproof_cli.dialects.openai_responses import OpenAIResponses
@@ -19,6 +20,8 @@ DIALECTS: tuple[Dialect, ...] = (
     GeminiGenerateContent(),
     VertexGemini(),
     VertexAnthropic(),
+    AzureChat(),
+    AzureResponses(),
 )
 _BY_NAME = {dialect.name: dialect for dialect in DIALECTS}
 
@@ -32,36 +35,51 @@ def dialect_named(name: str) -> Dialect:
         raise KeyError(f"unknown protocol {name!r} (known: {known})") from None
 
 
-def route(path: str, headers: Mapping[str, str] | None = None) -> Dialect | None:
-    """The dialect that speaks this request (query string ignored).
+_NO_HEADERS: Mapping[str, str] = {}
 
-    First a dialect that claims it by the path's shape or the client's headers (Azure's
-    `/openai/deployments/<d>/...`; its `/openai/v1/...` sent with `api-key`), then the one
-    whose route suffix ends the path. Matching on the suffix lets a doubled `/v1/v1/...` or
-    a base without `/v1` still work. A suffix starting with `:` is a method on a resource
-    (Gemini's `.../models/<model>:generateContent`): it ends the last segment, after a
-    resource name. Without `headers`, a request told apart only by them takes the suffix's.
+
+def _ends(dialect: Dialect, clean: str, last: str) -> bool:
+    """Whether one of the dialect's suffixes ends `clean`. A suffix starting with `:` is a
+    method on a resource (Gemini's `.../models/<model>:generateContent`): it ends the last
+    segment, after a resource name."""
+    for suffix in dialect.route_suffixes:
+        if suffix.startswith(":"):
+            if last.endswith(suffix) and len(last) > len(suffix):
+                return True
+        elif clean == f"/{suffix}" or clean.endswith(f"/{suffix}"):
+            return True
+    return False
+
+
+def route(path: str, headers: Mapping[str, str] | None = None) -> Dialect | None:
+    """The dialect that speaks this request, from its path (query string ignored) and, when
+    the caller has them, its headers (lower-case names, or mitmproxy's case-insensitive
+    `Headers`).
+
+    Matching on the suffix lets a doubled `/v1/v1/...` or a base without `/v1` still work.
+    Among the dialects whose suffix ends the path, one that `claims` the request wins (Azure's
+    `/deployments/<d>/...`, or `/openai/v1/...` sent with `api-key`), then the first that
+    does not decline it.
     """
     clean = path.split("?", 1)[0].rstrip("/")
-    for dialect in DIALECTS:
-        if dialect.claims(clean, headers):
-            return dialect
     last = clean.rsplit("/", 1)[-1]
+    seen = _NO_HEADERS if headers is None else headers
+    fallback: Dialect | None = None
     for dialect in DIALECTS:
-        if not dialect.routed_by_suffix:
+        if not _ends(dialect, clean, last):
             continue
-        for suffix in dialect.route_suffixes:
-            if suffix.startswith(":"):
-                if last.endswith(suffix) and len(last) > len(suffix):
-                    return dialect
-            elif clean == f"/{suffix}" or clean.endswith(f"/{suffix}"):
-                return dialect
-    return None
+        claim = dialect.claims(path, seen)
+        if claim is True:
+            return dialect
+        if claim is None and fallback is None:
+            fallback = dialect
+    return fallback
 
 
 __all__ = [
     "DEFAULT_PROTOCOL",
     "DIALECTS",
+    "PROVIDERS",
     "Dialect",
     "Rendered",
     "RequestOutline",

@@ -54,6 +54,7 @@ class AnthropicMessages(Dialect):
     in the next user message; the system prompt in `system`."""
 
     name = "anthropic"
+    provider = "anthropic"
     route_suffixes = ("messages",)
     conversation_key = "messages"
     system_fields = ("system",)

@@ -18,6 +18,10 @@ from flowproof_cli.trajectory import AssistantTurn
 
 JSON = dict[str, Any]
 
+#: Every provider flowproof records. A dialect's `provider` is one of them; its upper-case
+#: form names that provider's record variables (`FLOWPROOF_UPSTREAM_BEDROCK`).
+PROVIDERS = ("openai", "anthropic", "gemini", "azure", "bedrock", "vertex", "ollama", "cohere")
+
 # The JSON a recorded response is served as (built once: `json.dumps` with an option
 # builds a new encoder on every call).
 _WIRE = json.JSONEncoder(ensure_ascii=False, check_circular=False)
@@ -161,9 +165,7 @@ class Dialect(ABC):
 
     #: Stable tag stored on each turn of the cassette.
     name: str
-    #: The provider record forwards this dialect's requests to (`flowproof_cli.providers`):
-    #: its upstream is FLOWPROOF_UPSTREAM_<PROVIDER> (else the default upstream), its key
-    #: FLOWPROOF_KEY_<PROVIDER>, carried in the header `upstream_auth` names.
+    #: Which provider speaks it (one of PROVIDERS): the record upstream and key it uses.
     provider: str = "openai"
     #: Path suffixes this dialect answers (matched on the last segments of the path).
     route_suffixes: tuple[str, ...]
@@ -173,18 +175,14 @@ class Dialect(ABC):
     #: them as its first entry, not as parameters).
     system_fields: tuple[str, ...] = ()
 
-    #: Whether `route` may pick this dialect by a suffix alone. A dialect whose paths end
-    #: like another's (Azure's `.../chat/completions`) sets False and claims its requests
-    #: with `claims` instead.
-    routed_by_suffix: bool = True
-
-    def claims(self, path: str, headers: Mapping[str, str] | None) -> bool:
-        """Whether this request is this dialect's ahead of suffix routing (`path` without
-        its query string; `headers` as the client sent them, names lower case or a
-        case-insensitive mapping; None when the caller has none). Tells apart providers
-        whose paths collide, by the path's shape or the auth the client sends, never by
-        guessing."""
-        return False
+    def claims(self, path: str, headers: Mapping[str, str]) -> bool | None:
+        """Whether a request whose path ends in one of `route_suffixes` is this dialect's,
+        for routes two providers share (`GET .../models`; Azure's `/openai/v1/...`):
+        True claims it over every dialect that does not, False declines it, None (the
+        default) takes it when no dialect claims it. Decided from the path and the headers
+        the client sent (lower-case names; empty when the caller has none), never guessed.
+        """
+        return None
 
     def normalize(self, path: str, body: JSON) -> JSON:
         """The body with whatever the dialect carries in the path folded in (Gemini puts the

@@ -163,6 +163,7 @@ class GeminiGenerateContent(Dialect):
     system prompt in `systemInstruction`."""
 
     name = "gemini"
+    provider = "gemini"
     #: Methods on a model resource: routed on the end of the last path segment.
     route_suffixes = (GENERATE, STREAM_GENERATE)
     conversation_key = "contents"

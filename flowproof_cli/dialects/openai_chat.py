@@ -28,6 +28,7 @@ class OpenAIChat(Dialect):
     """`messages` with `tool_calls` on assistant entries, answered by `tool` entries."""
 
     name = "openai-chat"
+    provider = "openai"
     route_suffixes = ("chat/completions",)
     conversation_key = "messages"
 

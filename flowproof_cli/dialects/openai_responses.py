@@ -76,6 +76,7 @@ class OpenAIResponses(Dialect):
     """`input` items: `function_call` / `custom_tool_call`, answered by their `_output` items."""
 
     name = "openai-responses"
+    provider = "openai"
     route_suffixes = ("responses",)
     conversation_key = "input"
     system_fields = ("instructions",)

@@ -135,13 +135,11 @@ class VertexGemini(GeminiGenerateContent):
     name = "vertex-gemini"
     provider = "vertex"
     route_suffixes = (GENERATE, STREAM_GENERATE)
-    #: Claimed by the path's shape only: its suffixes are the public Gemini API's too.
-    routed_by_suffix = False
     auth_headers = ("authorization", "x-goog-api-key")
 
-    def claims(self, path: str, headers: Mapping[str, str] | None) -> bool:
-        """Any Vertex-shaped path ending in a generateContent method: it is never the public
-        Gemini API's, whichever publisher it names."""
+    def claims(self, path: str, headers: Mapping[str, str]) -> bool:
+        """Any Vertex-shaped path ending in a generateContent method (its suffixes are the
+        public Gemini API's too, which never has that shape: declined there)."""
         parts = vertex_path(path)
         return parts is not None and f":{parts.method}" in self.route_suffixes
 
@@ -171,11 +169,12 @@ class VertexAnthropic(AnthropicMessages):
 
     name = "vertex-anthropic"
     provider = "vertex"
-    route_suffixes = (RAW_PREDICT, STREAM_RAW_PREDICT)
-    routed_by_suffix = False
+    # AnthropicMessages's one suffix reads as tuple[str]: Dialect's type is tuple[str, ...].
+    route_suffixes = (RAW_PREDICT, STREAM_RAW_PREDICT)  # type: ignore[assignment]
     auth_headers = ("authorization", "x-api-key")
 
-    def claims(self, path: str, headers: Mapping[str, str] | None) -> bool:
+    def claims(self, path: str, headers: Mapping[str, str]) -> bool:
+        """A Claude model's `rawPredict` under a Vertex path; token counting declined."""
         parts = vertex_path(path)
         return (
             parts is not None

@@ -112,6 +112,8 @@ _CANNED = {
     "gemini": _gemini,
     "vertex-gemini": _gemini,
     "vertex-anthropic": _anthropic,
+    "azure-chat": _openai_chat,
+    "azure-responses": _openai_responses,
 }
 
 
@@ -150,7 +152,7 @@ class CannedReplies:
         if flow.response is not None:
             self.refused[where] += 1
             return
-        dialect = route(flow.request.path)
+        dialect = route(flow.request.path, flow.request.headers)
         if dialect is None:
             return
         self.model_requests[(where, dialect.name)] += 1

@@ -71,6 +71,12 @@ def credentials_path(folder: str) -> str:
     return os.path.join(folder, CREDENTIALS_FILE)
 
 
+def credentials_variables(prompt_file: str) -> dict[str, str]:
+    """GOOGLE_APPLICATION_CREDENTIALS naming the placeholder file `task_file` wrote beside
+    the task (`prompt_file`)."""
+    return {CREDENTIALS_VARIABLE: credentials_path(os.path.dirname(prompt_file))}
+
+
 def write_placeholder_credentials(folder: str) -> str:
     """Write the placeholder file into `folder` (private: 0600); returns its path."""
     path = credentials_path(folder)

@@ -66,7 +66,7 @@ def test_prompt_is_given_and_key_is_not_needed() -> None:
         env={"FLOWPROOF_AGENT_KEY": "sk-real"},
     )
     assert result.code == 0, result.output
-    assert "    POST /v1/chat/completions: 1 (openai-chat)" in result.stdout
+    assert "    POST /v1/chat/completions: 1 (openai-chat, provider openai)" in result.stdout
 
 
 def test_no_request_names_the_variables_and_the_handles() -> None:

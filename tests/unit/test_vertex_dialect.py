@@ -86,7 +86,10 @@ def test_registered_with_their_provider() -> None:
     [
         (G_PATH, "vertex-gemini"),
         (G_STREAM, "vertex-gemini"),
-        ("/v1/projects/p/locations/global/publishers/google/models/g:generateContent", "vertex-gemini"),
+        (
+            "/v1/projects/p/locations/global/publishers/google/models/g:generateContent",
+            "vertex-gemini",
+        ),
         ("/v1/projects/p/locations/l/endpoints/1234:streamGenerateContent", "vertex-gemini"),
         ("/v1/publishers/google/models/gemini-2.5-flash:generateContent", "vertex-gemini"),
         ("/v1/projects/p/locations/l/publishers/meta/models/m:generateContent", "vertex-gemini"),
@@ -118,7 +121,9 @@ def test_other_vertex_methods_are_not_claimed(path: str) -> None:
 
 
 def test_vertex_path_parts_are_unescaped() -> None:
-    parts = vertex_path("/v1/projects/my%2Dproj/locations/us-east5/publishers/anthropic/models/c%4020250514:rawPredict")
+    parts = vertex_path(
+        "/v1/projects/my%2Dproj/locations/us-east5/publishers/anthropic/models/c%4020250514:rawPredict"
+    )
     assert parts is not None
     assert (parts.project, parts.location, parts.publisher, parts.model, parts.method) == (
         "my-proj",
@@ -188,9 +193,10 @@ def test_a_claude_turn_never_answers_the_public_api_or_gemini() -> None:
     public = {**{k: v for k, v in C_BODY.items() if k != "anthropic_version"}}
     rendered = session.on_request("/v1/messages", json.dumps(public).encode())
     assert isinstance(rendered, Rendered) and rendered.status == 409
-    assert "protocol changed: recorded vertex-anthropic, replayed anthropic" in json.loads(
-        rendered.body
-    )["error"]["message"]
+    assert (
+        "protocol changed: recorded vertex-anthropic, replayed anthropic"
+        in json.loads(rendered.body)["error"]["message"]
+    )
 
 
 # --- record: the upstream URL, the bearer, the body ----------------------------------------
