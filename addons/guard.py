@@ -33,6 +33,7 @@ from typing import Any
 from mitmproxy import addonmanager, connection, http
 
 from flowproof_cli.dialects import DIALECTS, route
+from flowproof_cli.dialects.vertex import gateway_hint
 from flowproof_cli.quoting import failure, quoted
 from flowproof_cli.routes import CLAIMED, is_mcp_path
 
@@ -194,7 +195,7 @@ class RequestGuard(_Chained):
                 flow,
                 404,
                 f"{flow.request.method} {_path(flow)} is not a model route (flowproof answers "
-                f"{ROUTES_ANSWERED})",
+                f"{ROUTES_ANSWERED}){gateway_hint(flow.request.path, flow.request.headers)}",
             )
 
 

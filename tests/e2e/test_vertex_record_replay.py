@@ -115,3 +115,27 @@ def test_no_vertex_upstream_fails_the_record_naming_the_variable(tmp_path: Path)
         result.output
     )
     assert fake.model_requests() == []
+
+
+def test_google_genai_vertex_from_the_environment_alone_is_told_how_to_fix_it(
+    tmp_path: Path,
+) -> None:
+    """google-genai drops the path when the project comes only from the environment: the
+    flow fails, and the agent's error says what to pass in code."""
+    spec = write_flow(
+        tmp_path,
+        command=f"{sys.executable} {AGENTS / 'py_vertex_genai_env_only.py'}",
+        env={
+            "GOOGLE_GENAI_USE_VERTEXAI": "true",
+            "GOOGLE_CLOUD_PROJECT": "proj-a",
+            "GOOGLE_CLOUD_LOCATION": "us-central1",
+        },
+        steps=[{"prompt": "hi"}, {"assert": "reply contains hi"}],
+        tools=[],
+    )
+    with VertexUpstream(token=TOKEN) as fake:
+        code, output = record(spec, fake)
+    assert code == 1, output
+    assert "POST / is not a model route" in output
+    assert "genai.Client(vertexai=True, project=..., location=...)" in output
+    assert fake.model_requests() == []

@@ -16,7 +16,12 @@ from flowproof_addons.conversation import model_response
 from flowproof_addons.guard import is_claimed
 from flowproof_cli.cassette import CassetteSession, Forward, Mode, Turn, Upstream
 from flowproof_cli.dialects import DIALECTS, Rendered, dialect_named, route
-from flowproof_cli.dialects.vertex import VertexAnthropic, VertexGemini, vertex_path
+from flowproof_cli.dialects.vertex import (
+    VertexAnthropic,
+    VertexGemini,
+    gateway_hint,
+    vertex_path,
+)
 from flowproof_cli.runner.canned import canned_reply
 from flowproof_cli.runner.environment import agent_environment, task_file
 from flowproof_cli.runner.google_credentials import (
@@ -333,3 +338,21 @@ def test_agents_get_the_vertex_base_urls_and_placeholder_credentials() -> None:
     assert not Path(credentials).exists()  # removed with the task
     assert env["GOOGLE_VERTEX_BASE_URL"] == "http://127.0.0.1:43210"
     assert env["ANTHROPIC_VERTEX_BASE_URL"] == "http://127.0.0.1:43210/v1"
+
+
+@pytest.mark.parametrize(
+    ("path", "headers", "hinted"),
+    [
+        ("/", {"x-goog-api-client": "google-genai-sdk/3.6.1 gl-python/3.12.1"}, True),
+        ("/?alt=sse", {"user-agent": "google-genai-sdk/2.34.0 gl-python/3.12.1"}, True),
+        ("/", {"user-agent": "curl/8.0"}, False),
+        ("/v1/other", {"x-goog-api-client": "google-genai-sdk/3.6.1"}, False),
+    ],
+)
+def test_the_gateway_hint_is_for_google_genai_at_the_bare_base_url_only(
+    path: str, headers: dict[str, str], hinted: bool
+) -> None:
+    hint = gateway_hint(path, headers)
+    assert bool(hint) is hinted
+    if hinted:
+        assert "genai.Client(vertexai=True, project=..., location=...)" in hint
