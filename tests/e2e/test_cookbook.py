@@ -39,13 +39,14 @@ FLOW_NAMES = {
     "crewai": "CrewAI crew",
     "llm": "llm CLI with a tool",
     "adk": "Google ADK agent",
+    "adk-vertex": "Google ADK agent on Vertex AI",
     "autogen": "AutoGen AssistantAgent",
     "strands": "Strands agent",
     "mastra": "Mastra agent",
     "aider": "aider edits the forecast",
 }
 #: The wire format each one speaks: OpenAI Chat Completions unless named here.
-PROTOCOLS = {"adk": "gemini", "mastra": "openai-responses"}
+PROTOCOLS = {"adk": "gemini", "adk-vertex": "vertex-gemini", "mastra": "openai-responses"}
 #: Which message of the first request holds the edited task: the one after the system
 #: prompt (Gemini's systemInstruction and the Responses API's system item count as one),
 #: the first for llm (no system prompt), the tenth for aider (after its example exchange
