@@ -6,14 +6,19 @@ injected base URLs, with nothing Vertex-specific in the spec but its project and
 
 from __future__ import annotations
 
+import json
+import shutil
+import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 from flowproof_cli import trace as traces
-from tests.conftest import run_cli
-from tests.e2e.flows import AGENTS, write_flow
+from tests.conftest import REPO, CliResult, clean_environ, run_cli
+from tests.e2e.cookbook.fake_model import netns_argv
+from tests.e2e.flows import AGENTS, set_agent_env, write_flow
 from tests.fakes.vertex_upstream import VertexUpstream
 
 pytestmark = pytest.mark.slow
@@ -139,3 +144,72 @@ def test_google_genai_vertex_from_the_environment_alone_is_told_how_to_fix_it(
     assert "POST / is not a model route" in output
     assert "genai.Client(vertexai=True, project=..., location=...)" in output
     assert fake.model_requests() == []
+
+
+# -- a real coding CLI: Claude Code on Vertex (CLAUDE_CODE_USE_VERTEX) -----------------------
+
+CLAUDE_CODE = REPO / "tests" / "node_modules" / ".bin" / "claude"
+
+
+def _in_loopback_namespace(*args: str, cwd: Path, home: Path) -> CliResult:
+    """`python ARGS` in a new network namespace with only loopback up (Claude Code phones
+    home otherwise), HOME the same at record and replay."""
+    completed = subprocess.run(
+        netns_argv([sys.executable, *args]),
+        env={**clean_environ(), "HOME": str(home), "PATH": f"{CLAUDE_CODE.parent}:/usr/bin:/bin"},
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=240,
+        check=False,
+    )
+    return CliResult(completed.returncode, completed.stdout, completed.stderr)
+
+
+def test_claude_code_on_vertex_records_and_replays_in_a_loopback_namespace(
+    tmp_path: Path,
+) -> None:
+    """Claude Code with CLAUDE_CODE_USE_VERTEX reads ANTHROPIC_VERTEX_BASE_URL and signs in
+    with the placeholder credentials (google-auth-library); its `claude-code` preset holds.
+
+    On Vertex, Claude Code first probes three models (`max_tokens: 1`, one system prompt):
+    those three turns outnumber the two of the task, so `reply` would read a probe's answer
+    (docs/vertex.md). The flow asserts the tool call, and the answer through the trace."""
+    if not CLAUDE_CODE.exists():
+        pytest.skip("tests/node_modules has no Claude Code: scripts/bootstrap.sh runs npm ci")
+    if subprocess.run(["unshare", "-n", "true"], capture_output=True, check=False).returncode:
+        pytest.skip("cannot create a network namespace here (needs root)")
+    project, home = tmp_path / "app", tmp_path / "home"
+    shutil.copytree(REPO / "tests" / "e2e" / "cli_agents" / "claude-code", project)
+    home.mkdir()
+    spec = project / "read-notes.flow.yaml"
+    set_agent_env(
+        spec,
+        CLAUDE_CODE_USE_VERTEX="1",
+        ANTHROPIC_VERTEX_PROJECT_ID="proj-a",
+        CLOUD_ML_REGION="us-east5",
+    )
+    document = yaml.safe_load(spec.read_text())
+    document["steps"] = [step for step in document["steps"] if "assert" not in step]
+    spec.write_text(yaml.safe_dump(document, sort_keys=False))
+    recorded = _in_loopback_namespace(
+        "-m",
+        "tests.fakes.vertex_upstream",
+        "record",
+        str(spec),
+        "claude-code",
+        cwd=REPO,
+        home=home,
+    )
+    assert recorded.code == 0, recorded.output
+    trace = traces.load(spec.with_name("read-notes.trace.yaml"))
+    assert {turn.protocol for turn in trace.turns} == {"vertex-anthropic"}
+    assert {turn.request["project"] for turn in trace.turns} == {"proj-a"}
+    answers = [turn.response["content"] for turn in trace.turns]
+    assert any("pelican" in json.dumps(content) for content in answers)
+    for _ in range(2):  # no upstream inside the namespace now: replay needs nothing
+        replayed = _in_loopback_namespace(
+            "-m", "flowproof_cli", "run", str(spec), cwd=REPO, home=home
+        )
+        assert replayed.code == 0, replayed.output
+        assert replayed.stdout.startswith("PASS: Claude Code reads the notes")

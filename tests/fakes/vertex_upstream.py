@@ -20,13 +20,21 @@ proves flowproof answered from the trace.
     with VertexUpstream(token="ya29.fake") as fake:
         fake.base_url      # "http://127.0.0.1:PORT": FLOWPROOF_UPSTREAM_VERTEX
         fake.model_requests()[0].path
+
+As a process, to record inside a network namespace with only loopback up (the fake and
+flowproof both in it), playing a coding CLI's scripted model (tests/fakes/cli_scripts.py):
+
+    python -m tests.fakes.vertex_upstream record SPEC [CLI]
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
 import socketserver
+import subprocess
+import sys
 import traceback
 from typing import Any
 
@@ -154,3 +162,30 @@ class VertexUpstream(FakeUpstream):
 
     def make_server(self, port: int) -> socketserver.TCPServer:
         return _VertexServer(self, port)
+
+
+#: The token `main` records with (FLOWPROOF_KEY_VERTEX), and the only one its fake takes.
+RECORD_TOKEN = "ya29.vertex-cli-record-token"
+
+
+def main(argv: list[str]) -> int:
+    """`record SPEC [CLI]`: serve the fake (CLI's scripted model, else the default one) and
+    record SPEC through FLOWPROOF_UPSTREAM_VERTEX; flowproof's exit code."""
+    if len(argv) not in (2, 3) or argv[0] != "record":
+        print("usage: python -m tests.fakes.vertex_upstream record SPEC [CLI]", file=sys.stderr)
+        return 2
+    from tests.fakes.cli_scripts import SCRIPTS
+
+    script = SCRIPTS[argv[2]]() if len(argv) == 3 else None
+    with VertexUpstream(token=RECORD_TOKEN, script=script) as fake:
+        environ = {
+            **os.environ,
+            "FLOWPROOF_UPSTREAM_VERTEX": fake.base_url,
+            "FLOWPROOF_KEY_VERTEX": RECORD_TOKEN,
+        }
+        command = [sys.executable, "-m", "flowproof_cli", "record", argv[1]]
+        return subprocess.run(command, env=environ, check=False).returncode
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
