@@ -72,6 +72,7 @@ def test_records_through_the_vertex_upstream_and_replays_offline_twice(
     with VertexUpstream(token=TOKEN) as fake:
         code, output = record(spec, fake)
     assert code == 0, output
+    assert TOKEN not in output
 
     upstream = fake.model_requests()
     assert len(upstream) == 2
