@@ -169,6 +169,8 @@ _STREAMS: dict[str, Callable[[list[tuple[str, Any]]], dict[str, Any]]] = {
     "openai-responses": _responses_stream,
     "anthropic": _anthropic_stream,
     "gemini": _gemini_stream,
+    "azure-chat": _chat_stream,  # Azure OpenAI streams OpenAI's events
+    "azure-responses": _responses_stream,
 }
 
 

@@ -194,3 +194,19 @@ def test_a_provider_without_an_upstream_fails_the_record_naming_the_variable(
     ) in recorded.output
     assert not spec.with_name("weather.trace.yaml").exists()
     assert OPENAI_KEY not in recorded.output
+
+
+# --- doctor names the provider each request spoke ---------------------------------------------
+
+
+def test_doctor_names_each_requests_provider() -> None:
+    command = f"{sys.executable} {AGENTS / 'py_two_providers.py'}"
+    result = run_cli("doctor", "--agent", command, env={"FLOWPROOF_KEY_AZURE": AZURE_KEY})
+    assert result.code == 0, result.output
+    assert "    POST /v1/chat/completions: 1 (openai-chat, provider openai)" in result.stdout
+    assert "    POST /v1/messages: 1 (anthropic, provider anthropic)" in result.stdout
+    azure = run_cli("doctor", "--agent", f"{sys.executable} {AGENTS / 'py_azure_openai.py'}")
+    assert azure.code == 0, azure.output
+    assert (
+        "    POST /openai/deployments/weather-gpt/chat/completions: 1 (azure-chat, provider azure)"
+    ) in azure.stdout
