@@ -43,9 +43,10 @@ FLOW_NAMES = {
     "strands": "Strands agent",
     "mastra": "Mastra agent",
     "aider": "aider edits the forecast",
+    "azure": "Azure OpenAI deployment through LiteLLM",
 }
 #: The wire format each one speaks: OpenAI Chat Completions unless named here.
-PROTOCOLS = {"adk": "gemini", "mastra": "openai-responses"}
+PROTOCOLS = {"adk": "gemini", "mastra": "openai-responses", "azure": "azure-chat"}
 #: Which message of the first request holds the edited task: the one after the system
 #: prompt (Gemini's systemInstruction and the Responses API's system item count as one),
 #: the first for llm (no system prompt), the tenth for aider (after its example exchange
