@@ -81,6 +81,23 @@ def test_azure_openai_records_with_its_own_upstream_and_replays(tmp_path: Path, 
     _replays_twice(spec)
 
 
+def test_the_default_upstream_serves_azure_too_with_its_key_in_api_key(tmp_path: Path) -> None:
+    """The issue's reproduction: with FLOWPROOF_AGENT_UPSTREAM at the resource, record used
+    to forward to `<resource>/chat/completions` (the deployment dropped) with the key as
+    Bearer, and Azure refused it."""
+    command = f"{sys.executable} {AGENTS / 'py_azure_openai.py'}"
+    spec = _azure_flow(tmp_path, command, AGENT_API="chat")
+    with AzureUpstream(key=AZURE_KEY) as azure:
+        recorded = run_cli(
+            "record",
+            spec,
+            env={"FLOWPROOF_AGENT_UPSTREAM": azure.base_url, "FLOWPROOF_AGENT_KEY": AZURE_KEY},
+        )
+    assert recorded.code == 0, recorded.output
+    assert azure.refused == []
+    assert set(azure.deployments_seen) == {"weather-gpt"}
+
+
 def test_a_changed_azure_deployment_fails_the_replay_naming_it(tmp_path: Path) -> None:
     command = f"{sys.executable} {AGENTS / 'py_azure_openai.py'}"
     spec = _azure_flow(tmp_path, command, AGENT_API="chat")
