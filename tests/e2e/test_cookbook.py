@@ -2,11 +2,10 @@
 
 Each agent and flow under tests/e2e/cookbook/ (eight Python frameworks, an Azure OpenAI
 deployment through LiteLLM, Mastra on Node, and aider) records against the scripted fake
-upstream, replays with no upstream, and fails on
-an edited prompt; the committed traces replay as they are. Every flowproof run here (fake
-upstream included) happens in a network namespace with only loopback up, and every spec
-certifies `assert_no_egress` under flowproof's own containment, so a framework that phones
-home fails instead of leaking.
+upstream, replays with no upstream, and fails on an edited prompt; the committed traces
+replay as they are. Every flowproof run here (fake upstream included) happens in a network
+namespace with only loopback up, and every spec certifies `assert_no_egress` under
+flowproof's own containment, so a framework that phones home fails instead of leaking.
 """
 
 from __future__ import annotations
