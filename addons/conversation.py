@@ -171,6 +171,8 @@ _STREAMS: dict[str, Callable[[list[tuple[str, Any]]], dict[str, Any]]] = {
     "gemini": _gemini_stream,
     "vertex-gemini": _gemini_stream,
     "vertex-anthropic": _anthropic_stream,
+    "azure-chat": _chat_stream,  # Azure OpenAI streams OpenAI's events
+    "azure-responses": _responses_stream,
 }
 
 

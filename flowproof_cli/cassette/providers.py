@@ -66,6 +66,6 @@ def no_upstream_reason(provider: str, none_at_all: bool = False) -> str:
         return "record has no upstream configured"
     return (
         f"record has no upstream for {provider} requests: set {upstream_variable(provider)} to "
-        f"the {provider} API's base URL (or {DEFAULT_UPSTREAM_VARIABLES[0]} for every provider "
+        f"the {provider} API's base URL (or FLOWPROOF_AGENT_UPSTREAM for every provider "
         "without its own) and record again"
     )

@@ -54,6 +54,7 @@ PLACEHOLDER_KEY_VARIABLES = (
 #: Vertex mode (it appends `/v1beta1/projects/...`).
 PROVIDER_URL_VARIABLES = (
     "AZURE_OPENAI_ENDPOINT",
+    "AZURE_API_BASE",  # LiteLLM's `azure/` models
     "AWS_ENDPOINT_URL_BEDROCK_RUNTIME",
     "OLLAMA_HOST",
     "CO_API_URL",
@@ -65,6 +66,7 @@ PROVIDER_URL_V1_VARIABLES = ("ANTHROPIC_VERTEX_BASE_URL",)
 #: (boto3 signs with them; the proxy never forwards that signature).
 PROVIDER_PLACEHOLDER_VARIABLES = (
     "AZURE_OPENAI_API_KEY",
+    "AZURE_API_KEY",
     "AWS_ACCESS_KEY_ID",
     "AWS_SECRET_ACCESS_KEY",
     "CO_API_KEY",

@@ -127,6 +127,8 @@ def test_other_inherited_variables_are_kept() -> None:
         # Each provider's own clients (tests/unit/test_provider_upstreams.py).
         "AZURE_OPENAI_ENDPOINT",
         "AZURE_OPENAI_API_KEY",
+        "AZURE_API_BASE",
+        "AZURE_API_KEY",
         "OPENAI_API_VERSION",
         "AWS_ENDPOINT_URL_BEDROCK_RUNTIME",
         "AWS_ACCESS_KEY_ID",

@@ -274,6 +274,7 @@ def test_each_providers_clients_are_pointed_at_the_proxy_with_placeholders() -> 
     base = "http://127.0.0.1:4321"
     for name in (
         "AZURE_OPENAI_ENDPOINT",
+        "AZURE_API_BASE",
         "AWS_ENDPOINT_URL_BEDROCK_RUNTIME",
         "OLLAMA_HOST",
         "CO_API_URL",
@@ -283,6 +284,7 @@ def test_each_providers_clients_are_pointed_at_the_proxy_with_placeholders() -> 
     assert env["ANTHROPIC_VERTEX_BASE_URL"] == f"{base}/v1"
     for name in (
         "AZURE_OPENAI_API_KEY",
+        "AZURE_API_KEY",
         "AWS_ACCESS_KEY_ID",
         "AWS_SECRET_ACCESS_KEY",
         "CO_API_KEY",

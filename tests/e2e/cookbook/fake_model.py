@@ -45,6 +45,7 @@ FRAMEWORKS = (
     "strands",
     "mastra",
     "aider",
+    "azure",
 )
 #: smolagents hands a tool's result back as a user message, not as a tool message.
 OBSERVATION = "Observation:"
