@@ -10,7 +10,8 @@ Vertex carries in the URL what the public APIs carry in the body or in the host:
 - Claude (`anthropic`'s `AnthropicVertex`):
   `/v1/projects/<p>/locations/<l>/publishers/anthropic/models/<m>:rawPredict`
   (`:streamRawPredict` streamed). The body is an Anthropic Messages body without `model`,
-  with `anthropic_version: vertex-2023-10-16`; the answer and its SSE stream are Anthropic's.
+  with an `anthropic_version` field (the API version travels in the body here); the answer
+  and its SSE stream are Anthropic's.
 
 `normalize` folds the path's model, project and location into the body (`model`,
 `project`, `location`), so each is matched strictly like any other field and a divergence
@@ -43,12 +44,14 @@ STREAM_RAW_PREDICT = ":streamRawPredict"
 #: Fields `normalize` folds in from the path: matched, never sent upstream in the body.
 PATH_FIELDS = ("model", "project", "location")
 
-#: `[/v1beta1]/projects/<p>/locations/<l>/<resource>:<method>`, or the project-less form of
-#: Vertex's express mode (`/v1/publishers/google/models/<m>:<method>`).
+#: `[/v1beta1]/projects/<p>/locations/<l>/<resource>:<method>`, the resource a publisher's
+#: model or a tuned model's endpoint; or the project-less form of Vertex's express mode
+#: (`/v1/publishers/google/models/<m>:<method>`), which has no endpoints.
 _RESOURCE = re.compile(
-    r"(?:^|/)(?:projects/(?P<project>[^/]+)/locations/(?P<location>[^/]+)/)?"
-    r"(?P<resource>publishers/(?P<publisher>[^/]+)/models/(?P<model>[^/:]+)"
-    r"|endpoints/(?P<endpoint>[^/:]+)):(?P<method>[A-Za-z]+)$"
+    r"(?:^|/)(?:projects/(?P<project>[^/]+)/locations/(?P<location>[^/]+)/"
+    r"(?:endpoints/(?P<endpoint>[^/:]+)|(?=publishers/)))?"
+    r"(?:publishers/(?P<publisher>[^/]+)/models/(?P<model>[^/:]+))?"
+    r":(?P<method>[A-Za-z]+)$"
 )
 #: An API version path segment: `v1`, `v1beta1`, ...
 _VERSION = re.compile(r"/v\d+(?:[a-z]+\d*)?(?=/)")
@@ -75,8 +78,8 @@ def vertex_path(path: str) -> VertexPath | None:
     """The parts of a Vertex model path (query string ignored), or None for any other."""
     clean = path.split("?", 1)[0].rstrip("/")
     found = _RESOURCE.search(clean)
-    if found is None:
-        return None
+    if found is None or (found["endpoint"] is None) == (found["model"] is None):
+        return None  # exactly one of a model and an endpoint
     endpoint, project, location = found["endpoint"], found["project"], found["location"]
     return VertexPath(  # as named, not as escaped in the path (`%40` is `@`)
         project=unquote(project) if project is not None else None,

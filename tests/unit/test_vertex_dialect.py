@@ -103,6 +103,7 @@ def test_registered_with_their_provider() -> None:
         # The public Gemini API's paths end alike but have no Vertex shape.
         ("/v1beta/models/gemini-2.5-flash:generateContent", "gemini"),
         ("/v1beta/tunedModels/x:streamGenerateContent?alt=sse", "gemini"),
+        ("/v1/endpoints/42:generateContent", "gemini"),  # an endpoint is under a project
         ("/v1/messages", "anthropic"),
     ],
 )
