@@ -30,6 +30,8 @@ UPSTREAMS = {
     "openai-responses": "https://api.openai.com/v1",
     "anthropic": "https://api.anthropic.com",
     "gemini": "https://generativelanguage.googleapis.com",
+    "azure-chat": "https://<resource>.openai.azure.com",
+    "azure-responses": "https://<resource>.openai.azure.com",
 }
 _SCRIPT = re.compile(r"\.(py|js|mjs|cjs|ts|sh)$")
 
@@ -43,7 +45,7 @@ class ToolCollector(CannedReplies):
         self.dialects: dict[str, None] = {}
 
     def request(self, flow: http.HTTPFlow) -> None:
-        dialect = route(flow.request.path)
+        dialect = route(flow.request.path, flow.request.headers)
         if flow.response is None and dialect is not None:
             try:
                 body = json.loads(flow.request.get_content() or b"null")
