@@ -388,7 +388,7 @@ def conversation(data: bytes, metadata: Any) -> Lines:
     is_request = message is request
     content_type = getattr(metadata, "content_type", None)
     flow_metadata = getattr(flow, "metadata", None) or {}
-    dialect = route(path)
+    dialect = route(path, getattr(request, "headers", None))
     if dialect is not None:
         if is_request:
             mocked = {str(name) for name in flow_metadata.get(MOCKED_TOOLS) or ()}

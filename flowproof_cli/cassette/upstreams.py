@@ -43,11 +43,6 @@ class Upstreams:
     def for_provider(self, provider: str) -> Upstream | None:
         return self.own.get(provider, self.default)
 
-    @property
-    def timeout_s(self) -> float:
-        chosen = self.default or next(iter(self.own.values()), None)
-        return chosen.timeout_s if chosen else upstream_timeout({})
-
 
 def upstreams_from_environment(environ: Mapping[str, str]) -> Upstreams:
     """Every provider's upstream. ConfigError (exit 2) when none is set at all, or when a
@@ -60,13 +55,9 @@ def upstreams_from_environment(environ: Mapping[str, str]) -> Upstreams:
     notes = list(unknown_provider_warnings(environ))
     bases = {p: checked_base_url(environ, upstream_variable(p)) for p in _set(environ, "UPSTREAM")}
     keys = {p: checked_key(environ, key_variable(p)) for p in _set(environ, "KEY")}
-    if not bases and not any(environ.get(name) for name in UPSTREAM_VARIABLES):
-        upstream_from_environment(environ)  # raises: nothing to forward to
-    default = (
-        upstream_from_environment(environ)
-        if any(environ.get(name) for name in UPSTREAM_VARIABLES)
-        else None
-    )
+    has_default = any(environ.get(name) for name in UPSTREAM_VARIABLES)
+    # Neither a default nor a provider's own: upstream_from_environment says what to set.
+    default = upstream_from_environment(environ) if has_default or not bases else None
     timeout = upstream_timeout(environ)
     own: dict[str, Upstream] = {}
     for provider in PROVIDERS:

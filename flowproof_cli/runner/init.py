@@ -32,6 +32,8 @@ UPSTREAMS = {
     "gemini": "https://generativelanguage.googleapis.com",
     "vertex-gemini": "https://us-central1-aiplatform.googleapis.com",  # the agent's region
     "vertex-anthropic": "https://us-east5-aiplatform.googleapis.com",
+    "azure-chat": "https://<resource>.openai.azure.com",
+    "azure-responses": "https://<resource>.openai.azure.com",
 }
 _SCRIPT = re.compile(r"\.(py|js|mjs|cjs|ts|sh)$")
 
@@ -45,7 +47,7 @@ class ToolCollector(CannedReplies):
         self.dialects: dict[str, None] = {}
 
     def request(self, flow: http.HTTPFlow) -> None:
-        dialect = route(flow.request.path)
+        dialect = route(flow.request.path, flow.request.headers)
         if flow.response is None and dialect is not None:
             try:
                 body = json.loads(flow.request.get_content() or b"null")
