@@ -35,6 +35,7 @@ from typing import Any
 from mitmproxy import addonmanager, connection, http
 
 from flowproof_cli.dialects import DIALECTS, route
+from flowproof_cli.dialects.vertex import gateway_hint
 from flowproof_cli.quoting import failure, quoted
 from flowproof_cli.routes import CLAIMED, is_mcp_path
 
@@ -213,6 +214,7 @@ class RequestGuard(_Chained):
             message = (
                 f"{request.method} {_path(flow)} is not a model endpoint flowproof records "
                 f"(it records {ROUTES_ANSWERED})"
+                f"{gateway_hint(request.path, request.headers)}"
             )
             refuse(flow, 404, message, "flowproof_unknown_endpoint")
             # On a model listener the agent lost a call it meant to make: its flow fails,

@@ -42,11 +42,8 @@ from flowproof_addons.guard import (
 from flowproof_cli import trace as traces
 from flowproof_cli.cassette import CassetteSession, Forward, Upstream
 from flowproof_cli.cassette.session import INTERNAL_KIND, OffLoop
-from flowproof_cli.cassette.upstream import (
-    CLIENT_GONE_REASON,
-    timeout_reason,
-    upstream_from_environment,
-)
+from flowproof_cli.cassette.upstream import CLIENT_GONE_REASON, timeout_reason
+from flowproof_cli.cassette.upstreams import Upstreams, upstreams_from_environment
 from flowproof_cli.dialects import AUTH_HEADERS, Dialect, Rendered, route
 from flowproof_cli.dialects.websocket import is_upgrade
 from flowproof_cli.errors import ConfigError, FlowproofError
@@ -65,7 +62,15 @@ PENDING = "flowproof_pending"
 # dialect's `auth_headers`), and content negotiation flowproof does not want to decode.
 _DROPPED_HEADERS = tuple(
     dict.fromkeys(
-        ("authorization", "x-api-key", "api-key", *AUTH_HEADERS, "accept-encoding", "host")
+        (
+            "authorization",
+            "x-api-key",
+            "api-key",
+            "x-goog-api-key",
+            *AUTH_HEADERS,
+            "accept-encoding",
+            "host",
+        )
     )
 )
 # Headers of the upstream's answer the agent still gets: when to retry, the rate limits.
@@ -128,7 +133,7 @@ class ModelBoundary:
         self.sessions: dict[int, CassetteSession] = dict(sessions or {})
         self.default: CassetteSession | None = None
         self._trace_path: Path | None = None
-        self._stock: tuple[Mode, Upstream | None, traces.Trace | None] | None = None
+        self._stock: tuple[Mode, Upstream | Upstreams | None, traces.Trace | None] | None = None
         self._frames: sockets.Frames | None = None  # the WebSocket transport, once loaded
         self.sink = sockets.Sink()  # replay: the inert peer of sockets answered from traces
 
@@ -168,11 +173,13 @@ class ModelBoundary:
             )
         try:
             if ctx.options.flowproof_mode == Mode.RECORD:
-                upstream = (
+                upstream: Upstream | Upstreams = (
                     Upstream(ctx.options.flowproof_upstream, None)
                     if ctx.options.flowproof_upstream
-                    else upstream_from_environment(os.environ)
+                    else upstreams_from_environment(os.environ)
                 )
+                for note in upstream.notes if isinstance(upstream, Upstreams) else ():
+                    log.warning("flowproof: %s", note)
                 self._stock = (Mode.RECORD, upstream, None)
             else:
                 self._stock = (Mode.REPLAY, None, traces.load(self._trace_path))

@@ -40,7 +40,7 @@ from mitmproxy.net.http.status_codes import RESPONSES
 from flowproof_addons import deadline
 from flowproof_addons.guard import mark_forwarded
 from flowproof_cli.cassette import CassetteSession
-from flowproof_cli.cassette.session import recorded_over, upgrade_target
+from flowproof_cli.cassette.session import Upstream, recorded_over, upgrade_target
 from flowproof_cli.cassette.upstream import timeout_reason
 from flowproof_cli.dialects import Dialect, Rendered
 from flowproof_cli.dialects.base import TRANSPORT_FIELDS
@@ -153,8 +153,14 @@ def on_upgrade(flow: http.HTTPFlow, session: CassetteSession, dialect: Dialect) 
         request.headers[name] = value
     flow.metadata[UPGRADING] = True
     mark_forwarded(flow)
-    if session.upstream is not None:  # an upstream that never answers the upgrade fails it
-        deadline.arm(flow, session.upstream.timeout_s)
+    upstream = _responses_upstream(session)
+    if upstream is not None:  # an upstream that never answers the upgrade fails it
+        deadline.arm(flow, upstream.timeout_s)
+
+
+def _responses_upstream(session: CassetteSession) -> Upstream | None:
+    """Record: the upstream the socket goes to (the Responses API's provider's)."""
+    return session.upstream.for_provider("openai") if session.upstream is not None else None
 
 
 def on_upgrade_answered(flow: http.HTTPFlow, session: CassetteSession) -> None:
@@ -173,8 +179,9 @@ def on_upgrade_answered(flow: http.HTTPFlow, session: CassetteSession) -> None:
         session.notes.append(note + "the agent used HTTP")
         return
     raw = response.get_content(strict=False) or b""
-    if session.upstream is not None:
-        raw = session.upstream.without_key(raw)
+    upstream = _responses_upstream(session)
+    if upstream is not None:
+        raw = upstream.without_key(raw)
         response.content = raw
     shown = printable(raw.decode("utf-8", "replace"))[:300] or "(empty body)"
     session.errors.append(
@@ -316,7 +323,8 @@ class Frames:
         gets the turn's synthesized events, or (a failure) the upstream's own frames."""
         assert flow.websocket is not None
         message = flow.websocket.messages[-1]
-        content = session.upstream.without_key(message.content) if session.upstream else b""
+        upstream = _responses_upstream(session)
+        content = upstream.without_key(message.content) if upstream else b""
         waiting: deque[_Waiting] = flow.metadata.get(WAITING) or deque()
         kind, event = event_type(content)
         if not waiting:  # not for a request (an error before any): passed on as sent
@@ -331,7 +339,7 @@ class Frames:
         message.drop()
         current = waiting[0]
         current.frames.append(content)
-        timeout = session.upstream.timeout_s if session.upstream else None
+        timeout = upstream.timeout_s if upstream else None
         if event is None or kind not in (*COMPLETED, *FAILED):
             if timeout is not None:
                 deadline.rearm(flow, timeout)  # each event starts the wait over

@@ -9,11 +9,12 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from flowproof_cli.cassette.divergence import Divergence, explain, led_by_version, nearest_turn
 from flowproof_cli.cassette.index import TurnIndex
+from flowproof_cli.cassette.providers import no_upstream_reason
 from flowproof_cli.cassette.secret_forms import without, without_across_parts
 from flowproof_cli.cassette.turn import Turn, canonical_json
 from flowproof_cli.dialects import Dialect, Rendered, dialect_named, route
@@ -25,6 +26,9 @@ from flowproof_cli.match.user_code import Raised, SerialThread
 from flowproof_cli.mode import Mode
 from flowproof_cli.quoting import could_not_handle, printable, quoted
 from flowproof_cli.trajectory import Trajectory
+
+if TYPE_CHECKING:
+    from flowproof_cli.cassette.upstreams import Upstreams
 
 DIVERGENCE_STATUS = 409
 #: What replaces the record key in an upstream answer that echoes it.
@@ -58,6 +62,10 @@ class Upstream:
     base_url: str
     key: str | None = field(default=None, repr=False)  # a logged repr must not show it
     timeout_s: float = DEFAULT_UPSTREAM_TIMEOUT_S
+
+    def for_provider(self, provider: str) -> Upstream | None:
+        """One upstream alone serves every provider (`Upstreams` has one per provider)."""
+        return self
 
     def url_for(self, dialect: Dialect, path: str) -> str:
         return dialect.upstream_url_for_path(self.base_url, path)
@@ -103,6 +111,7 @@ class PendingTurn:
     sent: dict[str, Any]  # canonical as the agent sent it, before the match rules
     agent: str | None = None  # `product/version` from its User-Agent, stored with the turn
     transport: str | None = None  # "websocket" when it came as a frame; None over HTTP
+    upstream: Upstream | None = None  # record: the one it was forwarded to (its provider's)
 
     def turn(self, status: int, response: Any) -> Turn:
         """The recorded turn of this request, with the answer the trace keeps."""
@@ -243,7 +252,7 @@ class CassetteSession:
     mode: Mode
     mocks: Mapping[str, Any] = field(default_factory=dict)
     recorded: list[Turn] = field(default_factory=list)  # replay: the cassette; record: output
-    upstream: Upstream | None = None
+    upstream: Upstream | Upstreams | None = None  # Upstreams: one per provider
     rules: MatchRules = field(default_factory=MatchRules)
     #: The recorded requests were stored by these very rules (the trace's snapshot equals
     #: them), so they are used as they are; otherwise the rules rewrite them first, which is
@@ -402,19 +411,18 @@ class CassetteSession:
     def _forward(
         self, dialect: Dialect, path: str, live: dict[str, Any], pending: PendingTurn
     ) -> Forward | Rendered:
-        unreachable = _unreachable(self, dialect)
-        if unreachable is not None:
-            return unreachable
-        assert self.upstream is not None  # `_unreachable` answered otherwise
+        target = _target(self, dialect)
+        if isinstance(target, Rendered):
+            return target
         forwarded = dialect.upstream_body(live)
         body = b"" if forwarded is None else json.dumps(forwarded, ensure_ascii=False).encode()
         return Forward(
-            url=self.upstream.url_for(dialect, path),
+            url=target.url_for(dialect, path),
             body=body,
-            headers=self.upstream.auth_headers(dialect),
+            headers=target.auth_headers(dialect),
             default_headers=dialect.upstream_default_headers(),
-            pending=pending,
-            timeout_s=self.upstream.timeout_s,
+            pending=replace(pending, upstream=target),
+            timeout_s=target.timeout_s,
         )
 
     def on_upstream_response(
@@ -428,18 +436,19 @@ class CassetteSession:
         record cannot keep (an error status, a body that is not a JSON object its dialect
         reads) reaches the agent as the upstream sent it and fails the flow, so no trace of
         it is written."""
-        if self.upstream is not None:
-            raw = self.upstream.without_key(raw)
+        upstream = pending.upstream
+        if upstream is not None:
+            raw = upstream.without_key(raw)
         lowered = {name.lower(): value for name, value in (headers or {}).items()}
         try:
             response: Any = json.loads(raw)
         except (ValueError, RecursionError):
             response = raw.decode("utf-8", "replace")
-        if self.upstream is not None and self.upstream.without_key_across_parts(response):
+        if upstream is not None and upstream.without_key_across_parts(response):
             raw = json.dumps(response, ensure_ascii=False).encode()
         position = len(self.recorded)
         self._keep_sent(position, pending.sent, pending.canonical)
-        key = self.upstream.key if self.upstream else None
+        key = upstream.key if upstream else None
         problem = _answer_problem(
             status, raw, response, headers=lowered, turn=position + 1, key=key
         )
@@ -538,16 +547,19 @@ class CassetteSession:
         return served_trajectory(self.recorded, self.used_turns(), self.rules)
 
 
-def _unreachable(session: CassetteSession, dialect: Dialect) -> Rendered | None:
-    """Record: the answer when there is no upstream to forward to (it fails the flow)."""
-    if session.upstream is None:
-        message = "flowproof: record has no upstream configured"
+def _target(session: CassetteSession, dialect: Dialect) -> Upstream | Rendered:
+    """Record: the upstream of the dialect's provider, or the answer when there is none to
+    forward to (it fails the flow)."""
+    upstream = session.upstream
+    target = upstream.for_provider(dialect.provider) if upstream else None
+    if target is None:
+        message = f"flowproof: {no_upstream_reason(dialect.provider, upstream is None)}"
         session.errors.append(message)
         return _error(dialect, 502, message, "flowproof_no_upstream")
     if session.upstream_gone is not None:  # the record has failed on it already
         session.errors.append(session.upstream_gone)
         return _error(dialect, 502, session.upstream_gone, "flowproof_upstream_error")
-    return None
+    return target
 
 
 def upgrade_target(
@@ -555,11 +567,10 @@ def upgrade_target(
 ) -> tuple[str, dict[str, str]] | Rendered:
     """Record: the upstream URL and auth headers a WebSocket upgrade of `path` goes to
     (the socket's frames are the requests: the upgrade itself is not counted)."""
-    unreachable = _unreachable(session, dialect)
-    if unreachable is not None:
-        return unreachable
-    assert session.upstream is not None  # `_unreachable` answered otherwise
-    return session.upstream.url_for(dialect, path), session.upstream.auth_headers(dialect)
+    target = _target(session, dialect)
+    if isinstance(target, Rendered):
+        return target
+    return target.url_for(dialect, path), target.auth_headers(dialect)
 
 
 def recorded_over(session: CassetteSession, transport: str) -> bool:

@@ -9,13 +9,26 @@ import math
 from collections.abc import Mapping
 from urllib.parse import urlsplit
 
+from flowproof_cli.cassette.providers import (
+    DEFAULT_KEY_VARIABLES,
+    DEFAULT_UPSTREAM_VARIABLES,
+    PROVIDER_KEY_VARIABLES,
+    PROVIDER_UPSTREAM_VARIABLES,
+)
 from flowproof_cli.cassette.secret_forms import MIN_LENGTH
 from flowproof_cli.cassette.session import DEFAULT_UPSTREAM_TIMEOUT_S, Upstream
 from flowproof_cli.dialects.base import bare_key
 from flowproof_cli.errors import ConfigError
 
-UPSTREAM_VARIABLES = ("FLOWPROOF_AGENT_UPSTREAM", "OPENAI_BASE_URL")
-KEY_VARIABLES = ("FLOWPROOF_AGENT_KEY", "ANTHROPIC_API_KEY", "OPENAI_API_KEY")
+#: The AWS secrets record signs forwarded Bedrock requests with (flowproof's own).
+SIGNING_VARIABLES = ("AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN")
+UPSTREAM_VARIABLES = DEFAULT_UPSTREAM_VARIABLES
+KEY_VARIABLES = DEFAULT_KEY_VARIABLES
+#: Every variable a record key is read from: the default's, then each provider's own. The
+#: secret rules (never in the agent's environment, on disk or in output) hold for each.
+RECORD_KEY_VARIABLES = (*DEFAULT_KEY_VARIABLES, *PROVIDER_KEY_VARIABLES, *SIGNING_VARIABLES)
+#: Every variable naming where record forwards to: flowproof's own, never the agent's.
+RECORD_UPSTREAM_VARIABLES = (*DEFAULT_UPSTREAM_VARIABLES, *PROVIDER_UPSTREAM_VARIABLES)
 #: Seconds record waits for each upstream answer; `record --upstream-timeout` sets it.
 TIMEOUT_VARIABLE = "FLOWPROOF_UPSTREAM_TIMEOUT"
 #: Why a forwarded call got no answer when the agent itself went away first (the flow's
@@ -27,7 +40,9 @@ def record_keys(environ: Mapping[str, str]) -> dict[str, str]:
     """The values of the variables flowproof reads a record key from, by variable, long
     enough to be told apart from ordinary text (shorter ones would match by chance)."""
     return {
-        name: environ[name] for name in KEY_VARIABLES if len(environ.get(name) or "") >= MIN_LENGTH
+        name: environ[name]
+        for name in RECORD_KEY_VARIABLES
+        if len(environ.get(name) or "") >= MIN_LENGTH
     }
 
 
@@ -40,28 +55,42 @@ def timeout_reason(seconds: float) -> str:
 
 
 def upstream_from_environment(environ: Mapping[str, str]) -> Upstream:
-    """The fixed upstream and its key: the first variable set, in documented order."""
+    """The default upstream and its key: the first variable set, in documented order."""
     base_name = next((name for name in UPSTREAM_VARIABLES if environ.get(name)), None)
     if base_name is None:
         raise ConfigError(
             "record needs a real model to forward to: set FLOWPROOF_AGENT_UPSTREAM (or "
-            "OPENAI_BASE_URL) to its OpenAI-compatible base URL, e.g. https://api.openai.com/v1"
+            "OPENAI_BASE_URL) to its OpenAI-compatible base URL, e.g. https://api.openai.com/v1 "
+            "(or FLOWPROOF_UPSTREAM_<PROVIDER> for each provider the agent calls)"
         )
-    base = environ[base_name]
+    base = checked_base_url(environ, base_name)
+    key_name = next((name for name in KEY_VARIABLES if environ.get(name)), None)
+    key = checked_key(environ, key_name) if key_name else None
+    return Upstream(base_url=base, key=key, timeout_s=upstream_timeout(environ))
+
+
+def checked_base_url(environ: Mapping[str, str], name: str) -> str:
+    """The base URL variable `name` holds; ConfigError when it is not an http(s) URL."""
+    base = environ[name]
     if not _is_base_url(base):  # its value is not shown: it may be a key exported there
         raise ConfigError(
-            f"{base_name} is not an http(s) URL (its value is not shown, in case it is a "
-            f"key). Fix: set {base_name} to the model's base URL, e.g. https://api.openai.com/v1"
+            f"{name} is not an http(s) URL (its value is not shown, in case it is a "
+            f"key). Fix: set {name} to the model's base URL, e.g. https://api.openai.com/v1"
         )
-    key_name = next((name for name in KEY_VARIABLES if environ.get(name)), None)
-    key = environ[key_name] if key_name else None
-    if key_name and key and not _is_one_token(bare_key(key)):
+    return base
+
+
+def checked_key(environ: Mapping[str, str], name: str) -> str:
+    """The key variable `name` holds; ConfigError when it would not travel as one header
+    value as it is."""
+    key = environ[name]
+    if not _is_one_token(bare_key(key)):
         raise ConfigError(
-            f"{key_name} holds a space, a line break or a control character, which would be "
+            f"{name} holds a space, a line break or a control character, which would be "
             "sent as they are in the upstream auth header. Fix: export the key alone (a key "
             "read from a file often keeps its final newline)"
         )
-    return Upstream(base_url=base, key=key, timeout_s=upstream_timeout(environ))
+    return key
 
 
 def _is_one_token(text: str) -> bool:

@@ -20,6 +20,9 @@ from flowproof_cli.runner.environment import (
     OPENAI_URL_VARIABLES,
     PLACEHOLDER_KEY,
     PLACEHOLDER_KEY_VARIABLES,
+    PROVIDER_PLACEHOLDER_VARIABLES,
+    PROVIDER_URL_V1_VARIABLES,
+    PROVIDER_URL_VARIABLES,
     proxy_handles,
 )
 
@@ -38,6 +41,9 @@ def _injected(port: int) -> list[str]:
         f"{', '.join((*ANTHROPIC_URL_VARIABLES, *GEMINI_URL_VARIABLES))} = "
         f"{handles['proxy_url_no_v1']}",
         f"{', '.join(PLACEHOLDER_KEY_VARIABLES)} = {PLACEHOLDER_KEY}",
+        f"{', '.join(PROVIDER_URL_VARIABLES)} = {handles['proxy_url_no_v1']}",
+        f"{', '.join(PROVIDER_URL_V1_VARIABLES)} = {handles['proxy_url']}",
+        f"{', '.join(PROVIDER_PLACEHOLDER_VARIABLES)} = {PLACEHOLDER_KEY}",
         "FLOWPROOF_PROMPT = the --prompt text",
         "FLOWPROOF_PROMPT_FILE = a file holding the same text",
     ]
@@ -57,7 +63,7 @@ def render_report(report: DoctorReport) -> list[str]:
         f"the agent {_ran(report)}",
         f"model requests: {report.model_requests}",
         *(
-            f"    {arrival.route}: {arrival.count} ({arrival.dialect})"
+            f"    {arrival.route}: {arrival.count} ({arrival.dialect}, provider {arrival.provider})"
             for arrival in report.arrivals
         ),
     ]

@@ -6,6 +6,7 @@ from collections.abc import Mapping
 
 from flowproof_cli.dialects.anthropic import AnthropicMessages
 from flowproof_cli.dialects.anthropic_endpoints import AnthropicCountTokens, AnthropicModels
+from flowproof_cli.dialects.azure import AzureChat, AzureResponses
 from flowproof_cli.dialects.base import CHAT, ENDPOINT, PROVIDERS, Dialect, Rendered, RequestOutline
 from flowproof_cli.dialects.cohere import CohereChat
 from flowproof_cli.dialects.cohere_endpoints import CohereEmbed, CohereRerank, CohereRerankV1
@@ -26,6 +27,7 @@ from flowproof_cli.dialects.openai_endpoints import (
     OpenAIModerations,
 )
 from flowproof_cli.dialects.openai_responses import OpenAIResponses
+from flowproof_cli.dialects.vertex import VertexAnthropic, VertexGemini
 from flowproof_cli.routes import DEFAULT_PROTOCOL  # a trace's default, kept below the trace
 
 DIALECTS: tuple[Dialect, ...] = (
@@ -53,6 +55,10 @@ DIALECTS: tuple[Dialect, ...] = (
     CohereEmbed(),
     CohereRerank(),
     CohereRerankV1(),
+    VertexGemini(),
+    VertexAnthropic(),
+    AzureChat(),
+    AzureResponses(),
 )
 _BY_NAME = {dialect.name: dialect for dialect in DIALECTS}
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from flowproof_cli.dialects import dialect_named
 from flowproof_cli.runner.command import AgentOutcome, resolve_argv, run_agent
 from flowproof_cli.runner.environment import (
     agent_environment,
@@ -36,6 +37,7 @@ class Arrival:
     route: str  # "POST /v1/chat/completions"
     dialect: str
     count: int
+    provider: str = ""  # which provider's API the request spoke (`Dialect.provider`)
 
 
 @dataclass
@@ -90,7 +92,7 @@ async def diagnose(
                 )
                 outcome = await run_agent(argv, env=env, cwd=folder, timeout_s=timeout_s)
     arrivals = [
-        Arrival(route, dialect, count)
+        Arrival(route, dialect, count, dialect_named(dialect).provider)
         for (route, dialect), count in sorted(canned.model_requests.items())
     ]
     return DoctorReport(command, port, outcome, arrivals, dict(sorted(canned.refused.items())))

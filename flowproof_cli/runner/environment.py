@@ -6,7 +6,11 @@ import contextlib
 import os
 from collections.abc import Iterator, Mapping, Sequence
 
-from flowproof_cli.cassette.upstream import KEY_VARIABLES, UPSTREAM_VARIABLES, record_keys
+from flowproof_cli.cassette.upstream import (
+    RECORD_KEY_VARIABLES,
+    RECORD_UPSTREAM_VARIABLES,
+    record_keys,
+)
 from flowproof_cli.errors import ConfigError
 from flowproof_cli.process import (
     ARG_LIMIT,
@@ -15,6 +19,10 @@ from flowproof_cli.process import (
     held_temp_folder,
     remove_held_folder,
     working_directory,
+)
+from flowproof_cli.runner.google_credentials import (
+    credentials_variables,
+    write_placeholder_credentials,
 )
 from flowproof_cli.spec.variables import (
     PROMPT_FILE_HANDLE,
@@ -39,9 +47,42 @@ PLACEHOLDER_KEY_VARIABLES = (
     "GEMINI_API_KEY",
     "GOOGLE_API_KEY",
 )
-#: flowproof's own record configuration: never handed to the agent.
+#: Set to the proxy without `/v1`, each read by a provider's own clients (found in their
+#: code): Azure OpenAI's (they append `/openai/...`; the Node client prefers
+#: OPENAI_BASE_URL, whose `/v1/deployments/...` paths reach the Azure dialect too),
+#: botocore's for bedrock-runtime, the ollama client's, the cohere SDK's and google-genai's
+#: Vertex mode (it appends `/v1beta1/projects/...`).
+PROVIDER_URL_VARIABLES = (
+    "AZURE_OPENAI_ENDPOINT",
+    "AZURE_API_BASE",  # LiteLLM's `azure/` models
+    "AWS_ENDPOINT_URL_BEDROCK_RUNTIME",
+    "OLLAMA_HOST",
+    "CO_API_URL",
+    "GOOGLE_VERTEX_BASE_URL",
+)
+#: Set to the proxy with `/v1` (AnthropicVertex appends `/projects/...` to it).
+PROVIDER_URL_V1_VARIABLES = ("ANTHROPIC_VERTEX_BASE_URL",)
+#: Placeholder credentials so a provider's client that refuses to start without one starts
+#: (boto3 signs with them; the proxy never forwards that signature).
+PROVIDER_PLACEHOLDER_VARIABLES = (
+    "AZURE_OPENAI_API_KEY",
+    "AZURE_API_KEY",
+    "AWS_ACCESS_KEY_ID",
+    "AWS_SECRET_ACCESS_KEY",
+    "CO_API_KEY",
+    "COHERE_API_KEY",
+)
+#: Set only when the agent's environment has none: Azure clients require an API version,
+#: and the one the user chose is kept.
+DEFAULT_VARIABLES = {"OPENAI_API_VERSION": "2024-10-21"}
+#: Real cloud credentials that would travel beside the placeholders (an AWS session token
+#: is sent with every signed request; a Bedrock API key replaces the signature).
+CREDENTIAL_VARIABLES = ("AWS_SESSION_TOKEN", "AWS_SECURITY_TOKEN", "AWS_BEARER_TOKEN_BEDROCK")
+#: flowproof's own record configuration, and real credentials: never handed to the agent.
 REMOVED_VARIABLES = tuple(
-    name for name in (*KEY_VARIABLES, *UPSTREAM_VARIABLES) if name not in OPENAI_URL_VARIABLES
+    name
+    for name in (*RECORD_KEY_VARIABLES, *RECORD_UPSTREAM_VARIABLES, *CREDENTIAL_VARIABLES)
+    if name not in OPENAI_URL_VARIABLES
 )
 
 
@@ -67,12 +108,14 @@ def runtime_handles(
 def task_file(prompt: str) -> Iterator[str]:
     """A private file holding the task (FLOWPROOF_PROMPT_FILE), removed when the agent is
     done (by the keeper if flowproof is killed): the one way to hand an agent a task larger
-    than one environment string carries."""
+    than one environment string carries. Its folder also holds the placeholder Google
+    credentials (GOOGLE_APPLICATION_CREDENTIALS, runner/google_credentials.py)."""
     folder = held_temp_folder("flowproof-task-")
     try:
         path = os.path.join(folder, "prompt.txt")
         with open(path, "w", encoding="utf-8", newline="") as stream:
             stream.write(prompt)
+        write_placeholder_credentials(folder)  # GOOGLE_APPLICATION_CREDENTIALS, beside it
         yield path
     finally:
         remove_held_folder(folder)
@@ -95,10 +138,21 @@ def injected_variables(port: int, prompt: str, prompt_file: str = "") -> dict[st
     injected.update(dict.fromkeys(ANTHROPIC_URL_VARIABLES, handles["proxy_url_no_v1"]))
     injected.update(dict.fromkeys(GEMINI_URL_VARIABLES, handles["proxy_url_no_v1"]))
     injected.update(dict.fromkeys(PLACEHOLDER_KEY_VARIABLES, PLACEHOLDER_KEY))
+    injected.update(provider_variables(port))
     if prompt_file:
         injected[PROMPT_FILE_VARIABLE] = prompt_file
+        injected.update(credentials_variables(prompt_file))
     if prompt_note(prompt) is None:  # else too long for exec: the file alone carries it
         injected[PROMPT_VARIABLE] = prompt
+    return injected
+
+
+def provider_variables(port: int) -> dict[str, str]:
+    """The base URLs and placeholder credentials of the providers' own clients."""
+    handles = proxy_handles(port)
+    injected = dict.fromkeys(PROVIDER_URL_VARIABLES, handles["proxy_url_no_v1"])
+    injected.update(dict.fromkeys(PROVIDER_URL_V1_VARIABLES, handles["proxy_url"]))
+    injected.update(dict.fromkeys(PROVIDER_PLACEHOLDER_VARIABLES, PLACEHOLDER_KEY))
     return injected
 
 
@@ -160,6 +214,8 @@ def agent_environment(
         environment.pop(name, None)
     if cwd is not None:
         environment.update(working_directory(cwd))
+    for name, value in DEFAULT_VARIABLES.items():
+        environment.setdefault(name, value)
     environment.update(injected_variables(port, prompt, prompt_file))
     environment.update(mcp or {})
     environment.update(spec_env)

@@ -19,7 +19,7 @@ from typing import cast
 
 from flowproof_cli import trace as traces
 from flowproof_cli.cassette import CassetteSession
-from flowproof_cli.cassette.upstream import upstream_from_environment
+from flowproof_cli.cassette.upstreams import Upstreams, upstreams_from_environment
 from flowproof_cli.egress import EgressReport
 from flowproof_cli.egress import verdicts as egress
 from flowproof_cli.errors import TraceError
@@ -84,7 +84,7 @@ def _open_session(
     spec_path: Path,
 ) -> tuple[CassetteSession, traces.Trace | None]:
     if mode is Mode.RECORD:
-        upstream = upstream_from_environment(environ)
+        upstream = upstreams_from_environment(environ)
         session = CassetteSession(Mode.RECORD, mocks=spec.mocks, upstream=upstream, rules=rules)
         return session, None
     trace = traces.load(trace_path)
@@ -314,6 +314,8 @@ def _observed(setup: _Setup, driven: Driven, mcp: McpVerdict, *, duration_s: flo
     result.stdout_tail = driven.stdout
     result.stderr_tail = driven.stderr
     result.match_rules = [usage.to_json() for usage in rules.report()]
+    if isinstance(session.upstream, Upstreams):  # a misspelt provider variable, ...
+        result.notes.extend(session.upstream.notes)
     result.notes.extend(summarize(rules))
     result.notes.extend(preset_version_notes(rules, session.agents.seen))
     lanes = setup.trace.mcp if setup.trace is not None else mcp.lanes

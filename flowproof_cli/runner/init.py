@@ -30,6 +30,10 @@ UPSTREAMS = {
     "openai-responses": "https://api.openai.com/v1",
     "anthropic": "https://api.anthropic.com",
     "gemini": "https://generativelanguage.googleapis.com",
+    "vertex-gemini": "https://us-central1-aiplatform.googleapis.com",  # the agent's region
+    "vertex-anthropic": "https://us-east5-aiplatform.googleapis.com",
+    "azure-chat": "https://<resource>.openai.azure.com",
+    "azure-responses": "https://<resource>.openai.azure.com",
 }
 _SCRIPT = re.compile(r"\.(py|js|mjs|cjs|ts|sh)$")
 

@@ -35,12 +35,12 @@ class JsonMode:
 
 def json_mode(dialect: str, body: JSON) -> JsonMode | None:
     """The JSON mode `body` (a raw request of `dialect`) asks for, or None for plain text."""
-    if dialect == "openai-chat":
+    if dialect in ("openai-chat", "azure-chat"):
         return _openai_format(body.get("response_format"), nested="json_schema")
-    if dialect == "openai-responses":
+    if dialect in ("openai-responses", "azure-responses"):
         text = body.get("text")
         return _openai_format(text.get("format") if isinstance(text, dict) else None, nested=None)
-    if dialect == "gemini":
+    if dialect in ("gemini", "vertex-gemini"):
         return _gemini_mode(body)
     return None
 

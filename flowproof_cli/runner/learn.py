@@ -33,7 +33,8 @@ from pathlib import Path
 from flowproof_cli import trace as traces
 from flowproof_cli.cassette.learn import Place
 from flowproof_cli.cassette.turn import Turn
-from flowproof_cli.cassette.upstream import TIMEOUT_VARIABLE, upstream_from_environment
+from flowproof_cli.cassette.upstream import TIMEOUT_VARIABLE
+from flowproof_cli.cassette.upstreams import upstreams_from_environment
 from flowproof_cli.errors import ConfigError
 from flowproof_cli.mode import Mode
 from flowproof_cli.runner.job import FlowJob, plan_jobs
@@ -191,7 +192,7 @@ def learn_runs(
     if home_template is not None and not home_template.is_dir():
         raise ConfigError(f"{home_template}: no such folder. Fix: check --home-template")
     (job,) = plan_jobs([spec_path], mode=Mode.RECORD, environ=environ, timeout_s=timeout_s)
-    upstream_from_environment(job.environ)  # no upstream: said now, not after two copies
+    upstreams_from_environment(job.environ)  # no upstream: said now, not after two copies
     dating = dating or faketime_dating()
     today = datetime.date.today().isoformat()
     with _workspace() as workspace:

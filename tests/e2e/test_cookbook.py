@@ -1,11 +1,11 @@
 """The wiring cookbook (docs/agents.md), tested with the real frameworks and CLI it shows.
 
-Each agent and flow under tests/e2e/cookbook/ (eight Python frameworks, Mastra on Node, and
-aider) records against the scripted fake upstream, replays with no upstream, and fails on
-an edited prompt; the committed traces replay as they are. Every flowproof run here (fake
-upstream included) happens in a network namespace with only loopback up, and every spec
-certifies `assert_no_egress` under flowproof's own containment, so a framework that phones
-home fails instead of leaking.
+Each agent and flow under tests/e2e/cookbook/ (eight Python frameworks, an Azure OpenAI
+deployment through LiteLLM, Mastra on Node, and aider) records against the scripted fake
+upstream, replays with no upstream, and fails on an edited prompt; the committed traces
+replay as they are. Every flowproof run here (fake upstream included) happens in a network
+namespace with only loopback up, and every spec certifies `assert_no_egress` under
+flowproof's own containment, so a framework that phones home fails instead of leaking.
 """
 
 from __future__ import annotations
@@ -39,13 +39,20 @@ FLOW_NAMES = {
     "crewai": "CrewAI crew",
     "llm": "llm CLI with a tool",
     "adk": "Google ADK agent",
+    "adk-vertex": "Google ADK agent on Vertex AI",
     "autogen": "AutoGen AssistantAgent",
     "strands": "Strands agent",
     "mastra": "Mastra agent",
     "aider": "aider edits the forecast",
+    "azure": "Azure OpenAI deployment through LiteLLM",
 }
 #: The wire format each one speaks: OpenAI Chat Completions unless named here.
-PROTOCOLS = {"adk": "gemini", "mastra": "openai-responses"}
+PROTOCOLS = {
+    "adk": "gemini",
+    "adk-vertex": "vertex-gemini",
+    "mastra": "openai-responses",
+    "azure": "azure-chat",
+}
 #: Which message of the first request holds the edited task: the one after the system
 #: prompt (Gemini's systemInstruction and the Responses API's system item count as one),
 #: the first for llm (no system prompt), the tenth for aider (after its example exchange

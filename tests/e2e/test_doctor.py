@@ -11,6 +11,7 @@ import sys
 
 import pytest
 
+from flowproof_cli.dialects import dialect_named
 from tests.conftest import run_cli
 from tests.e2e.flows import AGENTS
 
@@ -43,7 +44,8 @@ def test_requests_arrive(script: str, route: str, dialect: str) -> None:
     assert result.code == 0, result.output
     assert "the agent exited with code 0" in result.stdout  # it parsed the canned reply
     assert "model requests: 1\n" in result.stdout
-    assert f"    {route}: 1 ({dialect})\n" in result.stdout
+    provider = dialect_named(dialect).provider  # doctor names the provider the request spoke
+    assert f"    {route}: 1 ({dialect}, provider {provider})\n" in result.stdout
     assert result.stdout.rstrip().endswith("OK: the agent's model client reaches flowproof's proxy")
 
 
@@ -66,7 +68,7 @@ def test_prompt_is_given_and_key_is_not_needed() -> None:
         env={"FLOWPROOF_AGENT_KEY": "sk-real"},
     )
     assert result.code == 0, result.output
-    assert "    POST /v1/chat/completions: 1 (openai-chat)" in result.stdout
+    assert "    POST /v1/chat/completions: 1 (openai-chat, provider openai)" in result.stdout
 
 
 def test_no_request_names_the_variables_and_the_handles() -> None:

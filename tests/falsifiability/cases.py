@@ -1647,6 +1647,15 @@ COMMANDS: tuple[CommandCase, ...] = (
         "rerecord",
     ),
     CommandCase(
+        "record-provider-no-upstream",
+        ("exit:FAILED",),
+        "flowproof: record has no upstream for openai requests: set FLOWPROOF_UPSTREAM_OPENAI "
+        "to the openai API's base URL (or FLOWPROOF_AGENT_UPSTREAM for every provider without "
+        "its own) and record again",
+        1,
+        "provider-no-upstream",
+    ),
+    CommandCase(
         "record-upstream-down",
         ("exit:FAILED",),
         "flowproof: could not reach the upstream model: ",

@@ -173,6 +173,7 @@ MESSAGE_SITES: dict[str, tuple[str, ...]] = {
         "_unreadable",
         "CassetteSession.on_upstream_error",
     ),
+    "flowproof_cli.cassette.providers": ("no_upstream_reason",),
     "flowproof_cli.dialects.base": ("ResultsExhausted.__init__",),
     "flowproof_cli.runner.judge": ("judge", "_no_requests", "_how_it_answered"),
     "flowproof_cli.runner.drivers": ("_driven", "_service_failure", "_listen_at_proxy_port"),
@@ -218,7 +219,7 @@ UNREACHABLE: dict[str, str] = {
         "the guard answers a path no dialect routes before any session sees it "
         "(tests/unit/test_proxy_guard.py)"
     ),
-    "flowproof: record has no upstream configured": (
+    "record has no upstream configured": (
         "`flowproof record` refuses to start without an upstream (the config-error command "
         "case); only the stock-mitmproxy addon can reach it"
     ),

@@ -552,6 +552,10 @@ def _run_command(setup: str, root: Path, recordings: Mapping[str, Any], busy: in
         result = run_cli("record", spec, env=upstream)
         assert spec.with_name(TRACE_FILE).read_bytes() == trace  # the good trace is kept
         return result
+    if setup == "provider-no-upstream":  # the agent speaks OpenAI; only Anthropic is set
+        spec = _command_folder(root, recordings)
+        anthropic = {"FLOWPROOF_UPSTREAM_ANTHROPIC": f"http://127.0.0.1:{free_port()}"}
+        return run_cli("record", spec, env=anthropic)
     if setup == "record-header-leak":
         return _record_with_header_leak(root, recordings)
     if setup in _MORE_COMMANDS:

@@ -35,7 +35,11 @@ from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
 from flowproof_cli.cassette import Upstream
-from flowproof_cli.cassette.upstream import upstream_from_environment
+from flowproof_cli.cassette.upstream import (
+    PROVIDER_KEY_VARIABLES,
+    SIGNING_VARIABLES,
+    upstream_from_environment,
+)
 from flowproof_cli.errors import ConfigError
 from flowproof_cli.evidence.secrets import record_key_secrets, redact
 from flowproof_cli.runner.environment import (
@@ -709,6 +713,23 @@ def test_every_flow_scans_for_and_redacts_the_record_keys() -> None:
     assert [secret.name for secret in secrets] == ["FLOWPROOF_AGENT_KEY"]
     assert redact(f"said {key}", secrets) == "said [redacted ${FLOWPROOF_AGENT_KEY}]"
     assert record_key_secrets({"FLOWPROOF_AGENT_KEY": key}, ["FLOWPROOF_AGENT_KEY"]) == []
+
+
+@pytest.mark.parametrize("name", [*PROVIDER_KEY_VARIABLES, *SIGNING_VARIABLES])
+def test_every_provider_key_is_held_to_the_same_rules(name: str) -> None:
+    """FLOWPROOF_KEY_<PROVIDER> and the AWS secrets record signs with: scanned for and
+    redacted in every flow, never in the agent's environment (not even under another name),
+    refused in a spec field, named by variable and never by value."""
+    key = realistic_key()
+    secrets = record_key_secrets({name: key})
+    assert [secret.name for secret in secrets] == [name]
+    assert redact(f"said {key}", secrets) == f"said [redacted ${{{name}}}]"
+    env = agent_environment({name: key, "MY_COPY": key}, port=1, prompt="p", spec_env={})
+    assert key not in json.dumps(env)
+    with pytest.raises(ConfigError) as info:
+        refuse_record_key({name: key}, "x.flow.yaml", env={"TOKEN": key})
+    assert f"(the value of {name})" in str(info.value)
+    assert key not in str(info.value)
 
 
 def leaks_in_file_bytes(data: bytes, key: str) -> list[str]:

@@ -124,6 +124,21 @@ def test_other_inherited_variables_are_kept() -> None:
         "GEMINI_API_KEY",
         "GOOGLE_API_KEY",
         "FLOWPROOF_PROMPT",
+        # Each provider's own clients (tests/unit/test_provider_upstreams.py).
+        "AZURE_OPENAI_ENDPOINT",
+        "AZURE_OPENAI_API_KEY",
+        "AZURE_API_BASE",
+        "AZURE_API_KEY",
+        "OPENAI_API_VERSION",
+        "AWS_ENDPOINT_URL_BEDROCK_RUNTIME",
+        "AWS_ACCESS_KEY_ID",
+        "AWS_SECRET_ACCESS_KEY",
+        "OLLAMA_HOST",
+        "CO_API_URL",
+        "CO_API_KEY",
+        "COHERE_API_KEY",
+        "GOOGLE_VERTEX_BASE_URL",
+        "ANTHROPIC_VERTEX_BASE_URL",
     }
 
 
@@ -273,7 +288,8 @@ def test_missing_upstream(environ: dict[str, str]) -> None:
         upstream_from_environment(environ)
     assert str(info.value) == (
         "record needs a real model to forward to: set FLOWPROOF_AGENT_UPSTREAM (or "
-        "OPENAI_BASE_URL) to its OpenAI-compatible base URL, e.g. https://api.openai.com/v1"
+        "OPENAI_BASE_URL) to its OpenAI-compatible base URL, e.g. https://api.openai.com/v1 "
+        "(or FLOWPROOF_UPSTREAM_<PROVIDER> for each provider the agent calls)"
     )
 
 

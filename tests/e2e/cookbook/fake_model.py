@@ -29,6 +29,7 @@ from tests.fakes.fake_upstream import (
     conversation_of,
     default_script,
 )
+from tests.fakes.vertex_upstream import VertexUpstream
 
 COOKBOOK = Path(__file__).resolve().parent
 REPO = COOKBOOK.parents[2]
@@ -39,10 +40,12 @@ FRAMEWORKS = (
     "crewai",
     "llm",
     "adk",
+    "adk-vertex",
     "autogen",
     "strands",
     "mastra",
     "aider",
+    "azure",
 )
 #: smolagents hands a tool's result back as a user message, not as a tool message.
 OBSERVATION = "Observation:"
@@ -99,16 +102,33 @@ def netns_argv(argv: Sequence[str]) -> list[str]:
     return ["unshare", "-n", "sh", "-c", 'ip link set lo up && exec "$@"', "netns", *argv]
 
 
+#: Frameworks whose model is on Vertex AI: recorded against the fake Vertex endpoint (which
+#: takes only its bearer token) through FLOWPROOF_UPSTREAM_VERTEX.
+VERTEX = frozenset({"adk-vertex"})
+#: The record key of every recording (a Vertex one is its OAuth token).
+RECORD_KEY = "sk-cookbook"
+
+
 def record_here(spec: Path) -> int:
     """Record `spec` against the scripted fake, in this process's network namespace."""
-    with FakeUpstream(script=cookbook_script) as fake:
+    vertex = spec.parent.name in VERTEX
+    fake = (
+        VertexUpstream(token=RECORD_KEY, script=cookbook_script)
+        if vertex
+        else FakeUpstream(script=cookbook_script)
+    )
+    with fake:
+        variables = (
+            {"FLOWPROOF_UPSTREAM_VERTEX": fake.base_url, "FLOWPROOF_KEY_VERTEX": RECORD_KEY}
+            if vertex
+            else {
+                "FLOWPROOF_AGENT_UPSTREAM": f"{fake.base_url}/v1",
+                "FLOWPROOF_AGENT_KEY": RECORD_KEY,
+            }
+        )
         completed = subprocess.run(
             [sys.executable, "-m", "flowproof_cli", "record", str(spec)],
-            env={
-                **clean_environ(),
-                "FLOWPROOF_AGENT_UPSTREAM": f"{fake.base_url}/v1",
-                "FLOWPROOF_AGENT_KEY": "sk-cookbook",
-            },
+            env={**clean_environ(), **variables},
             cwd=REPO,
             check=False,
         )
