@@ -12,6 +12,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 from urllib.parse import urlsplit
 
+from flowproof_cli.cassette.aws_signing import AwsSigner, signed_headers
 from flowproof_cli.cassette.divergence import Divergence, explain, led_by_version, nearest_turn
 from flowproof_cli.cassette.index import TurnIndex
 from flowproof_cli.cassette.secret_forms import without, without_across_parts
@@ -249,6 +250,9 @@ class CassetteSession:
     #: how a rule added after recording works on an existing trace.
     recorded_as_matched: bool = False
     record_command: str = "flowproof record <spec>"  # as the messages that say to name it
+    #: Record: signs the requests of a dialect that `signs_upstream` (Bedrock's SigV4) with
+    #: flowproof's own AWS credentials; None when none are set (such a request fails).
+    signer: AwsSigner | None = field(default=None, repr=False)
 
     requests: int = 0
     served: list[int] = field(default_factory=list)  # replay: recorded positions used
@@ -406,10 +410,18 @@ class CassetteSession:
             self.errors.append(self.upstream_gone)
             return _error(dialect, 502, self.upstream_gone, "flowproof_upstream_error")
         body = json.dumps(dialect.upstream_body(live), ensure_ascii=False).encode()
+        url = self.upstream.url_for(dialect, path)
+        headers = self.upstream.auth_headers(dialect)
+        if dialect.signs_upstream:
+            signed = signed_headers(self.signer, dialect, url, body)
+            if isinstance(signed, str):
+                self.errors.append(signed)
+                return _error(dialect, 502, signed, "flowproof_no_credentials")
+            headers = signed
         return Forward(
-            url=self.upstream.url_for(dialect, path),
+            url=url,
             body=body,
-            headers=self.upstream.auth_headers(dialect),
+            headers=headers,
             default_headers=dialect.upstream_default_headers(),
             pending=pending,
             timeout_s=self.upstream.timeout_s,

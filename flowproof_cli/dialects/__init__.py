@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from flowproof_cli.dialects.anthropic import AnthropicMessages
 from flowproof_cli.dialects.base import Dialect, Rendered, RequestOutline
+from flowproof_cli.dialects.bedrock import BedrockConverse
+from flowproof_cli.dialects.bedrock_invoke import BedrockInvoke
 from flowproof_cli.dialects.gemini import GeminiGenerateContent
 from flowproof_cli.dialects.openai_chat import OpenAIChat
 from flowproof_cli.dialects.openai_responses import OpenAIResponses
@@ -14,6 +16,8 @@ DIALECTS: tuple[Dialect, ...] = (
     OpenAIResponses(),
     AnthropicMessages(),
     GeminiGenerateContent(),
+    BedrockConverse(),
+    BedrockInvoke(),
 )
 _BY_NAME = {dialect.name: dialect for dialect in DIALECTS}
 

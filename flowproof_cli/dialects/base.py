@@ -168,6 +168,11 @@ class Dialect(ABC):
     #: Request fields carrying the system prompt beside the conversation (the outline shows
     #: them as its first entry, not as parameters).
     system_fields: tuple[str, ...] = ()
+    #: The provider whose record upstream and key it uses (`FLOWPROOF_UPSTREAM_<PROVIDER>`).
+    provider: str = "openai"
+    #: Record signs each forwarded request (AWS SigV4, `cassette/aws_signing.py`) with
+    #: flowproof's own credentials instead of sending a key.
+    signs_upstream: bool = False
 
     def normalize(self, path: str, body: JSON) -> JSON:
         """The body with whatever the dialect carries in the path folded in (Gemini puts the

@@ -16,6 +16,7 @@ from flowproof_cli.process import (
     remove_held_folder,
     working_directory,
 )
+from flowproof_cli.runner.aws_environment import REMOVED_AWS_VARIABLES, aws_agent_variables
 from flowproof_cli.spec.variables import (
     PROMPT_FILE_HANDLE,
     PROMPT_FILE_VARIABLE,
@@ -161,6 +162,9 @@ def agent_environment(
     if cwd is not None:
         environment.update(working_directory(cwd))
     environment.update(injected_variables(port, prompt, prompt_file))
+    for name in REMOVED_AWS_VARIABLES:  # Bedrock clients: runner/aws_environment.py
+        environment.pop(name, None)
+    environment.update(aws_agent_variables(inherited, proxy_handles(port)["proxy_url_no_v1"]))
     environment.update(mcp or {})
     environment.update(spec_env)
     return environment

@@ -106,6 +106,17 @@ def test_no_real_key_or_upstream_reaches_the_agent() -> None:
     assert "https://api.anthropic.com" not in values
 
 
+#: What a Bedrock client gets (runner/aws_environment.py): the endpoint, placeholder
+#: credentials, a region (none is inherited here).
+BEDROCK_CLIENT_VARIABLES = (
+    "AWS_ENDPOINT_URL_BEDROCK_RUNTIME",
+    "AWS_ACCESS_KEY_ID",
+    "AWS_SECRET_ACCESS_KEY",
+    "AWS_REGION",
+    "AWS_DEFAULT_REGION",
+)
+
+
 def test_other_inherited_variables_are_kept() -> None:
     env = environment()
     assert env["PATH"] == "/usr/bin:/bin"
@@ -124,6 +135,7 @@ def test_other_inherited_variables_are_kept() -> None:
         "GEMINI_API_KEY",
         "GOOGLE_API_KEY",
         "FLOWPROOF_PROMPT",
+        *BEDROCK_CLIENT_VARIABLES,
     }
 
 

@@ -1,0 +1,179 @@
+"""Amazon Bedrock through the real boto3 client: record against a fake Bedrock runtime that
+checks every request's SigV4 signature, stop it, replay offline twice; streamed and not,
+Converse and InvokeModel (Anthropic bodies), a retrieval agent's embeddings; then the red
+paths (a changed toolConfig, no AWS credentials)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from flowproof_cli import trace as traces
+from tests.conftest import run_cli
+from tests.e2e.flows import AGENTS, write_flow
+from tests.fakes.bedrock_upstream import ACCESS_KEY, REGION, SECRET_KEY, BedrockFake
+
+pytestmark = pytest.mark.slow
+
+pytest.importorskip("boto3")
+
+MODEL = "us.anthropic.claude-3-5-haiku-20241022-v1:0"
+ENCODED_MODEL = "us.anthropic.claude-3-5-haiku-20241022-v1%3A0"
+OPERATIONS = ["converse", "converse_stream", "invoke", "invoke_stream"]
+#: Nothing for the agent: flowproof injects AWS_ENDPOINT_URL_BEDROCK_RUNTIME, placeholder
+#: credentials and a region (runner/aws_environment.py), never its own credentials.
+AGENT_ENV: dict[str, str] = {}
+#: flowproof's own credentials, used only to re-sign what record forwards.
+RECORD_ENV = {
+    "AWS_ACCESS_KEY_ID": ACCESS_KEY,
+    "AWS_SECRET_ACCESS_KEY": SECRET_KEY,
+    "AWS_REGION": REGION,
+}
+
+
+def flow_for(folder: Path, operation: str, **env: str) -> Path:
+    steps = [
+        {"prompt": "What's the weather in Nairobi right now? Use both tools."},
+        {"assert_tool_call": "get_weather where city equals Nairobi"},
+        {"assert_tool_call": "get_time"},
+        {"assert": "reply contains sunny"},
+    ]
+    return write_flow(
+        folder,
+        command=f"{sys.executable} {AGENTS / 'py_bedrock.py'}",
+        env={**AGENT_ENV, "BEDROCK_OPERATION": operation, **env},
+        steps=steps,
+    )
+
+
+def trace_path(spec: Path) -> Path:
+    return spec.with_name(spec.name.replace(".flow.yaml", ".trace.yaml"))
+
+
+def record(spec: Path, **extra: str) -> tuple[BedrockFake, Any]:
+    with BedrockFake() as fake:
+        result = run_cli(
+            "record", spec, env={"FLOWPROOF_AGENT_UPSTREAM": fake.base_url, **RECORD_ENV, **extra}
+        )
+    return fake, result
+
+
+def set_agent_env(spec: Path, **variables: str) -> None:
+    data = yaml.safe_load(spec.read_text())
+    data["agent"]["env"].update(variables)
+    spec.write_text(yaml.safe_dump(data, sort_keys=False))
+
+
+@pytest.mark.parametrize("operation", OPERATIONS)
+def test_boto3_records_and_replays_offline(tmp_path: Path, operation: str) -> None:
+    spec = flow_for(tmp_path, operation)
+    fake, result = record(spec)
+    assert result.code == 0, result.output
+
+    upstream = fake.requests
+    assert len(upstream) == 2  # signed right the first time: the fake refuses anything else
+    plain = "converse" if operation.startswith("converse") else "invoke"
+    for request in upstream:  # record forwards the plain operation, re-signed
+        assert request.path == f"/model/{ENCODED_MODEL}/{plain}"
+        assert f"Credential={ACCESS_KEY}/" in request.headers["authorization"]
+        assert "FLOWPROOFPLACEHOLDER" not in str(request.headers)
+        assert "modelId" not in request.body and "stream" not in request.body
+
+    trace = traces.load(trace_path(spec))
+    protocol = "bedrock-converse" if plain == "converse" else "bedrock-invoke"
+    assert [turn.protocol for turn in trace.turns] == [protocol, protocol]
+    assert all(turn.request["modelId"] == MODEL for turn in trace.turns)
+    text = trace_path(spec).read_text()
+    assert SECRET_KEY not in text and ACCESS_KEY not in text
+    assert SECRET_KEY not in result.output
+
+    for _ in range(2):  # the fake is stopped: replay must need nothing
+        result = run_cli("run", spec)
+        assert result.code == 0, result.output
+        assert result.stdout.startswith("PASS: weather flow")
+
+
+def test_a_plain_recording_serves_the_streaming_client(tmp_path: Path) -> None:
+    spec = flow_for(tmp_path, "converse")
+    _, result = record(spec)
+    assert result.code == 0, result.output
+    set_agent_env(spec, BEDROCK_OPERATION="converse_stream")
+    result = run_cli("run", spec)
+    assert result.code == 0, result.output
+
+
+@pytest.mark.parametrize("kind", ["titan", "cohere"])
+def test_a_retrieval_agents_embeddings_record_and_replay(tmp_path: Path, kind: str) -> None:
+    spec = flow_for(tmp_path, "converse", BEDROCK_EMBED=kind)
+    fake, result = record(spec)
+    assert result.code == 0, result.output
+    trace = traces.load(trace_path(spec))
+    embeddings = [turn for turn in trace.turns if "messages" not in turn.request]
+    assert embeddings and all(turn.protocol == "bedrock-invoke" for turn in embeddings)
+    assert len(fake.requests) == len(trace.turns)
+    result = run_cli("run", spec)
+    assert result.code == 0, result.output
+
+    # A changed embedding input fails, naming the change
+    set_agent_env(spec, FLOWPROOF_UNUSED="x")  # the spec itself unchanged otherwise
+    edited = trace_path(spec).read_text().replace("Lima is the capital", "Quito is the capital")
+    trace_path(spec).write_text(edited)
+    result = run_cli("run", spec)
+    assert result.code == 1, result.output
+    assert "Lima" in result.output or "Quito" in result.output, result.output
+
+
+# -- red paths -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("operation", ["converse", "converse_stream"])
+def test_a_changed_tool_config_diverges_naming_it(tmp_path: Path, operation: str) -> None:
+    spec = flow_for(tmp_path, operation)
+    _, result = record(spec)
+    assert result.code == 0, result.output
+    set_agent_env(spec, BEDROCK_TOOL_CHOICE="any")  # the agent's code changed its toolChoice
+    result = run_cli("run", spec)
+    assert result.code == 1, result.output
+    assert "divergence" in result.output and "toolConfig" in result.output, result.output
+
+
+def test_record_without_aws_credentials_fails_naming_the_variables(tmp_path: Path) -> None:
+    spec = flow_for(tmp_path, "converse")
+    with BedrockFake() as fake:
+        result = run_cli(
+            "record",
+            spec,
+            env={
+                "FLOWPROOF_AGENT_UPSTREAM": fake.base_url,
+                "FLOWPROOF_UPSTREAM_BEDROCK": fake.base_url,
+            },
+        )
+    assert result.code == 2, result.output
+    assert "AWS_ACCESS_KEY_ID" in result.output and "AWS_SECRET_ACCESS_KEY" in result.output
+    assert "AWS_REGION" in result.output
+    assert not fake.requests
+
+
+def test_a_bedrock_call_with_no_credentials_fails_the_record(tmp_path: Path) -> None:
+    """No FLOWPROOF_UPSTREAM_BEDROCK, so record could not know before the run: the first
+    Bedrock call is refused and the record fails naming the variables, nothing written."""
+    spec = flow_for(tmp_path, "converse")
+    with BedrockFake() as fake:
+        result = run_cli("record", spec, env={"FLOWPROOF_AGENT_UPSTREAM": fake.base_url})
+    assert result.code == 1, result.output
+    assert "AWS_ACCESS_KEY_ID" in result.output and "AWS_SECRET_ACCESS_KEY" in result.output
+    assert not fake.requests
+    assert not trace_path(spec).exists()
+
+
+def test_a_wrong_secret_is_refused_upstream_and_fails_the_record(tmp_path: Path) -> None:
+    spec = flow_for(tmp_path, "converse")
+    fake, result = record(spec, AWS_SECRET_ACCESS_KEY="not-the-secret-of-the-fake-0000")
+    assert result.code == 1, result.output
+    assert "InvalidSignatureException" in result.output or "signature" in result.output
+    assert fake.requests  # it reached the upstream, which refused the signature
+    assert not trace_path(spec).exists()
