@@ -4,7 +4,9 @@ mitmweb shows a model request as a wall of JSON; this view shows it the way `flo
 does (its outline comes from the same dialects and `evidence/trace_view.py`): the system
 prompt, the user's words, the assistant's text and tool calls with their arguments, tool
 results (mocked ones marked when the flow's metadata names the mocked tools), and the
-reply. A streamed answer is reassembled from its SSE events first. MCP JSON-RPC reads by
+reply. A streamed answer is reassembled first, by its dialect (`answer_from_body`); an
+endpoint call (embeddings, token counts, ...) reads as what was asked and what came back,
+never as a reply. MCP JSON-RPC reads by
 method and tool. Loaded with `mitmweb -s addons/model.py` (or `mcp_http.py`), it is the
 default view of those bodies and steps aside (priority 0) for every other body.
 """
@@ -12,11 +14,11 @@ default view of those bodies and steps aside (priority 0) for every other body.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from typing import Any, Literal
 
-from flowproof_cli.dialects import Dialect, route
+from flowproof_cli.dialects import ENDPOINT, Dialect, route
 from flowproof_cli.dialects.base import MessageOutline
+from flowproof_cli.dialects.sse import sse_payloads
 from flowproof_cli.evidence.trace_view import (
     SYSTEM_ROLES,
     is_result_part,
@@ -24,7 +26,6 @@ from flowproof_cli.evidence.trace_view import (
     text_of,
     tool_results,
 )
-from flowproof_cli.mcp.sse import SseParser
 from flowproof_cli.routes import is_mcp_path
 
 #: `flow.metadata`: the names of the tools a flow's session answers with mocks.
@@ -52,19 +53,6 @@ def _json(data: bytes) -> Any:
         raise NotReadable(f"not JSON ({exc})") from None
 
 
-def sse_payloads(data: bytes) -> list[tuple[str, Any]]:
-    """(event name, JSON data) of every event of an SSE body; `[DONE]` and non-JSON skipped."""
-    parser = SseParser()
-    events = [*parser.feed(data), *parser.close()]
-    found = []
-    for event in events:
-        try:
-            found.append((event.event, json.loads(event.data)))
-        except ValueError:
-            continue
-    return found
-
-
 def _is_sse(data: bytes, content_type: str | None) -> bool:
     if content_type:
         return content_type == "text/event-stream"
@@ -72,112 +60,8 @@ def _is_sse(data: bytes, content_type: str | None) -> bool:
     return head.startswith((b"data:", b"event:", b"id:"))
 
 
-def _dict(value: Any) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
-
-
 def _dicts(value: Any) -> list[dict[str, Any]]:
     return [item for item in value if isinstance(item, dict)] if isinstance(value, list) else []
-
-
-# -- streamed answers, reassembled ----------------------------------------------------------------
-
-
-def _chat_stream(events: list[tuple[str, Any]]) -> dict[str, Any]:
-    """OpenAI chat chunks: text and tool-call fragments joined by index."""
-    text: str | None = None
-    calls: dict[int, dict[str, Any]] = {}
-    for _, payload in events:
-        for choice in _dicts(payload.get("choices") if isinstance(payload, dict) else None):
-            delta = _dict(choice.get("delta"))
-            if isinstance(delta.get("content"), str):
-                text = (text or "") + delta["content"]
-            for part in _dicts(delta.get("tool_calls")):
-                call = calls.setdefault(
-                    int(part.get("index") or 0),
-                    {"id": None, "type": "function", "function": {"name": "", "arguments": ""}},
-                )
-                call["id"] = part.get("id") or call["id"]
-                function = _dict(part.get("function"))
-                call["function"]["name"] += str(function.get("name") or "")
-                call["function"]["arguments"] += str(function.get("arguments") or "")
-    message = {
-        "role": "assistant",
-        "content": text,
-        "tool_calls": [calls[i] for i in sorted(calls)],
-    }
-    return {"choices": [{"index": 0, "message": message}]}
-
-
-_FINAL_EVENTS = ("response.completed", "response.incomplete", "response.failed")
-
-
-def _responses_stream(events: list[tuple[str, Any]]) -> dict[str, Any]:
-    """OpenAI Responses: the final response event carries it whole; else the done items."""
-    items = []
-    for _, payload in events:
-        if not isinstance(payload, dict):
-            continue
-        kind = payload.get("type")
-        final = payload.get("response")
-        if kind in _FINAL_EVENTS and isinstance(final, dict):
-            return final
-        if kind == "response.output_item.done" and isinstance(payload.get("item"), dict):
-            items.append(payload["item"])
-    return {"output": items}
-
-
-def _anthropic_stream(events: list[tuple[str, Any]]) -> dict[str, Any]:
-    """Anthropic: content blocks opened, their text and input JSON deltas joined."""
-    blocks: dict[int, dict[str, Any]] = {}
-    partial: dict[int, str] = {}
-    for _, payload in events:
-        if not isinstance(payload, dict):
-            continue
-        index = payload.get("index")
-        if payload.get("type") == "content_block_start" and isinstance(index, int):
-            blocks[index] = dict(payload.get("content_block") or {})
-        delta = payload.get("delta")
-        if payload.get("type") != "content_block_delta" or index not in blocks:
-            continue
-        if isinstance(delta, dict) and delta.get("type") == "text_delta":
-            blocks[index]["text"] = blocks[index].get("text", "") + str(delta.get("text", ""))
-        elif isinstance(delta, dict) and delta.get("type") == "input_json_delta":
-            partial[index] = partial.get(index, "") + str(delta.get("partial_json", ""))
-    for index, raw in partial.items():
-        try:
-            blocks[index]["input"] = json.loads(raw) if raw.strip() else {}
-        except ValueError:
-            blocks[index]["input"] = raw
-    return {"role": "assistant", "content": [blocks[i] for i in sorted(blocks)]}
-
-
-def _gemini_stream(events: list[tuple[str, Any]]) -> dict[str, Any]:
-    """Gemini: every chunk's first-candidate parts, in order."""
-    parts: list[Any] = []
-    for _, payload in events:
-        for candidate in _dicts(payload.get("candidates") if isinstance(payload, dict) else None):
-            content = candidate.get("content")
-            if isinstance(content, dict):
-                parts.extend(_dicts(content.get("parts")))
-            break
-    return {"candidates": [{"content": {"role": "model", "parts": parts}}]}
-
-
-_STREAMS: dict[str, Callable[[list[tuple[str, Any]]], dict[str, Any]]] = {
-    "openai-chat": _chat_stream,
-    "openai-responses": _responses_stream,
-    "anthropic": _anthropic_stream,
-    "gemini": _gemini_stream,
-}
-
-
-def reassembled(dialect: Dialect, data: bytes) -> tuple[dict[str, Any], int]:
-    """The response a stream carries (as its dialect's JSON), and how many events it had."""
-    events = sse_payloads(data)
-    if not events:
-        raise NotReadable("an event stream without one JSON event")
-    return _STREAMS[dialect.name](events), len(events)
 
 
 # -- model calls ----------------------------------------------------------------------------------
@@ -247,6 +131,12 @@ def model_request(dialect: Dialect, path: str, data: bytes, mocked: set[str]) ->
         raise NotReadable(f"a {dialect.name} request is a JSON object")
     body = dialect.normalize(path, body)
     outline = dialect.outline(body)
+    if dialect.kind == ENDPOINT:
+        return [
+            f"{dialect.name} request, model {outline.model}",
+            "",
+            dialect.describe_request(body),
+        ]
     tools = list(outline.tools)
     offered = f"{len(tools)} tool(s) offered: {', '.join(tools)}" if tools else "no tools"
     stream = ", streamed" if dialect.wants_stream(body) else ""
@@ -261,14 +151,11 @@ def model_request(dialect: Dialect, path: str, data: bytes, mocked: set[str]) ->
 
 
 def response_json(dialect: Dialect, data: bytes, content_type: str | None) -> tuple[Any, str]:
-    """The response a body carries (a stream reassembled), and how it came."""
-    if _is_sse(data, content_type):
-        response, count = reassembled(dialect, data)
-        return response, f", reassembled from {count} SSE events"
-    response = _json(data)
-    if dialect.name == "gemini" and isinstance(response, list):  # the JSON-array stream
-        return _gemini_stream([("", chunk) for chunk in response]), ", a chunk array"
-    return response, ""
+    """The response a body carries (a stream reassembled by its dialect), and how it came."""
+    try:
+        return dialect.answer_from_body(data, content_type)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise NotReadable(str(exc)) from None
 
 
 def tools_called(
@@ -297,7 +184,10 @@ def model_response(
         error = response.get("error", response) if isinstance(response, dict) else response
         message = error.get("message", error) if isinstance(error, dict) else error
         return [head, "", *_block("error", _value(message))]
-    answer = dialect.assistant_turn(request if isinstance(request, dict) else {}, response, 0)
+    asked = request if isinstance(request, dict) else {}
+    if dialect.kind == ENDPOINT:
+        return [head, "", dialect.endpoint_call(asked, response, 0).answered]
+    answer = dialect.assistant_turn(asked, response, 0)
     lines = [head, ""]
     for call in answer.tool_calls:
         lines.append(_call_line(call.name, call.raw_arguments))
@@ -383,7 +273,7 @@ def conversation(data: bytes, metadata: Any) -> Lines:
     is_request = message is request
     content_type = getattr(metadata, "content_type", None)
     flow_metadata = getattr(flow, "metadata", None) or {}
-    dialect = route(path)
+    dialect = route(path, getattr(request, "headers", None), getattr(request, "method", None))
     if dialect is not None:
         if is_request:
             mocked = {str(name) for name in flow_metadata.get(MOCKED_TOOLS) or ()}

@@ -6,7 +6,9 @@ the line, one at each end of the addon chain:
 - `RequestGuard`, first: no tunnel (CONNECT), no absolute-form request lines
   (`GET http://elsewhere/ HTTP/1.1`), no HTTP/2 by prior knowledge, no control characters
   in a header; and only the model routes of the dialects and the requests an MCP listener
-  claimed (`routes.CLAIMED`) go on: anything else is a 404 with a JSON body saying so.
+  claimed (`routes.CLAIMED`) go on: anything else is a 404 with a JSON body saying it is
+  not a model endpoint flowproof records, and on a model listener it fails the flow (every
+  addon with a `flowproof_unknown_endpoint(flow, message)` method is told).
 - `Backstop`, last: a request still unanswered there, and not forwarded on purpose by a
   boundary (`mark_forwarded`), would go on to mitmproxy's placeholder reverse target. It is
   refused with a 500 instead, and counted against the flow of its listener: every addon
@@ -38,9 +40,12 @@ from flowproof_cli.routes import CLAIMED, is_mcp_path
 
 ROUTES_ANSWERED = (
     ", ".join(
-        f"...{'' if suffix.startswith(':') else '/'}{suffix}"
-        for dialect in DIALECTS
-        for suffix in dialect.route_suffixes
+        dict.fromkeys(
+            f"{'GET ' if dialect.method == 'GET' else ''}"
+            f"...{'' if suffix.startswith(':') else '/'}{suffix}"
+            for dialect in DIALECTS
+            for suffix in dialect.route_suffixes
+        )
     )
     + ", and /mcp paths of declared MCP servers"
 )
@@ -56,9 +61,21 @@ _SERVER_LOGGER = "mitmproxy.proxy.server"
 _CRASHED = "mitmproxy has crashed"
 
 
-def is_claimed(path: str, metadata: Mapping[str, Any] | None = None) -> bool:
-    """A model route, or a request a boundary claimed on an MCP server's own listener."""
-    return route(path) is not None or bool(metadata and metadata.get(CLAIMED))
+def is_claimed(
+    path: str,
+    metadata: Mapping[str, Any] | None = None,
+    headers: Mapping[str, str] | None = None,
+    method: str | None = None,
+) -> bool:
+    """A model route (its headers and method, when given, route it as the boundary will),
+    or a request a boundary claimed on an MCP server's own listener."""
+    return route(path, headers, method) is not None or bool(metadata and metadata.get(CLAIMED))
+
+
+def _routed(flow: http.HTTPFlow) -> Any:
+    """The dialect the model boundary will answer this request with, if any."""
+    request = flow.request
+    return route(request.path, request.headers, request.method)
 
 
 def mark_forwarded(flow: http.HTTPFlow) -> None:
@@ -69,7 +86,7 @@ def refuse(flow: http.HTTPFlow, status: int, message: str, kind: str = "flowproo
     """Answer with a flowproof error; SDKs must not retry it (they retry a 500 otherwise).
     On a model route, in that dialect's error shape (Google's carries the status)."""
     text = f"flowproof: {message}"
-    dialect = route(flow.request.path) if flow.request.method != "CONNECT" else None
+    dialect = _routed(flow) if flow.request.method != "CONNECT" else None
     error = (
         dialect.error_body(text, kind, status)
         if dialect is not None
@@ -185,17 +202,25 @@ class RequestGuard(_Chained):
         """A 400; when it was a model or MCP call, its flow fails too (the agent lost it)."""
         refuse(flow, 400, message)
         path = flow.request.path
-        if route(path) is not None or is_mcp_path(path):
+        if _routed(flow) is not None or is_mcp_path(path):
             self._tell(self._chain(), flow, message)
 
     def request(self, flow: http.HTTPFlow) -> None:
-        if flow.response is None and not is_claimed(flow.request.path, flow.metadata):
-            refuse(
-                flow,
-                404,
-                f"{flow.request.method} {_path(flow)} is not a model route (flowproof answers "
-                f"{ROUTES_ANSWERED})",
+        request = flow.request
+        if flow.response is None and not is_claimed(
+            request.path, flow.metadata, request.headers, request.method
+        ):
+            message = (
+                f"{request.method} {_path(flow)} is not a model endpoint flowproof records "
+                f"(it records {ROUTES_ANSWERED})"
             )
+            refuse(flow, 404, message, "flowproof_unknown_endpoint")
+            # On a model listener the agent lost a call it meant to make: its flow fails,
+            # naming it, rather than passing on whatever the agent did without the answer.
+            for addon in self._chain():
+                unknown = getattr(addon, "flowproof_unknown_endpoint", None)
+                if callable(unknown):
+                    unknown(flow, message)
 
 
 class Backstop(_Chained):
@@ -267,7 +292,9 @@ class Backstop(_Chained):
         agent, so its flow fails."""
         if flow.response is not None or flow.metadata.get(FORWARDED):
             return
-        if not (is_claimed(flow.request.path, flow.metadata) or is_mcp_path(flow.request.path)):
+        request = flow.request
+        claimed = is_claimed(request.path, flow.metadata, request.headers, request.method)
+        if not (claimed or is_mcp_path(request.path)):
             return
         chain = self._chain()
         if not self._decides(chain):

@@ -46,7 +46,7 @@ from flowproof_cli.cassette.upstream import (
     timeout_reason,
     upstream_from_environment,
 )
-from flowproof_cli.dialects import Dialect, Rendered, route
+from flowproof_cli.dialects import AUTH_HEADERS, Dialect, Rendered, route
 from flowproof_cli.errors import ConfigError, FlowproofError
 from flowproof_cli.match.addons import rules_from_master_addons
 from flowproof_cli.match.build import snapshot_rules
@@ -59,9 +59,13 @@ from flowproof_cli.quoting import could_not_handle
 log = logging.getLogger(__name__)
 
 PENDING = "flowproof_pending"
-# Headers of the agent's own that never travel upstream: its placeholder credentials,
-# and content negotiation flowproof does not want to decode.
-_DROPPED_HEADERS = ("authorization", "x-api-key", "api-key", "accept-encoding", "host")
+# Headers of the agent's own that never travel upstream: its placeholder credentials (every
+# dialect's `auth_headers`), and content negotiation flowproof does not want to decode.
+_DROPPED_HEADERS = tuple(
+    dict.fromkeys(
+        ("authorization", "x-api-key", "api-key", *AUTH_HEADERS, "accept-encoding", "host")
+    )
+)
 # Headers of the upstream's answer the agent still gets: when to retry, the rate limits.
 _KEPT_PREFIXES = ("retry-after", "x-ratelimit-", "anthropic-ratelimit-", "x-amzn-errortype")
 
@@ -221,7 +225,7 @@ class ModelBoundary:
     def request(self, flow: http.HTTPFlow) -> Awaitable[None] | None:
         if flow.response is not None:
             return None
-        dialect = route(flow.request.path)
+        dialect = route(flow.request.path, flow.request.headers, flow.request.method)
         session = self._session_for(flow) if dialect is not None else None
         if session is None or dialect is None:
             return None
@@ -300,6 +304,12 @@ class ModelBoundary:
         self._forward(flow, outcome)
         mark_forwarded(flow)
 
+    def flowproof_unknown_endpoint(self, flow: http.HTTPFlow, message: str) -> None:
+        """The guard refused a path no dialect speaks on a listener of this boundary: the
+        agent lost a call it meant to make, so its flow fails naming it."""
+        if (session := self._session_for(flow)) is not None:
+            session.errors.append(f"flowproof: {message}")
+
     def flowproof_refused(self, flow: http.HTTPFlow, message: str) -> None:
         """The backstop refused a request on a listener of this boundary: its flow fails."""
         if (session := self._session_for(flow)) is not None:
@@ -316,7 +326,8 @@ class ModelBoundary:
         request.url = forward.url
         request.host_header = target.netloc
         request.content = forward.body
-        request.headers["content-type"] = "application/json"
+        if forward.body:  # a GET (a model listing) goes on without a body
+            request.headers["content-type"] = "application/json"
         for name, value in forward.headers.items():
             request.headers[name] = value
         for name, value in forward.default_headers.items():

@@ -3,6 +3,10 @@
 A trajectory is derived from the served turns (recorded or replayed) in recorded order, so
 record and replay of the same run yield the same trajectory whatever order concurrent calls
 arrived in. Assertions read only this; they never see HTTP or a dialect.
+
+Calls around the conversation (embeddings, moderation, token counts, model listings) are
+`EndpointCall`s, kept apart from the turns: tool assertions and the reply never read them,
+so an embedding call can neither hide the reply nor pass for it.
 """
 
 from __future__ import annotations
@@ -49,11 +53,31 @@ class AssistantTurn:
     request_size: int = 0  # characters of request text, for the main-thread tie-break
 
 
+@dataclass(frozen=True)
+class EndpointCall:
+    """One answered call of a non-chat endpoint, as listed beside the conversation."""
+
+    turn: int  # 1-based index of its recorded turn
+    protocol: str  # the endpoint's dialect name (`openai-embeddings`)
+    model: Any
+    asked: str  # what was asked, one line (the input, the messages counted)
+    answered: str  # what came back, one line (`2 vectors of 1536`, `42 input tokens`)
+
+
 @dataclass
 class Trajectory:
-    """Tool calls in order, and the final reply of the main conversation (None = no reply)."""
+    """Tool calls in order, and the final reply of the main conversation (None = no reply);
+    the endpoint calls beside them, in recorded order."""
 
     turns: list[AssistantTurn] = field(default_factory=list)
+    endpoint_calls: list[EndpointCall] = field(default_factory=list)
+
+    def add(self, answer: AssistantTurn | EndpointCall) -> None:
+        """A served turn's answer, where it belongs."""
+        if isinstance(answer, EndpointCall):
+            self.endpoint_calls.append(answer)
+        else:
+            self.turns.append(answer)
 
     @property
     def tool_calls(self) -> list[ToolCall]:

@@ -28,6 +28,8 @@ TOKEN_VARIABLE = "AWS_SESSION_TOKEN"  # noqa: S105 (a name)
 REGION_VARIABLES = ("AWS_REGION", "AWS_DEFAULT_REGION")
 #: Where record forwards Bedrock calls (B's per-provider upstream variable).
 BEDROCK_UPSTREAM_VARIABLE = "FLOWPROOF_UPSTREAM_BEDROCK"
+#: A Bedrock API key (sent as a bearer token), used only when no AWS credentials are set.
+BEDROCK_KEY_VARIABLE = "FLOWPROOF_KEY_BEDROCK"
 #: Variables whose values are secrets of flowproof's own: the agent gets placeholders in
 #: their place, and a run that leaks one fails (with the record keys). AWS_BEARER_TOKEN_BEDROCK
 #: is a Bedrock API key: a client that sees it would send it to the proxy.
@@ -61,8 +63,8 @@ def missing_credentials_message(why: str) -> str:
         f"{why}: record signs each Bedrock request (AWS SigV4) with flowproof's own AWS "
         f"credentials and none are set. Fix: export {ACCESS_KEY_VARIABLE} and "
         f"{SECRET_KEY_VARIABLE} (and {TOKEN_VARIABLE} for temporary credentials), and the "
-        f"region in {REGION_VARIABLES[0]} or {REGION_VARIABLES[1]}, where flowproof runs; the "
-        "agent never sees them"
+        f"region in {REGION_VARIABLES[0]} or {REGION_VARIABLES[1]}, where flowproof runs (or "
+        f"a Bedrock API key in {BEDROCK_KEY_VARIABLE}); the agent never sees them"
     )
 
 
@@ -122,7 +124,7 @@ def signer_from_environment(environ: Mapping[str, str]) -> AwsSigner | None:
             f"Fix: export {lack} too, or unset {have}"
         )
     if not access:
-        if wanted:
+        if wanted and not environ.get(BEDROCK_KEY_VARIABLE):
             raise ConfigError(missing_credentials_message(f"{BEDROCK_UPSTREAM_VARIABLE} is set"))
         return None
     try:
@@ -138,15 +140,23 @@ def signer_from_environment(environ: Mapping[str, str]) -> AwsSigner | None:
 
 
 def signed_headers(
-    signer: AwsSigner | None, dialect: Dialect, url: str, body: bytes
+    signer: AwsSigner | None,
+    dialect: Dialect,
+    url: str,
+    body: bytes,
+    key_headers: Mapping[str, str] | None = None,
 ) -> dict[str, str] | str:
-    """The headers a forwarded request of a signing dialect travels with (its content type
-    and accept, signed), or why it cannot be signed (the record fails on it)."""
+    """The headers a forwarded request of a signing dialect travels with: its content type
+    and accept, signed with flowproof's AWS credentials; without them, with the record key
+    as a Bedrock API key (`key_headers`, the dialect's `upstream_auth`); or why it can have
+    neither (the record fails on it)."""
+    headers = {"content-type": "application/json", "accept": "application/json"}
+    if signer is None and key_headers:
+        return {**headers, **key_headers}
     if signer is None:
         return "flowproof: " + missing_credentials_message(
             f"the agent called Bedrock ({dialect.name})"
         )
-    headers = {"content-type": "application/json", "accept": "application/json"}
     try:
         return signer.signed_headers(url, body, headers)
     except ConfigError as exc:

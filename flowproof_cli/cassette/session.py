@@ -337,7 +337,8 @@ class CassetteSession:
         if dialect is None:
             dialect = route(path)
         if dialect is None:
-            return _error(None, 404, f"flowproof: no model route at {path}", "not_found")
+            message = f"flowproof: {printable(path)} is not a model endpoint flowproof records"
+            return _error(None, 404, message, "flowproof_unknown_endpoint")
         clean_path = self._count(path)
         try:
             read = self._read(dialect, path, clean_path, raw_body)
@@ -351,7 +352,8 @@ class CassetteSession:
         self, dialect: Dialect, path: str, clean_path: str, raw_body: bytes
     ) -> Rendered | _Received:
         try:
-            body = json.loads(raw_body or b"null")
+            # A GET (a model listing) has no body: what it asks is in its path and query.
+            body = {} if dialect.method == "GET" else json.loads(raw_body or b"null")
         except RecursionError:  # an exception like any other (500), worded for what it is
             message = f"flowproof: the request to {clean_path} is JSON nested too deeply to read"
             return self.refuse(dialect, 500, message, INTERNAL_KIND)
@@ -409,11 +411,12 @@ class CassetteSession:
         if self.upstream_gone is not None:  # the record has failed on it already
             self.errors.append(self.upstream_gone)
             return _error(dialect, 502, self.upstream_gone, "flowproof_upstream_error")
-        body = json.dumps(dialect.upstream_body(live), ensure_ascii=False).encode()
+        forwarded = dialect.upstream_body(live)
+        body = b"" if forwarded is None else json.dumps(forwarded, ensure_ascii=False).encode()
         url = self.upstream.url_for(dialect, path)
         headers = self.upstream.auth_headers(dialect)
         if dialect.signs_upstream:
-            signed = signed_headers(self.signer, dialect, url, body)
+            signed = signed_headers(self.signer, dialect, url, body, headers)
             if isinstance(signed, str):
                 self.errors.append(signed)
                 return _error(dialect, 502, signed, "flowproof_no_credentials")
@@ -473,7 +476,7 @@ class CassetteSession:
         would fail later, in the verdict, instead)."""
         stored = self.rules.stored_response(response)
         live = self.rules.live_response(stored)
-        pending.dialect.assistant_turn(pending.canonical, live, position + 1)
+        pending.dialect.read_answer(pending.canonical, live, position + 1)
         rendered = self.render(pending.dialect, pending.live_request, status, response)
         self.recorded.append(pending.turn(status, stored))
         return rendered
@@ -567,7 +570,7 @@ def served_trajectory(recorded: list[Turn], used: list[int], rules: MatchRules) 
             continue
         dialect = dialect_named(turn.protocol)
         response = rules.live_response(turn.response)
-        trajectory.turns.append(dialect.assistant_turn(turn.request, response, position + 1))
+        trajectory.add(dialect.read_answer(turn.request, response, position + 1))
     return trajectory
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, ClassVar
 
 from flowproof_cli.canonical import canonical_json, compact_json
 from flowproof_cli.dialects.base import (
@@ -54,9 +54,16 @@ class AnthropicMessages(Dialect):
     in the next user message; the system prompt in `system`."""
 
     name = "anthropic"
+    provider = "anthropic"
     route_suffixes = ("messages",)
+    auth_headers = ("x-api-key", "authorization")
     conversation_key = "messages"
     system_fields = ("system",)
+    example_request: ClassVar[JSON] = {
+        "model": "claude-sonnet-4-5",
+        "max_tokens": 64,
+        "messages": [{"role": "user", "content": "Say hello."}],
+    }
 
     def _calls_in(self, entry: JSON) -> Iterator[tuple[str, str]]:
         if entry.get("role") == "assistant":
@@ -228,6 +235,48 @@ class AnthropicMessages(Dialect):
             named_event("content_block_stop", {"type": "content_block_stop", "index": index})
         )
         return events
+
+    def reassemble_events(self, events: list[tuple[str, Any]]) -> JSON:
+        """Content blocks opened, their text, thinking and input JSON deltas joined."""
+        blocks: dict[int, JSON] = {}
+        partial: dict[int, str] = {}
+        message: JSON = {"role": "assistant"}
+        for _, payload in events:
+            if not isinstance(payload, dict):
+                continue
+            kind, index, delta = payload.get("type"), payload.get("index"), payload.get("delta")
+            if kind == "message_start" and isinstance(payload.get("message"), dict):
+                message = {**payload["message"]}
+            elif kind == "message_delta" and isinstance(delta, dict):
+                message.update(delta)
+            elif kind == "content_block_start" and isinstance(index, int):
+                blocks[index] = dict(payload.get("content_block") or {})
+            elif kind == "content_block_delta" and index in blocks and isinstance(delta, dict):
+                block = blocks[index]
+                if delta.get("type") == "text_delta":
+                    block["text"] = block.get("text", "") + str(delta.get("text", ""))
+                elif delta.get("type") == "thinking_delta":
+                    block["thinking"] = block.get("thinking", "") + str(delta.get("thinking", ""))
+                elif delta.get("type") == "input_json_delta":
+                    partial[index] = partial.get(index, "") + str(delta.get("partial_json", ""))
+        for index, raw in partial.items():
+            try:
+                blocks[index]["input"] = json.loads(raw) if raw.strip() else {}
+            except ValueError:
+                blocks[index]["input"] = raw
+        return {**message, "content": [blocks[i] for i in sorted(blocks)]}
+
+    def canned_response(self, request: JSON, text: str) -> JSON:
+        return {
+            "id": "msg_flowproof_doctor",
+            "type": "message",
+            "role": "assistant",
+            "model": request.get("model") or "flowproof-doctor",
+            "content": [{"type": "text", "text": text}],
+            "stop_reason": "end_turn",
+            "stop_sequence": None,
+            "usage": {"input_tokens": 1, "output_tokens": 1},
+        }
 
     # --- upstream -------------------------------------------------------------------------
 

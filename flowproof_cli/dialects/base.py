@@ -3,7 +3,19 @@
 A dialect knows one API's JSON shapes and nothing about files, HTTP servers or matching:
 it turns a request body into its canonical form, rewrites mocked tool results, extracts the
 assistant's tool calls and text, outlines a request for divergence reports, and renders a
-recorded response back to the client (as JSON or as a synthesized SSE stream).
+recorded response back to the client (as JSON or as a synthesized SSE stream). It also owns
+what the rest of flowproof would otherwise keep per dialect: which requests are its own
+(`route_suffixes`, `method`, `claims`), the headers its credential travels in
+(`auth_headers`, `upstream_auth`), how a streamed answer reads back (`answer_from_body`) and
+doctor's canned answer (`canned_response`). Adding a provider is one module and its
+registration in `dialects/__init__.py`; `tests/unit/test_dialect_registry.py` walks the
+registry and fails for a dialect missing a part.
+
+A dialect is a chat dialect (`kind = "chat"`: its answers are the model's turns, read for
+tool calls and the reply) or an endpoint (`kind = "endpoint"`: embeddings, moderation,
+token counts, model listings, legacy completions; see `dialects/endpoint.py`). Both are
+recorded and replayed as turns of their own and matched strictly; only chat answers enter
+the trajectory's turns, an endpoint's answer is an `EndpointCall` beside them.
 """
 
 from __future__ import annotations
@@ -12,11 +24,19 @@ import json
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
-from flowproof_cli.trajectory import AssistantTurn
+from flowproof_cli.dialects.sse import sse_payloads
+from flowproof_cli.trajectory import AssistantTurn, EndpointCall
 
 JSON = dict[str, Any]
+
+#: Every provider flowproof records. A dialect's `provider` is one of them; its upper-case
+#: form names that provider's record variables (`FLOWPROOF_UPSTREAM_BEDROCK`).
+PROVIDERS = ("openai", "anthropic", "gemini", "azure", "bedrock", "vertex", "ollama", "cohere")
+#: `Dialect.kind`: a conversation turn (tool calls, the reply), or a call around it.
+CHAT = "chat"
+ENDPOINT = "endpoint"
 
 # The JSON a recorded response is served as (built once: `json.dumps` with an option
 # builds a new encoder on every call).
@@ -161,18 +181,42 @@ class Dialect(ABC):
 
     #: Stable tag stored on each turn of the cassette.
     name: str
+    #: Which provider speaks it (one of PROVIDERS): the record upstream and key it uses.
+    provider: str = "openai"
+    #: CHAT (answers are the model's turns) or ENDPOINT (a call beside them, never the reply).
+    kind: str = CHAT
+    #: The HTTP method of its requests. A GET carries no body: what it asks is in the path
+    #: and query, which `normalize` folds into the request as matched.
+    method: str = "POST"
     #: Path suffixes this dialect answers (matched on the last segments of the path).
     route_suffixes: tuple[str, ...]
+    #: Request headers that carry the client's credential: never forwarded (record sets its
+    #: own key with `upstream_auth`, into one of these), scanned for leaks like the rest.
+    auth_headers: tuple[str, ...] = ("authorization",)
+    #: Whether a client may ask for its answer as a stream (`render(..., stream=True)`).
+    streams: bool = True
+    #: The content type of its streamed answers.
+    stream_media_type: str = "text/event-stream"
+    #: A small valid request, as the API documents it: doctor's canned answer and the
+    #: registry test render, stream and read back an answer to it.
+    example_request: ClassVar[JSON] = {}
     #: The request field holding the conversation (messages, input items, contents).
     conversation_key: str
     #: Request fields carrying the system prompt beside the conversation (the outline shows
     #: them as its first entry, not as parameters).
     system_fields: tuple[str, ...] = ()
-    #: The provider whose record upstream and key it uses (`FLOWPROOF_UPSTREAM_<PROVIDER>`).
-    provider: str = "openai"
     #: Record signs each forwarded request (AWS SigV4, `cassette/aws_signing.py`) with
     #: flowproof's own credentials instead of sending a key.
     signs_upstream: bool = False
+
+    def claims(self, path: str, headers: Mapping[str, str]) -> bool | None:
+        """Whether a request whose path ends in one of `route_suffixes` is this dialect's,
+        for routes two providers share (`GET .../models`; Azure's `/openai/v1/...`):
+        True claims it over every dialect that does not, False declines it, None (the
+        default) takes it when no dialect claims it. Decided from the path and the headers
+        the client sent (lower-case names; empty when the caller has none), never guessed.
+        """
+        return None
 
     def normalize(self, path: str, body: JSON) -> JSON:
         """The body with whatever the dialect carries in the path folded in (Gemini puts the
@@ -236,6 +280,36 @@ class Dialect(ABC):
     def assistant_turn(self, request: JSON, response: JSON, turn: int) -> AssistantTurn:
         """The text and tool calls of a recorded response, for the trajectory."""
 
+    def read_answer(self, request: JSON, response: JSON, turn: int) -> AssistantTurn | EndpointCall:
+        """A successful recorded answer as the trajectory holds it: a chat dialect's
+        `assistant_turn`, an endpoint's `endpoint_call`. Raises when it cannot be read."""
+        if self.kind == ENDPOINT:
+            return self.endpoint_call(request, response, turn)
+        return self.assistant_turn(request, response, turn)
+
+    def endpoint_call(self, request: JSON, response: JSON, turn: int) -> EndpointCall:
+        """An endpoint's turn as `show`, the trajectory diff and the conversation view list
+        it: what was asked, what came back, one line each."""
+        return EndpointCall(
+            turn=turn,
+            protocol=self.name,
+            model=request.get("model"),
+            asked=self.describe_request(request),
+            answered=self.describe_answer(response),
+        )
+
+    def describe_request(self, request: JSON) -> str:
+        """What an endpoint request asks, in one line (its outline's entries as text)."""
+        shown = [
+            f"{message.role}: {text_of(message.content) or json.dumps(message.content)}"
+            for message in self.outline(request).messages
+        ]
+        return "; ".join(shown) or "(nothing asked)"
+
+    def describe_answer(self, response: JSON) -> str:
+        """What an endpoint answered, in one line (every endpoint says it its own way)."""
+        raise NotImplementedError(f"{self.name} does not describe its answers")
+
     def unreadable_field(self, request: JSON) -> tuple[str | None, Exception] | None:
         """None when this dialect reads `request` as the judge and a divergence report will;
         otherwise the top-level field it cannot read (None when only fields together fail)
@@ -295,6 +369,31 @@ class Dialect(ABC):
         Deterministic: every id, timestamp and sequence number comes from the recording.
         """
 
+    def answer_from_body(self, data: bytes, content_type: str | None) -> tuple[Any, str]:
+        """The answer a response body carries, a stream reassembled into the JSON answer it
+        streams (what the conversation view reads), and how it came (`""` for plain JSON,
+        `", reassembled from 12 SSE events"`). A dialect whose stream is not SSE (NDJSON,
+        AWS event-stream frames, a JSON array of chunks) overrides this. Raises ValueError
+        for a body it cannot read."""
+        media = (content_type or "").split(";")[0].strip().lower()
+        sniffed = not media and data.lstrip()[:6].startswith((b"data:", b"event:", b"id:"))
+        if media == "text/event-stream" or sniffed:
+            events = sse_payloads(data)
+            if not events:
+                raise ValueError("an event stream without one JSON event")
+            return self.reassemble_events(events), f", reassembled from {len(events)} SSE events"
+        return json.loads(data), ""
+
+    def reassemble_events(self, events: list[tuple[str, Any]]) -> JSON:
+        """The JSON answer an SSE stream of this dialect carries, from its events' (name,
+        parsed data): the inverse of `stream_events`, for streams real servers sent too."""
+        raise ValueError(f"{self.name} answers are not streamed")
+
+    def canned_response(self, request: JSON, text: str) -> JSON:
+        """A small valid answer to `request` (normalized) saying `text` where the API has
+        text: `flowproof doctor` and `init` answer every call of this dialect with it."""
+        raise NotImplementedError(f"{self.name} has no canned answer")
+
     def upstream_url(self, base_url: str, query: str) -> str:
         """The upstream endpoint for this dialect under the configured base URL."""
         url = f"{base_url.rstrip('/')}/{self.route_suffixes[0]}"
@@ -314,9 +413,11 @@ class Dialect(ABC):
         """Headers the upstream requires, added at record only when the agent sent none."""
         return {}
 
-    def upstream_body(self, body: JSON) -> JSON:
+    def upstream_body(self, body: JSON) -> JSON | None:
         """What record forwards upstream: always non-streaming, so record and replay
-        serve the same synthesized bytes."""
+        serve the same synthesized bytes. None: the request has no body (a GET)."""
+        if self.method == "GET":
+            return None
         return without_transport(body)
 
     def error_body(self, message: str, kind: str, status: int) -> JSON:

@@ -24,7 +24,7 @@ signature never travels.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any, ClassVar
 from urllib.parse import quote, unquote
 
@@ -37,6 +37,7 @@ from flowproof_cli.dialects.base import (
     MockLookup,
     Rendered,
     RequestOutline,
+    bare_key,
     text_of,
     without_transport,
 )
@@ -86,6 +87,23 @@ def fold_path(path: str, body: JSON, streaming: dict[str, str]) -> JSON:
     return normalized
 
 
+def bearer(key: str) -> dict[str, str]:
+    """A Bedrock API key in the `Authorization` header (a bare key is Bearer-wrapped)."""
+    return {"authorization": f"Bearer {bare_key(key)}"}
+
+
+def answer_or_frames(
+    data: bytes, content_type: str | None, reassemble: Callable[[bytes], tuple[JSON, int]]
+) -> tuple[Any, str]:
+    """A body's answer: an event stream (by its media type, else by a frame's prelude CRC)
+    reassembled, anything else as JSON. ValueError for a body it cannot read."""
+    media = (content_type or "").split(";")[0].strip().lower()
+    if media == eventstream.CONTENT_TYPE or (not media and eventstream.looks_like_frames(data)):
+        answer, count = reassemble(data)
+        return answer, f", reassembled from {count} event-stream frames"
+    return json.loads(data), ""
+
+
 def bedrock_error(message: str, kind: str) -> JSON:
     """Bedrock's JSON error: `message`, and the error code in `__type` (botocore and the
     JavaScript SDK read it there when the `x-amzn-ErrorType` header is absent)."""
@@ -99,10 +117,18 @@ class BedrockConverse(Dialect):
     name = "bedrock-converse"
     provider = "bedrock"
     route_suffixes = ("converse", "converse-stream")
+    #: The client's SigV4 signature (or a Bedrock API key) and its session token.
+    auth_headers = ("authorization", "x-amz-security-token")
     conversation_key = "messages"
     system_fields = ("system",)
     #: Record signs the forwarded request (SigV4) instead of sending a key.
     signs_upstream = True
+    stream_media_type = eventstream.CONTENT_TYPE
+    example_request: ClassVar[JSON] = {
+        "messages": [{"role": "user", "content": [{"text": "Hello"}]}],
+        "system": [{"text": "You are a helpful assistant."}],
+        "inferenceConfig": {"maxTokens": 64},
+    }
     _STREAMING: ClassVar[dict[str, str]] = {"converse-stream": "converse"}
 
     def normalize(self, path: str, body: JSON) -> JSON:
@@ -244,6 +270,18 @@ class BedrockConverse(Dialect):
         events.append(("metadata", metadata))
         return events
 
+    def answer_from_body(self, data: bytes, content_type: str | None) -> tuple[Any, str]:
+        """JSON, or the answer an event stream carries (`reassemble`)."""
+        return answer_or_frames(data, content_type, self.reassemble)
+
+    def canned_response(self, request: JSON, text: str) -> JSON:
+        return {
+            "output": {"message": {"role": "assistant", "content": [{"text": text}]}},
+            "stopReason": "end_turn",
+            "usage": {"inputTokens": 1, "outputTokens": 1, "totalTokens": 2},
+            "metrics": {"latencyMs": 0},
+        }
+
     def reassemble(self, data: bytes) -> tuple[JSON, int]:
         """The Converse answer an event stream carries, and how many events it had (the
         conversation view reads a streamed answer as the plain one)."""
@@ -281,8 +319,9 @@ class BedrockConverse(Dialect):
         return f"{base_url.rstrip('/')}{upstream_path(path, self._STREAMING)}"
 
     def upstream_auth(self, key: str) -> dict[str, str]:
-        """No key header: Bedrock requests are signed (`signs_upstream`)."""
-        return {}
+        """A Bedrock API key, as `Authorization: Bearer` (used only when no AWS credentials
+        are set: record signs with those first, see `cassette/aws_signing.py`)."""
+        return bearer(key)
 
     def upstream_default_headers(self) -> dict[str, str]:
         return {"accept": "application/json"}

@@ -25,11 +25,14 @@ from flowproof_cli.dialects.anthropic import AnthropicMessages
 from flowproof_cli.dialects.base import JSON, Rendered, RequestOutline, without_transport
 from flowproof_cli.dialects.bedrock import (
     MODEL_FIELD,
+    answer_or_frames,
+    bearer,
     bedrock_error,
     fold_path,
     upstream_path,
 )
-from flowproof_cli.trajectory import AssistantTurn
+from flowproof_cli.dialects.endpoint import count
+from flowproof_cli.trajectory import AssistantTurn, EndpointCall
 
 #: The Anthropic `anthropic_version` Bedrock accepts.
 ANTHROPIC_VERSION = "bedrock-2023-05-31"
@@ -47,7 +50,14 @@ class BedrockInvoke(AnthropicMessages):
     name = "bedrock-invoke"
     provider = "bedrock"
     route_suffixes = ("invoke", "invoke-with-response-stream")  # type: ignore[assignment]
+    auth_headers = ("authorization", "x-amz-security-token")
     signs_upstream = True
+    stream_media_type = eventstream.CONTENT_TYPE
+    example_request: ClassVar[JSON] = {
+        "anthropic_version": ANTHROPIC_VERSION,
+        "max_tokens": 64,
+        "messages": [{"role": "user", "content": "Say hello."}],
+    }
     _STREAMING: ClassVar[dict[str, str]] = {"invoke-with-response-stream": "invoke"}
 
     def normalize(self, path: str, body: JSON) -> JSON:
@@ -55,12 +65,47 @@ class BedrockInvoke(AnthropicMessages):
 
     # --- trajectory -------------------------------------------------------------------------
 
+    def read_answer(self, request: JSON, response: JSON, turn: int) -> AssistantTurn | EndpointCall:
+        """A Messages call is a turn of the conversation; any other body (an embedding) is a
+        call beside it (`EndpointCall`), never read for tool calls or the reply."""
+        if is_messages_body(request):
+            return self.assistant_turn(request, response, turn)
+        return EndpointCall(
+            turn=turn,
+            protocol=self.name,
+            model=request.get(MODEL_FIELD),
+            asked=self.describe_request(request),
+            answered=self.describe_answer(response),
+        )
+
     def assistant_turn(self, request: JSON, response: JSON, turn: int) -> AssistantTurn:
-        """A Messages call as Anthropic's; any other call (an embedding) asks for nothing and
-        says nothing."""
+        """A Messages call as Anthropic's; any other body says nothing and calls nothing."""
         if is_messages_body(request) or "content" in response:
             return super().assistant_turn(request, response, turn)
         return AssistantTurn(turn=turn, text=None, tool_calls=())
+
+    def describe_request(self, request: JSON) -> str:
+        """What an embedding call asks: Titan's `inputText`, Cohere's `texts`, else the
+        body."""
+        if "inputText" in request:
+            return f"input: {request['inputText']}"
+        if isinstance(request.get("texts"), list):
+            return "texts: " + "; ".join(str(text) for text in request["texts"])
+        body = {k: v for k, v in request.items() if k != MODEL_FIELD}
+        return compact_json(body)
+
+    def describe_answer(self, response: JSON) -> str:
+        """`1 vector of 1024` (Titan), `3 vectors of 1024` (Cohere), else the answer's
+        fields."""
+        vectors = response.get("embeddings")
+        if isinstance(response.get("embedding"), list):
+            vectors = [response["embedding"]]
+        if isinstance(vectors, dict):  # Cohere's embeddings by type
+            vectors = next(iter(vectors.values()), [])
+        if isinstance(vectors, list):
+            size = len(vectors[0]) if vectors and isinstance(vectors[0], list) else 0
+            return f"{count(vectors, 'vector')} of {size}"
+        return "an answer with " + (", ".join(sorted(response)) or "no fields")
 
     # --- divergence -------------------------------------------------------------------------
 
@@ -112,6 +157,19 @@ class BedrockInvoke(AnthropicMessages):
         }
         return [compact_json(payload).encode() for payload in payloads]
 
+    def answer_from_body(self, data: bytes, content_type: str | None) -> tuple[Any, str]:
+        """JSON, or the answer an event stream carries (`reassemble`)."""
+        return answer_or_frames(data, content_type, self.reassemble)
+
+    def canned_response(self, request: JSON, text: str) -> JSON:
+        """A Messages answer; for an embedding body, a small vector of each input."""
+        if is_messages_body(request):
+            return super().canned_response(request, text)
+        if isinstance(request.get("texts"), list):
+            vectors = [[0.0] * 4 for _ in request["texts"]]
+            return {"id": "flowproof-doctor", "embeddings": vectors, "texts": request["texts"]}
+        return {"embedding": [0.0] * 4, "inputTextTokenCount": 1}
+
     def reassemble(self, data: bytes) -> tuple[JSON, int]:
         """The answer an event stream carries (a Messages answer rebuilt from its events),
         and how many events it had."""
@@ -151,8 +209,8 @@ class BedrockInvoke(AnthropicMessages):
         return f"{base_url.rstrip('/')}{upstream_path(path, self._STREAMING)}"
 
     def upstream_auth(self, key: str) -> dict[str, str]:
-        """No key header: Bedrock requests are signed (`signs_upstream`)."""
-        return {}
+        """A Bedrock API key, as for Converse (used only without AWS credentials)."""
+        return bearer(key)
 
     def upstream_default_headers(self) -> dict[str, str]:
         """Nothing: the model's version travels in the body (`anthropic_version`)."""

@@ -24,7 +24,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, ClassVar
 from urllib.parse import parse_qsl, urlencode
 
 from flowproof_cli.canonical import canonical_json, parse_or
@@ -163,8 +163,14 @@ class GeminiGenerateContent(Dialect):
     system prompt in `systemInstruction`."""
 
     name = "gemini"
+    provider = "gemini"
     #: Methods on a model resource: routed on the end of the last path segment.
-    route_suffixes = (GENERATE, STREAM_GENERATE)
+    route_suffixes: tuple[str, ...] = (GENERATE, STREAM_GENERATE)
+    auth_headers = ("x-goog-api-key", "authorization")
+    example_request: ClassVar[JSON] = {
+        "model": "gemini-2.5-flash",
+        "contents": [{"role": "user", "parts": [{"text": "Say hello."}]}],
+    }
     conversation_key = "contents"
     system_fields = ("systemInstruction", "system_instruction")
 
@@ -317,6 +323,49 @@ class GeminiGenerateContent(Dialect):
         chunks = [{"candidates": [piece], **head} for piece in pieces]
         chunks[-1] = {"candidates": chunks[-1]["candidates"], **tail, **head}
         return chunks
+
+    def answer_from_body(self, data: bytes, content_type: str | None) -> tuple[Any, str]:
+        """As every dialect, and the stream asked for without `alt=sse`: a JSON array of
+        the chunks."""
+        answer, how = super().answer_from_body(data, content_type)
+        if isinstance(answer, list):
+            return self.reassemble_events([("", chunk) for chunk in answer]), ", a chunk array"
+        return answer, how
+
+    def reassemble_events(self, events: list[tuple[str, Any]]) -> JSON:
+        """Every chunk's first-candidate parts in order; the last chunk's other fields."""
+        parts: list[Any] = []
+        last: JSON = {}
+        for _, payload in events:
+            if not isinstance(payload, dict):
+                continue
+            for candidate in _dicts(payload.get("candidates")):
+                content = candidate.get("content")
+                if isinstance(content, dict):
+                    parts.extend(_dicts(content.get("parts")))
+                last = {k: v for k, v in candidate.items() if k not in ("content", "index")}
+                break
+        candidate = {"content": {"role": "model", "parts": parts}, **last}
+        return {"candidates": [candidate]}
+
+    def canned_response(self, request: JSON, text: str) -> JSON:
+        model = request.get("model")
+        return {
+            "candidates": [
+                {
+                    "content": {"role": "model", "parts": [{"text": text}]},
+                    "finishReason": "STOP",
+                    "index": 0,
+                }
+            ],
+            "usageMetadata": {
+                "promptTokenCount": 1,
+                "candidatesTokenCount": 1,
+                "totalTokenCount": 2,
+            },
+            "modelVersion": model or "flowproof-doctor",
+            "responseId": "flowproof-doctor",
+        }
 
     # --- upstream ---------------------------------------------------------------------------
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, ClassVar
 
 from flowproof_cli.dialects.base import (
     JSON,
@@ -28,8 +28,13 @@ class OpenAIChat(Dialect):
     """`messages` with `tool_calls` on assistant entries, answered by `tool` entries."""
 
     name = "openai-chat"
+    provider = "openai"
     route_suffixes = ("chat/completions",)
     conversation_key = "messages"
+    example_request: ClassVar[JSON] = {
+        "model": "gpt-4o-mini",
+        "messages": [{"role": "user", "content": "Say hello."}],
+    }
 
     def _calls_in(self, entry: JSON) -> Iterator[tuple[str, str]]:
         if entry.get("role") == "assistant":
@@ -129,6 +134,75 @@ class OpenAIChat(Dialect):
             events.append(chunk([], usage=response.get("usage")))
         events.append("data: [DONE]\n\n")
         return "".join(events)
+
+    def reassemble_events(self, events: list[tuple[str, Any]]) -> JSON:
+        """Chat chunks: each choice's text and tool-call fragments joined by index."""
+        choices: dict[int, JSON] = {}
+        for _, payload in events:
+            for choice in _dicts(payload.get("choices") if isinstance(payload, dict) else None):
+                entry = choices.setdefault(
+                    _index(choice), {"text": None, "calls": {}, "finish": None}
+                )
+                delta = choice.get("delta")
+                delta = delta if isinstance(delta, dict) else {}
+                if isinstance(delta.get("content"), str):
+                    entry["text"] = (entry["text"] or "") + delta["content"]
+                for part in _dicts(delta.get("tool_calls")):
+                    _join_call(entry["calls"], part)
+                entry["finish"] = choice.get("finish_reason") or entry["finish"]
+        return {
+            "choices": [
+                {
+                    "index": index,
+                    "message": {
+                        "role": "assistant",
+                        "content": entry["text"],
+                        "tool_calls": [entry["calls"][i] for i in sorted(entry["calls"])],
+                    },
+                    "finish_reason": entry["finish"],
+                }
+                for index, entry in sorted(choices.items())
+            ]
+        }
+
+    def canned_response(self, request: JSON, text: str) -> JSON:
+        return {
+            "id": "chatcmpl-flowproof-doctor",
+            "object": "chat.completion",
+            "created": 0,
+            "model": request.get("model") or "flowproof-doctor",
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": text, "refusal": None},
+                    "logprobs": None,
+                    "finish_reason": "stop",
+                }
+            ],
+            "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+        }
+
+
+def _dicts(value: Any) -> list[JSON]:
+    return [item for item in value if isinstance(item, dict)] if isinstance(value, list) else []
+
+
+def _index(entry: JSON) -> int:
+    index = entry.get("index")
+    return index if isinstance(index, int) else 0
+
+
+def _join_call(calls: dict[int, JSON], part: JSON) -> None:
+    """One streamed tool-call fragment joined onto the call of its index."""
+    call = calls.setdefault(
+        _index(part),
+        {"id": None, "type": "function", "function": {"name": "", "arguments": ""}},
+    )
+    call["id"] = part.get("id") or call["id"]
+    function = part.get("function")
+    function = function if isinstance(function, dict) else {}
+    call["function"]["name"] += str(function.get("name") or "")
+    call["function"]["arguments"] += str(function.get("arguments") or "")
 
 
 def _choice_deltas(choice: JSON, size: int) -> Iterator[JSON]:

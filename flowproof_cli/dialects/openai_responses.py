@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, ClassVar
 
 from flowproof_cli.dialects.base import (
     JSON,
@@ -48,6 +48,8 @@ def _tool_name(tool: JSON) -> str:
 #: Tool calls the model makes: JSON-argument functions, and free-form custom tools (Codex's
 #: `apply_patch`), whose text `input` the trajectory exposes as the argument `input`.
 _CALL_KINDS = ("function_call", "custom_tool_call")
+#: Stream events that carry the whole response at the end.
+_FINAL_EVENTS = ("response.completed", "response.incomplete", "response.failed")
 _OUTPUT_KINDS = ("function_call_output", "custom_tool_call_output")
 
 
@@ -76,7 +78,9 @@ class OpenAIResponses(Dialect):
     """`input` items: `function_call` / `custom_tool_call`, answered by their `_output` items."""
 
     name = "openai-responses"
+    provider = "openai"
     route_suffixes = ("responses",)
+    example_request: ClassVar[JSON] = {"model": "gpt-4o-mini", "input": "Say hello."}
     conversation_key = "input"
     system_fields = ("instructions",)
 
@@ -205,6 +209,55 @@ class OpenAIResponses(Dialect):
             emit("response.output_item.done", output_index=index, item=item)
         emit("response.completed", response=response)
         return "".join(events)
+
+    def reassemble_events(self, events: list[tuple[str, Any]]) -> JSON:
+        """The final response event carries the response whole; else the items done."""
+        items = []
+        for _, payload in events:
+            if not isinstance(payload, dict):
+                continue
+            kind = payload.get("type")
+            final = payload.get("response")
+            if kind in _FINAL_EVENTS and isinstance(final, dict):
+                return final
+            if kind == "response.output_item.done" and isinstance(payload.get("item"), dict):
+                items.append(payload["item"])
+        return {"output": items}
+
+    def canned_response(self, request: JSON, text: str) -> JSON:
+        return {
+            "id": "resp_flowproof_doctor",
+            "object": "response",
+            "created_at": 0,
+            "status": "completed",
+            "model": request.get("model") or "flowproof-doctor",
+            "output": [
+                {
+                    "type": "message",
+                    "id": "msg_flowproof_doctor",
+                    "status": "completed",
+                    "role": "assistant",
+                    "content": [{"type": "output_text", "text": text, "annotations": []}],
+                }
+            ],
+            "parallel_tool_calls": True,
+            "tool_choice": "auto",
+            "tools": [],
+            "error": None,
+            "incomplete_details": None,
+            "instructions": None,
+            "metadata": {},
+            "temperature": 1.0,
+            "top_p": 1.0,
+            "text": {"format": {"type": "text"}},
+            "usage": {
+                "input_tokens": 1,
+                "input_tokens_details": {"cached_tokens": 0},
+                "output_tokens": 1,
+                "output_tokens_details": {"reasoning_tokens": 0},
+                "total_tokens": 2,
+            },
+        }
 
     @staticmethod
     def _message_parts(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from flowproof_cli.canonical import compact_json
@@ -50,3 +51,26 @@ def data_event(payload: Any) -> str:
 
 def named_event(event: str, payload: Any) -> str:
     return f"event: {event}\ndata: {compact_json(payload)}\n\n"
+
+
+def sse_payloads(data: bytes) -> list[tuple[str, Any]]:
+    """(event name, parsed JSON data) of every event of a whole SSE body, in order; events
+    whose data is not JSON (`[DONE]`) are skipped. Line ends LF, CRLF or CR."""
+    text = data.decode("utf-8", "replace").replace("\r\n", "\n").replace("\r", "\n")
+    found: list[tuple[str, Any]] = []
+    for block in text.split("\n\n"):
+        name, lines = "message", []
+        for line in block.split("\n"):
+            field, _, value = line.partition(":")
+            value = value.removeprefix(" ")
+            if field == "data":
+                lines.append(value)
+            elif field == "event":
+                name = value
+        if not lines:
+            continue
+        try:
+            found.append((name, json.loads("\n".join(lines))))
+        except ValueError:
+            continue
+    return found

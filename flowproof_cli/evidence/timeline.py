@@ -53,9 +53,20 @@ def timeline(trace: Trace, source: str) -> list[str]:
         if view.answer is not None
         for call in view.answer.tool_calls
     }
-    for index, view in enumerate(views):
-        lines.append(_heading(view, views[index - 1] if index else None))
-        sent = _new_messages(view, views[:index])
+    chat: list[TurnView] = []  # the conversation's turns so far (endpoint calls aside)
+    for view in views:
+        lines.append(_heading(view, chat[-1] if chat else None))
+        if view.is_endpoint:
+            asked = (
+                view.endpoint.asked
+                if view.endpoint
+                else _value([m.content for m in view.outline.messages])
+            )
+            lines.extend(_indent([f"asked: {show(asked, SHOWN)}"]))
+            lines.extend(_indent(_answer(view, reply_turn)))
+            continue
+        sent = _new_messages(view, chat)
+        chat.append(view)
         lines.extend(_indent(line for message in sent for line in _message(message, names, trace)))
         lines.extend(_indent(_answer(view, reply_turn)))
     for server in sorted(trace.mcp):
@@ -70,6 +81,8 @@ def _indent(lines: Any) -> list[str]:
 
 def _heading(view: TurnView, previous: TurnView | None) -> str:
     outline = view.outline
+    if view.is_endpoint:  # a call around the conversation, not a turn of it
+        return f"turn {view.number}: {view.protocol} (endpoint), model {show(outline.model)}"
     tools = list(outline.tools)
     if previous is not None and list(previous.outline.tools) == tools:
         offered = "the same tools"
@@ -126,7 +139,10 @@ def _value(content: Any) -> str:
 
 
 def _answer(view: TurnView, reply_turn: int | None) -> list[str]:
-    """What the model answered: tool calls with their arguments, text, or an error status."""
+    """What the model answered: tool calls with their arguments, text, or an error status;
+    for an endpoint call, what came back."""
+    if view.endpoint is not None:
+        return [f"<- {show(view.endpoint.answered, SHOWN)}"]
     if view.answer is None:
         return [f"answered status {view.status}: {show(view.response, SHOWN)}"]
     lines = [f"-> {call.name} {show(call.raw_arguments, SHOWN)}" for call in view.answer.tool_calls]

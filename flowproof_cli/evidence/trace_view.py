@@ -12,12 +12,12 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from flowproof_cli.dialects import dialect_named
+from flowproof_cli.dialects import ENDPOINT, dialect_named
 from flowproof_cli.dialects.base import MessageOutline, RequestOutline
 from flowproof_cli.dialects.base import text_of as dialect_text_of
 from flowproof_cli.errors import TraceError
 from flowproof_cli.trace import Trace
-from flowproof_cli.trajectory import AssistantTurn, Trajectory
+from flowproof_cli.trajectory import AssistantTurn, EndpointCall, Trajectory
 
 #: Roles whose entries are the system prompt (every dialect's outline names it `system`).
 SYSTEM_ROLES = frozenset({"system", "developer"})
@@ -39,7 +39,10 @@ class TurnView:
     status: int
     outline: RequestOutline
     response: Any
-    answer: AssistantTurn | None  # None: an error status, or a body that is not JSON
+    answer: AssistantTurn | None  # None: an error status, a body that is not JSON, an endpoint
+    #: An endpoint's answered call (embeddings, token counts, ...): listed, never the reply.
+    endpoint: EndpointCall | None = None
+    is_endpoint: bool = False  # a call of an endpoint dialect, answered or not
 
 
 def turn_views(trace: Trace, source: str) -> list[TurnView]:
@@ -52,7 +55,7 @@ def turn_views(trace: Trace, source: str) -> list[TurnView]:
             raise TraceError(f"{source}: turn {number}: {exc.args[0]}") from None
         answer = None
         if turn.status == 200 and isinstance(turn.response, dict):
-            answer = dialect.assistant_turn(turn.request, turn.response, number)
+            answer = dialect.read_answer(turn.request, turn.response, number)
         views.append(
             TurnView(
                 number=number,
@@ -60,15 +63,21 @@ def turn_views(trace: Trace, source: str) -> list[TurnView]:
                 status=turn.status,
                 outline=dialect.outline(turn.request),
                 response=turn.response,
-                answer=answer,
+                answer=answer if isinstance(answer, AssistantTurn) else None,
+                endpoint=answer if isinstance(answer, EndpointCall) else None,
+                is_endpoint=dialect.kind == ENDPOINT,
             )
         )
     return views
 
 
 def trajectory_of(views: list[TurnView]) -> Trajectory:
-    """The trajectory assertions read: every answered turn, in recorded order."""
-    return Trajectory([view.answer for view in views if view.answer is not None])
+    """The trajectory assertions read: every answered turn, in recorded order, and the
+    endpoint calls beside them."""
+    return Trajectory(
+        [view.answer for view in views if view.answer is not None],
+        [view.endpoint for view in views if view.endpoint is not None],
+    )
 
 
 def text_of(content: Any) -> str:

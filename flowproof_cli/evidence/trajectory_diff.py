@@ -45,7 +45,7 @@ from flowproof_cli.evidence.trace_view import (
 from flowproof_cli.mcp.lane import Lane
 from flowproof_cli.quoting import looks_alike, named, unmasked
 from flowproof_cli.trace import Trace
-from flowproof_cli.trajectory import ToolCall
+from flowproof_cli.trajectory import EndpointCall, ToolCall
 
 if TYPE_CHECKING:
     from flowproof_cli.spec import FlowSpec
@@ -145,6 +145,7 @@ def _did(
         lines.append(f"tool calls: {_names(old_calls, intent)} -> {_names(new_calls, intent)}")
         lines.extend(_indent(sequence.lines))
     lines.extend(_argument_lines(old_calls, new_calls, sequence.pairs, intent))
+    lines.extend(_endpoint_lines(before.endpoint_calls, after.endpoint_calls))
     if len(old.turns) != len(new.turns):
         lines.append(f"model calls: {len(old.turns)} -> {len(new.turns)}")
     if before.reply != after.reply:
@@ -152,6 +153,17 @@ def _did(
     lines.extend(_mcp_lines(old.mcp, new.mcp))
     lines.extend(_egress_lines(old.egress_blocked, new.egress_blocked))
     return lines
+
+
+def _endpoint_lines(old: list[EndpointCall], new: list[EndpointCall]) -> list[str]:
+    """Endpoint calls (embeddings, token counts, ...) added, no longer made or moved, by
+    endpoint; what each asked is compared with the messages (`what it was told`)."""
+    before, after = [call.protocol for call in old], [call.protocol for call in new]
+    sequence = _sequence(before, after, lambda _: "")
+    if not sequence.lines:
+        return []
+    shown = f"{', '.join(before) or '(none)'} -> {', '.join(after) or '(none)'}"
+    return [f"endpoint calls: {shown}", *_indent(sequence.lines)]
 
 
 def _names(calls: list[ToolCall], intent: Intent) -> str:

@@ -1,7 +1,8 @@
 """Canned model replies: a small valid answer in every dialect, for `flowproof doctor`.
 
 The doctor checks wiring, not behaviour: whatever the agent asks, it gets a short final
-text answer shaped exactly like the real API's (rendered by the dialect itself, so a
+text answer shaped exactly like the real API's (each dialect's `canned_response`, an
+endpoint's a small valid answer of its own kind, rendered by the dialect itself, so a
 streaming client gets the same SSE a replay would send). Agents then finish their loop in
 one turn, and no model or key is needed. A request in JSON mode gets JSON text, an instance
 of its schema when it gives one (`runner.json_mode`), so a client that parses the answer
@@ -23,96 +24,6 @@ CANNED_TEXT = "Hello from flowproof doctor."
 JSON = dict[str, Any]
 
 
-def _openai_chat(model: Any, text: str) -> JSON:
-    return {
-        "id": "chatcmpl-flowproof-doctor",
-        "object": "chat.completion",
-        "created": 0,
-        "model": model or "flowproof-doctor",
-        "choices": [
-            {
-                "index": 0,
-                "message": {"role": "assistant", "content": text, "refusal": None},
-                "logprobs": None,
-                "finish_reason": "stop",
-            }
-        ],
-        "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
-    }
-
-
-def _openai_responses(model: Any, text: str) -> JSON:
-    return {
-        "id": "resp_flowproof_doctor",
-        "object": "response",
-        "created_at": 0,
-        "status": "completed",
-        "model": model or "flowproof-doctor",
-        "output": [
-            {
-                "type": "message",
-                "id": "msg_flowproof_doctor",
-                "status": "completed",
-                "role": "assistant",
-                "content": [{"type": "output_text", "text": text, "annotations": []}],
-            }
-        ],
-        "parallel_tool_calls": True,
-        "tool_choice": "auto",
-        "tools": [],
-        "error": None,
-        "incomplete_details": None,
-        "instructions": None,
-        "metadata": {},
-        "temperature": 1.0,
-        "top_p": 1.0,
-        "text": {"format": {"type": "text"}},
-        "usage": {
-            "input_tokens": 1,
-            "input_tokens_details": {"cached_tokens": 0},
-            "output_tokens": 1,
-            "output_tokens_details": {"reasoning_tokens": 0},
-            "total_tokens": 2,
-        },
-    }
-
-
-def _anthropic(model: Any, text: str) -> JSON:
-    return {
-        "id": "msg_flowproof_doctor",
-        "type": "message",
-        "role": "assistant",
-        "model": model or "flowproof-doctor",
-        "content": [{"type": "text", "text": text}],
-        "stop_reason": "end_turn",
-        "stop_sequence": None,
-        "usage": {"input_tokens": 1, "output_tokens": 1},
-    }
-
-
-def _gemini(model: Any, text: str) -> JSON:
-    return {
-        "candidates": [
-            {
-                "content": {"role": "model", "parts": [{"text": text}]},
-                "finishReason": "STOP",
-                "index": 0,
-            }
-        ],
-        "usageMetadata": {"promptTokenCount": 1, "candidatesTokenCount": 1, "totalTokenCount": 2},
-        "modelVersion": model or "flowproof-doctor",
-        "responseId": "flowproof-doctor",
-    }
-
-
-_CANNED = {
-    "openai-chat": _openai_chat,
-    "openai-responses": _openai_responses,
-    "anthropic": _anthropic,
-    "gemini": _gemini,
-}
-
-
 def canned_text(dialect: Dialect, body: JSON) -> str:
     """CANNED_TEXT, or JSON text when the request asks for JSON (with a schema: an instance)."""
     mode = json_mode(dialect.name, body)
@@ -124,7 +35,7 @@ def canned_text(dialect: Dialect, body: JSON) -> str:
 def canned_reply(dialect: Dialect, path: str, raw_body: bytes) -> Rendered:
     """The canned answer to one request, as JSON or as the dialect's stream."""
     try:
-        body = json.loads(raw_body or b"null")
+        body = {} if dialect.method == "GET" else json.loads(raw_body or b"null")
     except ValueError:
         body = None
     if not isinstance(body, dict):
@@ -132,7 +43,7 @@ def canned_reply(dialect: Dialect, path: str, raw_body: bytes) -> Rendered:
         error = dialect.error_body(message, "invalid", 400)
         return Rendered(400, "application/json", json.dumps(error).encode())
     request = dialect.normalize(path, body)
-    response = _CANNED[dialect.name](request.get("model"), canned_text(dialect, body))
+    response = dialect.canned_response(request, canned_text(dialect, body))
     return dialect.render(request, 200, response, stream=dialect.wants_stream(request))
 
 
@@ -148,7 +59,7 @@ class CannedReplies:
         if flow.response is not None:
             self.refused[where] += 1
             return
-        dialect = route(flow.request.path)
+        dialect = route(flow.request.path, flow.request.headers, flow.request.method)
         if dialect is None:
             return
         self.model_requests[(where, dialect.name)] += 1

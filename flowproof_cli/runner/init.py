@@ -17,7 +17,7 @@ from pathlib import Path
 
 from mitmproxy import http
 
-from flowproof_cli.dialects import route
+from flowproof_cli.dialects import CHAT, route
 from flowproof_cli.runner.canned import CannedReplies
 from flowproof_cli.runner.doctor import DoctorReport, diagnose
 
@@ -43,8 +43,8 @@ class ToolCollector(CannedReplies):
         self.dialects: dict[str, None] = {}
 
     def request(self, flow: http.HTTPFlow) -> None:
-        dialect = route(flow.request.path)
-        if flow.response is None and dialect is not None:
+        dialect = route(flow.request.path, flow.request.headers, flow.request.method)
+        if flow.response is None and dialect is not None and dialect.kind == CHAT:
             try:
                 body = json.loads(flow.request.get_content() or b"null")
             except ValueError:

@@ -328,7 +328,7 @@ class FlowTap:
         from flowproof_addons.conversation import tools_called  # noqa: PLC0415
         from flowproof_cli.dialects import route  # noqa: PLC0415
 
-        dialect = route(flow.request.path)
+        dialect = route(flow.request.path, flow.request.headers, flow.request.method)
         if dialect is None or flow.response is None:
             return
         sockname = flow.client_conn.sockname

@@ -35,6 +35,7 @@ from flowproof_cli.dialects.base import Dialect, ResultSequence
 from flowproof_cli.errors import TraceError
 from flowproof_cli.mcp.lane import Lane, lane_from_document, lane_to_document
 from flowproof_cli.routes import DEFAULT_PROTOCOL
+from flowproof_cli.trajectory import EndpointCall
 
 FORMAT_VERSION = 2
 #: The versions this flowproof reads. Version 1 has no END_KEY, so a version 1 trace cut at
@@ -256,7 +257,10 @@ def _read_by_dialect(
     # Without the conversation, which the outline just read: the trajectory would also
     # serialize it whole (its size), a fifth of the load of a big trace.
     thin = {key: value for key, value in request.items() if key != dialect.conversation_key}
-    for call in dialect.assistant_turn(thin, body, number).tool_calls:
+    answer = dialect.read_answer(thin, body, number)
+    if isinstance(answer, EndpointCall):  # an endpoint's answer: read, no calls in it
+        return
+    for call in answer.tool_calls:
         if call.call_id is not None and not isinstance(call.call_id, str):
             raise TypeError(f"the id of the tool call {call.name} is {call.call_id!r}, not text")
 

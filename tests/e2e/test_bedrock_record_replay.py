@@ -15,7 +15,7 @@ import yaml
 from flowproof_cli import trace as traces
 from tests.conftest import run_cli
 from tests.e2e.flows import AGENTS, write_flow
-from tests.fakes.bedrock_upstream import ACCESS_KEY, REGION, SECRET_KEY, BedrockFake
+from tests.fakes.bedrock_upstream import ACCESS_KEY, API_KEY, REGION, SECRET_KEY, BedrockFake
 
 pytestmark = pytest.mark.slow
 
@@ -95,6 +95,21 @@ def test_boto3_records_and_replays_offline(tmp_path: Path, operation: str) -> No
         result = run_cli("run", spec)
         assert result.code == 0, result.output
         assert result.stdout.startswith("PASS: weather flow")
+
+
+def test_a_bedrock_api_key_records_without_aws_credentials(tmp_path: Path) -> None:
+    spec = flow_for(tmp_path, "converse_stream")
+    with BedrockFake() as fake:
+        result = run_cli(
+            "record",
+            spec,
+            env={"FLOWPROOF_AGENT_UPSTREAM": fake.base_url, "FLOWPROOF_AGENT_KEY": API_KEY},
+        )
+    assert result.code == 0, result.output
+    assert [r.headers["authorization"] for r in fake.requests] == [f"Bearer {API_KEY}"] * 2
+    assert API_KEY not in trace_path(spec).read_text()
+    result = run_cli("run", spec)
+    assert result.code == 0, result.output
 
 
 def test_a_plain_recording_serves_the_streaming_client(tmp_path: Path) -> None:

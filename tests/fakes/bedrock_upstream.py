@@ -11,7 +11,8 @@ and refuses the streaming twins (``converse-stream``, ``invoke-with-response-str
 a 400: record must forward the plain call and synthesize the stream itself.
 
 Every request must be signed with AWS SigV4 for service ``bedrock`` by the one credential
-pair the fake knows (``ACCESS_KEY`` / ``SECRET_KEY``), as Bedrock checks it: the canonical
+pair the fake knows (``ACCESS_KEY`` / ``SECRET_KEY``), or carry its one Bedrock API key
+(``API_KEY``, as ``Authorization: Bearer``), as Bedrock checks them: the canonical
 request is rebuilt from what arrived (the path URI-encoded again, the signed headers, the
 body's SHA-256), the signing key derived from the secret, date, region and service. An
 unsigned request is answered 403 ``MissingAuthenticationTokenException``, an unknown key
@@ -51,6 +52,8 @@ from tests.fakes.fake_upstream import (
 ACCESS_KEY = "AKIAFLOWPROOFTEST0001"
 SECRET_KEY = "fakeBedrockSecret/K7MDENG+bPxRfiCYEXAMPLEKEY"
 REGION = "us-east-1"
+#: The one Bedrock API key the fake accepts (as `Authorization: Bearer`).
+API_KEY = "ABSKZmxvd3Byb29mLWZha2UtYmVkcm9jay1hcGkta2V5"
 SERVICE = "bedrock"
 _ALNUM = string.ascii_letters + string.digits
 _AUTH = re.compile(
@@ -112,8 +115,10 @@ def auth_problem(method: str, raw_path: str, headers: Headers, body: bytes) -> s
     authorization = headers.get("authorization")
     if not authorization:
         return "MissingAuthenticationTokenException: Missing Authentication Token"
-    if authorization.lower().startswith("bearer "):
-        return "UnrecognizedClientException: The security token included in the request is invalid."
+    if authorization.lower().startswith("bearer "):  # a Bedrock API key
+        if authorization[len("bearer ") :].strip() == API_KEY:
+            return None
+        return "UnrecognizedClientException: Invalid API Key format: Must start with pre-defined prefix"
     found = _AUTH.match(authorization)
     if found is None:
         return "IncompleteSignatureException: Authorization header requires a SigV4 signature."

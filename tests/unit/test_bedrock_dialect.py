@@ -154,7 +154,8 @@ def test_record_forwards_the_plain_operation_without_model_or_stream() -> None:
             "messages": [],
             "anthropic_version": "bedrock-2023-05-31",
         }
-        assert dialect.upstream_auth("sk-anything") == {}  # signed, never a key header
+        # A Bedrock API key as a bearer token (used only without AWS credentials)
+        assert dialect.upstream_auth("sk-anything") == {"authorization": "Bearer sk-anything"}
     assert INVOKE.upstream_default_headers() == {}  # no anthropic-version header on Bedrock
 
 
@@ -442,3 +443,33 @@ def test_a_signed_forward_carries_the_signature_and_no_key() -> None:
     ]
     assert chunks[0]["type"] == "message_start"
     assert session.recorded[0].request["modelId"] == MODEL
+
+
+def test_without_aws_credentials_a_bedrock_api_key_travels_as_a_bearer() -> None:
+    session = CassetteSession(Mode.RECORD, upstream=Upstream("http://127.0.0.1:9", key="bk-1"))
+    forward = session.on_request(
+        f"/model/{ENCODED}/converse-stream", json.dumps(converse_request()).encode(), CONVERSE
+    )
+    assert isinstance(forward, Forward)
+    assert forward.headers == {
+        "authorization": "Bearer bk-1",
+        "content-type": "application/json",
+        "accept": "application/json",  # the plain answer, whatever the streaming client asked
+    }
+
+
+def test_aws_credentials_win_over_a_key() -> None:
+    session = CassetteSession(
+        Mode.RECORD, upstream=Upstream("http://127.0.0.1:9", key="bk-1"), signer=FAKE_SIGNER
+    )
+    forward = session.on_request(
+        f"/model/{ENCODED}/converse", json.dumps(converse_request()).encode(), CONVERSE
+    )
+    assert isinstance(forward, Forward)
+    assert forward.headers["authorization"].startswith("AWS4-HMAC-SHA256")
+    assert "bk-1" not in json.dumps(forward.headers)
+
+
+def test_a_bedrock_upstream_with_an_api_key_needs_no_aws_credentials() -> None:
+    environ = {"FLOWPROOF_UPSTREAM_BEDROCK": "https://b.example", "FLOWPROOF_KEY_BEDROCK": "k"}
+    assert signer_from_environment(environ) is None

@@ -252,10 +252,12 @@ def test_non_json_body_is_a_400() -> None:
 
 def test_unrouted_path_is_a_404() -> None:
     session = CassetteSession(Mode.REPLAY)
-    outcome = session.on_request("/v1/models", b"{}")
+    outcome = session.on_request("/v1/audio/speech", b"{}")
     assert isinstance(outcome, Rendered)
     assert outcome.status == 404
-    assert error_message(outcome) == "flowproof: no model route at /v1/models"
+    assert error_message(outcome) == (
+        "flowproof: /v1/audio/speech is not a model endpoint flowproof records"
+    )
     assert session.requests == 0
 
 

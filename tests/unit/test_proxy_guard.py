@@ -97,16 +97,28 @@ def test_absolute_form_request_is_refused_and_reaches_nothing(running: Running) 
     assert running.session.requests == 0
 
 
-def test_unknown_path_is_a_404_naming_it(running: Running) -> None:
-    status, headers, body = request(running.port, "GET", "/v1/models?limit=5")
+def test_unknown_endpoint_is_a_404_naming_it_and_fails_the_flow(running: Running) -> None:
+    status, headers, body = request(running.port, "POST", "/v1/audio/speech?x=1", b"{}")
     assert status == 404
     assert headers["content-type"] == "application/json"
     error = json.loads(body)["error"]
-    assert error["type"] == "flowproof_refused"
-    assert error["message"].startswith(
-        "flowproof: GET /v1/models is not a model route (flowproof answers .../chat/completions"
+    assert error["type"] == "flowproof_unknown_endpoint"
+    said = (
+        "POST /v1/audio/speech is not a model endpoint flowproof records (it records "
+        ".../chat/completions"
     )
+    assert error["message"].startswith(f"flowproof: {said}")
+    assert "GET .../models" in error["message"]
     assert running.session.requests == 0
+    # The agent lost a call it meant to make: the flow fails, naming it.
+    assert len(running.session.errors) == 1
+    assert running.session.errors[0].startswith(f"flowproof: {said}")
+
+
+def test_a_listing_by_another_method_is_not_a_listing(running: Running) -> None:
+    status, _, body = request(running.port, "POST", "/v1/models", b"{}")
+    assert status == 404
+    assert "POST /v1/models is not a model endpoint" in json.loads(body)["error"]["message"]
 
 
 def test_model_route_is_answered_from_the_cassette(running: Running) -> None:

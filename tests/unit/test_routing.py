@@ -32,16 +32,15 @@ def test_chat_completion_paths_route_to_openai_chat(path: str) -> None:
 @pytest.mark.parametrize(
     "path",
     [
-        "/v1/models",
         "/v1/chat",
-        "/completions",
-        "/v1/completions",
         "/",
         "",
         "/v1/chat/completionsx",
-        "/v1/xchat/completions",
         "/v1/chat/completions/extra",
-        "/v1/models?q=/chat/completions",
+        "/v1/models/gpt-4o",
+        "/v1/audio/speech",
+        "/v1/embeddingsx",
+        "/v1/messages/count_tokens/x",
     ],
 )
 def test_other_paths_route_nowhere(path: str) -> None:
