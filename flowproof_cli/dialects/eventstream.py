@@ -15,6 +15,7 @@ string header type is written: it is the only one Bedrock's event headers use. S
 
 from __future__ import annotations
 
+import functools
 import json
 import struct
 import zlib
@@ -60,22 +61,31 @@ def _header(name: str, value: str) -> bytes:
 
 def frame(headers: dict[str, str], payload: bytes) -> bytes:
     """One frame with string headers, in the order given."""
-    head = b"".join(_header(name, value) for name, value in headers.items())
+    return _framed(b"".join(_header(name, value) for name, value in headers.items()), payload)
+
+
+def _framed(head: bytes, payload: bytes) -> bytes:
     prelude = _PRELUDE.pack(16 + len(head) + len(payload), len(head))
-    prelude += _U32.pack(zlib.crc32(prelude))
-    message = prelude + head + payload
+    message = b"".join((prelude, _U32.pack(zlib.crc32(prelude)), head, payload))
     return message + _U32.pack(zlib.crc32(message))
+
+
+@functools.lru_cache(maxsize=64)
+def _event_head(event_type: str) -> bytes:
+    """The headers of an event frame (a stream has a handful of event types: built once)."""
+    return b"".join(
+        (
+            _header(":event-type", event_type),
+            _header(":content-type", "application/json"),
+            _header(":message-type", "event"),
+        )
+    )
 
 
 def event(event_type: str, payload: Any) -> bytes:
     """An event frame as Bedrock sends one: `:event-type`, JSON content, message type
     `event`."""
-    headers = {
-        ":event-type": event_type,
-        ":content-type": "application/json",
-        ":message-type": "event",
-    }
-    return frame(headers, compact_json(payload).encode())
+    return _framed(_event_head(event_type), compact_json(payload).encode())
 
 
 def exception(exception_type: str, message: str) -> bytes:
