@@ -16,6 +16,7 @@ from flowproof_cli import trace as traces
 from tests.conftest import run_cli
 from tests.e2e.flows import AGENTS, write_flow
 from tests.fakes.bedrock_upstream import ACCESS_KEY, API_KEY, REGION, SECRET_KEY, BedrockFake
+from tests.fakes.fake_upstream import Reply
 
 pytestmark = pytest.mark.slow
 
@@ -191,4 +192,22 @@ def test_a_wrong_secret_is_refused_upstream_and_fails_the_record(tmp_path: Path)
     assert result.code == 1, result.output
     assert "InvalidSignatureException" in result.output or "signature" in result.output
     assert fake.requests  # it reached the upstream, which refused the signature
+    assert not trace_path(spec).exists()
+
+
+def test_an_upstream_error_reaches_the_agent_in_bedrocks_shape(tmp_path: Path) -> None:
+    seen = tmp_path / "agent-error.txt"
+    spec = flow_for(tmp_path, "converse", AGENT_ERROR_FILE=str(seen))
+    refused = Reply(status=400, error_body={"message": "The model returned a bad request"})
+    with BedrockFake(script=lambda operation, body: refused) as fake:
+        result = run_cli(
+            "record", spec, env={"FLOWPROOF_AGENT_UPSTREAM": fake.base_url, **RECORD_ENV}
+        )
+    assert result.code == 1, result.output
+    assert "The model returned a bad request" in result.output
+    # boto3 read the error code from the x-amzn-ErrorType header flowproof passed on
+    assert seen.read_text() == (
+        "An error occurred (ValidationException) when calling the Converse operation: "
+        "The model returned a bad request"
+    )
     assert not trace_path(spec).exists()

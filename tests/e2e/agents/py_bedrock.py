@@ -235,4 +235,7 @@ if __name__ == "__main__":
         sys.exit(main())
     except Exception as exc:
         print(f"agent error: {type(exc).__name__}: {exc}", file=sys.stderr)
+        if os.environ.get("AGENT_ERROR_FILE"):  # what the client made of an error answer
+            with open(os.environ["AGENT_ERROR_FILE"], "w") as stream:
+                stream.write(str(exc))
         sys.exit(1)
