@@ -5,6 +5,7 @@ paths (a changed toolConfig, no AWS credentials)."""
 
 from __future__ import annotations
 
+import shutil
 import sys
 from pathlib import Path
 from typing import Any
@@ -96,6 +97,36 @@ def test_boto3_records_and_replays_offline(tmp_path: Path, operation: str) -> No
         result = run_cli("run", spec)
         assert result.code == 0, result.output
         assert result.stdout.startswith("PASS: weather flow")
+
+
+NODE_SDK = Path(__file__).resolve().parents[1] / "node_modules" / "@aws-sdk"
+
+
+@pytest.mark.skipif(
+    not (NODE_SDK / "client-bedrock-runtime").is_dir() or shutil.which("node") is None,
+    reason="tests/node_modules has no @aws-sdk/client-bedrock-runtime: npm ci in tests/",
+)
+@pytest.mark.parametrize("operation", ["converse", "converse_stream"])
+def test_the_aws_sdk_for_javascript_records_and_replays(tmp_path: Path, operation: str) -> None:
+    spec = write_flow(
+        tmp_path,
+        command=f"node {AGENTS / 'node_bedrock_converse.mjs'}",
+        env={"BEDROCK_OPERATION": operation},
+        steps=[
+            {"prompt": "What's the weather in Nairobi right now? Use both tools."},
+            {"assert_tool_call": "get_weather where city equals Nairobi"},
+            {"assert": "reply contains sunny"},
+        ],
+    )
+    fake, result = record(spec)
+    assert result.code == 0, result.output
+    assert [r.path for r in fake.requests] == [f"/model/{ENCODED_MODEL}/converse"] * 2
+    for _ in range(2):
+        result = run_cli("run", spec)
+        assert result.code == 0, result.output
+    set_agent_env(spec, BEDROCK_TOOL_CHOICE="any")
+    result = run_cli("run", spec)
+    assert result.code == 1 and "toolConfig" in result.output, result.output
 
 
 def test_a_bedrock_api_key_records_without_aws_credentials(tmp_path: Path) -> None:
