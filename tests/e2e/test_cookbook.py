@@ -40,12 +40,13 @@ FLOW_NAMES = {
     "llm": "llm CLI with a tool",
     "adk": "Google ADK agent",
     "autogen": "AutoGen AssistantAgent",
-    "strands": "Strands agent",
+    "strands": "Strands agent reports",
+    "strands-bedrock": "Strands agent on Amazon Bedrock",
     "mastra": "Mastra agent",
     "aider": "aider edits the forecast",
 }
 #: The wire format each one speaks: OpenAI Chat Completions unless named here.
-PROTOCOLS = {"adk": "gemini", "mastra": "openai-responses"}
+PROTOCOLS = {"adk": "gemini", "mastra": "openai-responses", "strands-bedrock": "bedrock-converse"}
 #: Which message of the first request holds the edited task: the one after the system
 #: prompt (Gemini's systemInstruction and the Responses API's system item count as one),
 #: the first for llm (no system prompt), the tenth for aider (after its example exchange
