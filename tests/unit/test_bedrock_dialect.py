@@ -473,3 +473,25 @@ def test_aws_credentials_win_over_a_key() -> None:
 def test_a_bedrock_upstream_with_an_api_key_needs_no_aws_credentials() -> None:
     environ = {"FLOWPROOF_UPSTREAM_BEDROCK": "https://b.example", "FLOWPROOF_KEY_BEDROCK": "k"}
     assert signer_from_environment(environ) is None
+
+
+def test_an_embedding_invoke_is_listed_beside_the_conversation_never_the_reply() -> None:
+    from flowproof_cli.cassette import Turn
+    from flowproof_cli.evidence.trace_view import trajectory_of, turn_views
+    from flowproof_cli.trace import Trace
+
+    embedding = Turn(
+        "bedrock-invoke",
+        {"modelId": "amazon.titan-embed-text-v2:0", "inputText": "weather in Nairobi?"},
+        200,
+        {"embedding": [0.1, 0.2, 0.3], "inputTextTokenCount": 4},
+    )
+    chat = Turn("bedrock-converse", {**converse_request(), "modelId": MODEL}, 200, TEXT_ANSWER)
+    # more embedding calls than chat turns: they must not become the main thread
+    views = turn_views(Trace(flow="x", turns=[embedding, embedding, chat]), "x")
+    assert views[0].is_endpoint and views[0].endpoint is not None
+    assert views[0].endpoint.asked == "input: weather in Nairobi?"
+    assert views[0].endpoint.answered == "1 vector of 3"
+    trajectory = trajectory_of(views)
+    assert len(trajectory.endpoint_calls) == 2
+    assert [turn.text for turn in trajectory.main_thread] == [LONG]
