@@ -27,7 +27,9 @@ DEFAULT_REGION = "us-east-1"
 
 
 def aws_agent_variables(inherited: Mapping[str, str], proxy_no_v1: str) -> dict[str, str]:
-    """The variables set for the agent (the endpoint, placeholder credentials, a region)."""
+    """The variables set for the agent (the endpoint, placeholder credentials, a region).
+    `inherited` is the agent's environment as it stands, record keys already replaced: a
+    region is copied from there, never from flowproof's own."""
     variables = dict.fromkeys(BEDROCK_URL_VARIABLES, proxy_no_v1)
     variables["AWS_ACCESS_KEY_ID"] = PLACEHOLDER_ACCESS_KEY
     variables["AWS_SECRET_ACCESS_KEY"] = PLACEHOLDER_SECRET

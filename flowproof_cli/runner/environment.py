@@ -164,7 +164,7 @@ def agent_environment(
     environment.update(injected_variables(port, prompt, prompt_file))
     for name in REMOVED_AWS_VARIABLES:  # Bedrock clients: runner/aws_environment.py
         environment.pop(name, None)
-    environment.update(aws_agent_variables(inherited, proxy_handles(port)["proxy_url_no_v1"]))
+    environment.update(aws_agent_variables(environment, proxy_handles(port)["proxy_url_no_v1"]))
     environment.update(mcp or {})
     environment.update(spec_env)
     return environment

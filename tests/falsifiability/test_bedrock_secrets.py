@@ -39,3 +39,12 @@ def test_the_aws_secrets_are_scanned_for_like_the_record_keys() -> None:
     assert {"AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_BEARER_TOKEN_BEDROCK"} <= scanned
     # Falsifiable: a value too short to tell from ordinary text is not scanned for
     assert not record_key_secrets({"AWS_SECRET_ACCESS_KEY": "abc"})
+
+
+def test_a_record_key_in_an_inherited_region_is_not_copied_to_the_other_name() -> None:
+    """The region is copied from the environment as the agent gets it (keys replaced)."""
+    key = "sk-record-key-0123456789"
+    inherited = {"FLOWPROOF_AGENT_KEY": key, "AWS_REGION": f"eu-{key}"}
+    env = agent_environment(inherited, port=1, prompt="p", spec_env={})
+    assert not any(key in value for value in env.values())
+    assert env["AWS_DEFAULT_REGION"] == env["AWS_REGION"]
