@@ -233,6 +233,20 @@ def _holds_more_than(value: Any, limit: int) -> bool:
 INTERNAL_KIND = "flowproof_internal_error"
 
 
+def _signed(session: CassetteSession, outcome: Forward | Rendered) -> Forward | Rendered:
+    """A forward of a dialect that `signs_upstream` (Bedrock), signed with flowproof's own
+    AWS credentials (`session.signer`; without them, its key as a Bedrock API key), or
+    refused, failing the record, when it can be neither."""
+    if not isinstance(outcome, Forward) or not outcome.pending.dialect.signs_upstream:
+        return outcome
+    dialect = outcome.pending.dialect
+    headers = signed_headers(session.signer, dialect, outcome.url, outcome.body, outcome.headers)
+    if isinstance(headers, str):
+        session.errors.append(headers)
+        return _error(dialect, 502, headers, "flowproof_no_credentials")
+    return replace(outcome, headers=headers)
+
+
 def _error(dialect: Dialect | None, status: int, message: str, kind: str) -> Rendered:
     body = dialect.error_body(message, kind, status) if dialect else {"error": {"message": message}}
     return Rendered(status, "application/json", json.dumps(body).encode())
@@ -250,9 +264,7 @@ class CassetteSession:
     #: how a rule added after recording works on an existing trace.
     recorded_as_matched: bool = False
     record_command: str = "flowproof record <spec>"  # as the messages that say to name it
-    #: Record: signs the requests of a dialect that `signs_upstream` (Bedrock's SigV4) with
-    #: flowproof's own AWS credentials; None when none are set (such a request fails).
-    signer: AwsSigner | None = field(default=None, repr=False)
+    signer: AwsSigner | None = field(default=None, repr=False)  # record: `_signed`'s
 
     requests: int = 0
     served: list[int] = field(default_factory=list)  # replay: recorded positions used
@@ -396,7 +408,7 @@ class CassetteSession:
         try:
             if self.mode is Mode.RECORD:
                 pending = PendingTurn(dialect, live, relaxed, read.sent, read.agent)
-                return self._forward(dialect, read.path, live, pending)
+                return _signed(self, self._forward(dialect, read.path, live, pending))
             return self._replay(read, relaxed)
         except Exception as exc:  # any bug: an answer
             return self._internal(dialect, read.clean_path, exc)
@@ -413,18 +425,10 @@ class CassetteSession:
             return _error(dialect, 502, self.upstream_gone, "flowproof_upstream_error")
         forwarded = dialect.upstream_body(live)
         body = b"" if forwarded is None else json.dumps(forwarded, ensure_ascii=False).encode()
-        url = self.upstream.url_for(dialect, path)
-        headers = self.upstream.auth_headers(dialect)
-        if dialect.signs_upstream:
-            signed = signed_headers(self.signer, dialect, url, body, headers)
-            if isinstance(signed, str):
-                self.errors.append(signed)
-                return _error(dialect, 502, signed, "flowproof_no_credentials")
-            headers = signed
         return Forward(
-            url=url,
+            url=self.upstream.url_for(dialect, path),
             body=body,
-            headers=headers,
+            headers=self.upstream.auth_headers(dialect),
             default_headers=dialect.upstream_default_headers(),
             pending=pending,
             timeout_s=self.upstream.timeout_s,
