@@ -41,6 +41,7 @@ from flowproof_addons.guard import (
 )
 from flowproof_cli import trace as traces
 from flowproof_cli.cassette import CassetteSession, Forward, Upstream
+from flowproof_cli.cassette.aws_signing import DROPPED_PREFIX, AwsSigner, signer_from_environment
 from flowproof_cli.cassette.session import INTERNAL_KIND, OffLoop
 from flowproof_cli.cassette.upstream import CLIENT_GONE_REASON, timeout_reason
 from flowproof_cli.cassette.upstreams import Upstreams, upstreams_from_environment
@@ -74,7 +75,7 @@ _DROPPED_HEADERS = tuple(
     )
 )
 # Headers of the upstream's answer the agent still gets: when to retry, the rate limits.
-_KEPT_PREFIXES = ("retry-after", "x-ratelimit-", "anthropic-ratelimit-")
+_KEPT_PREFIXES = ("retry-after", "x-ratelimit-", "anthropic-ratelimit-", "x-amzn-errortype")
 
 
 def _user_agent(flow: http.HTTPFlow) -> str | None:
@@ -133,6 +134,7 @@ class ModelBoundary:
         self.sessions: dict[int, CassetteSession] = dict(sessions or {})
         self.default: CassetteSession | None = None
         self._trace_path: Path | None = None
+        self._signer: AwsSigner | None = None  # record: Bedrock's, from the environment
         self._stock: tuple[Mode, Upstream | Upstreams | None, traces.Trace | None] | None = None
         self._frames: sockets.Frames | None = None  # the WebSocket transport, once loaded
         self.sink = sockets.Sink()  # replay: the inert peer of sockets answered from traces
@@ -180,6 +182,7 @@ class ModelBoundary:
                 )
                 for note in upstream.notes if isinstance(upstream, Upstreams) else ():
                     log.warning("flowproof: %s", note)
+                self._signer = signer_from_environment(os.environ)
                 self._stock = (Mode.RECORD, upstream, None)
             else:
                 self._stock = (Mode.REPLAY, None, traces.load(self._trace_path))
@@ -195,7 +198,9 @@ class ModelBoundary:
         loaded: list[Rule] = list(rules_from_master_addons(chain, _stock_budget()))
         if mode is Mode.RECORD:
             rules = MatchRules(loaded)
-            self.default = CassetteSession(Mode.RECORD, upstream=upstream, rules=rules)
+            self.default = CassetteSession(
+                Mode.RECORD, upstream=upstream, rules=rules, signer=self._signer
+            )
             return
         assert trace is not None
         try:
@@ -335,6 +340,8 @@ class ModelBoundary:
         request = flow.request
         for name in _DROPPED_HEADERS:
             request.headers.pop(name, None)
+        for name in [name for name in request.headers if name.lower().startswith(DROPPED_PREFIX)]:
+            request.headers.pop(name, None)  # the agent's placeholder SigV4 signature parts
         request.url = forward.url
         request.host_header = target.netloc
         request.content = forward.body

@@ -23,6 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks import harness
 from benchmarks.groups import (
+    bedrock_turn,
     cold_start,
     containment,
     large_answer,
@@ -35,6 +36,7 @@ from benchmarks.groups import (
 
 GROUPS: dict[str, Callable[[harness.Settings], list[harness.Row]]] = {
     "per-turn": per_turn.run,
+    "bedrock-turn": bedrock_turn.run,
     "per-flow": per_flow.run,
     "suite": suite.run,
     "scale": scale.run,

@@ -25,6 +25,16 @@ _SCRUBBED = (
     "FLOWPROOF_AGENT_KEY",
     "FLOWPROOF_AGENT_UPSTREAM",
     "FORCE_COLOR",  # a CI runner's colour would put escape codes into the asserted output
+    # A developer's AWS setup: record would sign Bedrock calls with it, a client would use it.
+    "AWS_ACCESS_KEY_ID",
+    "AWS_SECRET_ACCESS_KEY",
+    "AWS_SESSION_TOKEN",
+    "AWS_BEARER_TOKEN_BEDROCK",
+    "AWS_PROFILE",
+    "AWS_REGION",
+    "AWS_DEFAULT_REGION",
+    "AWS_ENDPOINT_URL",
+    "AWS_ENDPOINT_URL_BEDROCK_RUNTIME",
 )
 
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
+from flowproof_cli.cassette.aws_signing import AwsSigner, signed_headers
 from flowproof_cli.cassette.divergence import Divergence, explain, led_by_version, nearest_turn
 from flowproof_cli.cassette.index import TurnIndex
 from flowproof_cli.cassette.providers import no_upstream_reason
@@ -242,6 +243,20 @@ def _holds_more_than(value: Any, limit: int) -> bool:
 INTERNAL_KIND = "flowproof_internal_error"
 
 
+def _signed(session: CassetteSession, outcome: Forward | Rendered) -> Forward | Rendered:
+    """A forward of a dialect that `signs_upstream` (Bedrock), signed with flowproof's own
+    AWS credentials (`session.signer`; without them, its key as a Bedrock API key), or
+    refused, failing the record, when it can be neither."""
+    if not isinstance(outcome, Forward) or not outcome.pending.dialect.signs_upstream:
+        return outcome
+    dialect = outcome.pending.dialect
+    headers = signed_headers(session.signer, dialect, outcome.url, outcome.body, outcome.headers)
+    if isinstance(headers, str):
+        session.errors.append(headers)
+        return _error(dialect, 502, headers, "flowproof_no_credentials")
+    return replace(outcome, headers=headers)
+
+
 def _error(dialect: Dialect | None, status: int, message: str, kind: str) -> Rendered:
     body = dialect.error_body(message, kind, status) if dialect else {"error": {"message": message}}
     return Rendered(status, "application/json", json.dumps(body).encode())
@@ -259,6 +274,7 @@ class CassetteSession:
     #: how a rule added after recording works on an existing trace.
     recorded_as_matched: bool = False
     record_command: str = "flowproof record <spec>"  # as the messages that say to name it
+    signer: AwsSigner | None = field(default=None, repr=False)  # record: `_signed`'s
 
     requests: int = 0
     served: list[int] = field(default_factory=list)  # replay: recorded positions used
@@ -403,7 +419,7 @@ class CassetteSession:
         try:
             if self.mode is Mode.RECORD:
                 pending = PendingTurn(dialect, live, relaxed, read.sent, read.agent)
-                return self._forward(dialect, read.path, live, pending)
+                return _signed(self, self._forward(dialect, read.path, live, pending))
             return self._replay(read, relaxed)
         except Exception as exc:  # any bug: an answer
             return self._internal(dialect, read.clean_path, exc)

@@ -8,6 +8,8 @@ from flowproof_cli.dialects.anthropic import AnthropicMessages
 from flowproof_cli.dialects.anthropic_endpoints import AnthropicCountTokens, AnthropicModels
 from flowproof_cli.dialects.azure import AzureChat, AzureResponses
 from flowproof_cli.dialects.base import CHAT, ENDPOINT, PROVIDERS, Dialect, Rendered, RequestOutline
+from flowproof_cli.dialects.bedrock import BedrockConverse
+from flowproof_cli.dialects.bedrock_invoke import BedrockInvoke
 from flowproof_cli.dialects.cohere import CohereChat
 from flowproof_cli.dialects.cohere_endpoints import CohereEmbed, CohereRerank, CohereRerankV1
 from flowproof_cli.dialects.gemini import GeminiGenerateContent
@@ -59,6 +61,9 @@ DIALECTS: tuple[Dialect, ...] = (
     VertexAnthropic(),
     AzureChat(),
     AzureResponses(),
+    # Amazon Bedrock (dialects/bedrock.py, bedrock_invoke.py).
+    BedrockConverse(),
+    BedrockInvoke(),
 )
 _BY_NAME = {dialect.name: dialect for dialect in DIALECTS}
 

@@ -208,6 +208,9 @@ class Dialect(ABC):
     #: Whether its route is also served over WebSocket (dialects/websocket.py): an upgrade
     #: on the route of a dialect without it is answered 426, so the client uses HTTP.
     websocket: bool = False
+    #: Record signs each forwarded request (AWS SigV4, `cassette/aws_signing.py`) with
+    #: flowproof's own credentials instead of sending a key.
+    signs_upstream: bool = False
 
     def claims(self, path: str, headers: Mapping[str, str]) -> bool | None:
         """Whether a request whose path ends in one of `route_suffixes` is this dialect's,

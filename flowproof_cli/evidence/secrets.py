@@ -68,13 +68,11 @@ def record_key_secrets(environ: Mapping[str, str], declared: Sequence[str] = ())
     """The record keys set in flowproof's environment (FLOWPROOF_AGENT_KEY, ...), as secrets
     every flow scans for and redacts, declared or not: a key in a request body, a message
     or a trace is a leak whether or not a step names it."""
+    from flowproof_cli.cassette.aws_signing import signing_secrets  # noqa: PLC0415
     from flowproof_cli.cassette.upstream import record_keys  # noqa: PLC0415 (the session)
 
-    return [
-        Secret.of(name, value)
-        for name, value in record_keys(environ).items()
-        if name not in declared
-    ]
+    keys = {**record_keys(environ), **signing_secrets(environ)}
+    return [Secret.of(name, value) for name, value in keys.items() if name not in declared]
 
 
 def resolve_secrets(

@@ -65,7 +65,8 @@ def turn_views(trace: Trace, source: str) -> list[TurnView]:
                 response=turn.response,
                 answer=answer if isinstance(answer, AssistantTurn) else None,
                 endpoint=answer if isinstance(answer, EndpointCall) else None,
-                is_endpoint=dialect.kind == ENDPOINT,
+                # or a call beside the conversation on a chat route (Bedrock's invoke)
+                is_endpoint=dialect.kind == ENDPOINT or isinstance(answer, EndpointCall),
             )
         )
     return views

@@ -20,6 +20,7 @@ from flowproof_cli.process import (
     remove_held_folder,
     working_directory,
 )
+from flowproof_cli.runner.aws_environment import REMOVED_AWS_VARIABLES, aws_agent_variables
 from flowproof_cli.runner.google_credentials import (
     credentials_variables,
     write_placeholder_credentials,
@@ -50,12 +51,11 @@ PLACEHOLDER_KEY_VARIABLES = (
 #: Set to the proxy without `/v1`, each read by a provider's own clients (found in their
 #: code): Azure OpenAI's (they append `/openai/...`; the Node client prefers
 #: OPENAI_BASE_URL, whose `/v1/deployments/...` paths reach the Azure dialect too),
-#: botocore's for bedrock-runtime, the ollama client's, the cohere SDK's and google-genai's
+#: the ollama client's, the cohere SDK's and google-genai's
 #: Vertex mode (it appends `/v1beta1/projects/...`).
 PROVIDER_URL_VARIABLES = (
     "AZURE_OPENAI_ENDPOINT",
     "AZURE_API_BASE",  # LiteLLM's `azure/` models
-    "AWS_ENDPOINT_URL_BEDROCK_RUNTIME",
     "OLLAMA_HOST",
     "CO_API_URL",
     "GOOGLE_VERTEX_BASE_URL",
@@ -63,12 +63,10 @@ PROVIDER_URL_VARIABLES = (
 #: Set to the proxy with `/v1` (AnthropicVertex appends `/projects/...` to it).
 PROVIDER_URL_V1_VARIABLES = ("ANTHROPIC_VERTEX_BASE_URL",)
 #: Placeholder credentials so a provider's client that refuses to start without one starts
-#: (boto3 signs with them; the proxy never forwards that signature).
+#: (Bedrock's AWS variables, a region among them: runner/aws_environment.py).
 PROVIDER_PLACEHOLDER_VARIABLES = (
     "AZURE_OPENAI_API_KEY",
     "AZURE_API_KEY",
-    "AWS_ACCESS_KEY_ID",
-    "AWS_SECRET_ACCESS_KEY",
     "CO_API_KEY",
     "COHERE_API_KEY",
 )
@@ -217,6 +215,9 @@ def agent_environment(
     for name, value in DEFAULT_VARIABLES.items():
         environment.setdefault(name, value)
     environment.update(injected_variables(port, prompt, prompt_file))
+    for name in REMOVED_AWS_VARIABLES:  # Bedrock clients: runner/aws_environment.py
+        environment.pop(name, None)
+    environment.update(aws_agent_variables(environment, proxy_handles(port)["proxy_url_no_v1"]))
     environment.update(mcp or {})
     environment.update(spec_env)
     return environment

@@ -19,6 +19,7 @@ from typing import cast
 
 from flowproof_cli import trace as traces
 from flowproof_cli.cassette import CassetteSession
+from flowproof_cli.cassette.aws_signing import signer_from_environment
 from flowproof_cli.cassette.upstreams import Upstreams, upstreams_from_environment
 from flowproof_cli.egress import EgressReport
 from flowproof_cli.egress import verdicts as egress
@@ -85,7 +86,13 @@ def _open_session(
 ) -> tuple[CassetteSession, traces.Trace | None]:
     if mode is Mode.RECORD:
         upstream = upstreams_from_environment(environ)
-        session = CassetteSession(Mode.RECORD, mocks=spec.mocks, upstream=upstream, rules=rules)
+        session = CassetteSession(
+            Mode.RECORD,
+            mocks=spec.mocks,
+            upstream=upstream,
+            rules=rules,
+            signer=signer_from_environment(environ),
+        )
         return session, None
     trace = traces.load(trace_path)
     session = CassetteSession(

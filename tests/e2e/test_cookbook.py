@@ -41,7 +41,8 @@ FLOW_NAMES = {
     "adk": "Google ADK agent",
     "adk-vertex": "Google ADK agent on Vertex AI",
     "autogen": "AutoGen AssistantAgent",
-    "strands": "Strands agent",
+    "strands": "Strands agent reports",
+    "strands-bedrock": "Strands agent on Amazon Bedrock",
     "mastra": "Mastra agent",
     "aider": "aider edits the forecast",
     "azure": "Azure OpenAI deployment through LiteLLM",
@@ -52,6 +53,7 @@ PROTOCOLS = {
     "adk-vertex": "vertex-gemini",
     "mastra": "openai-responses",
     "azure": "azure-chat",
+    "strands-bedrock": "bedrock-converse",
 }
 #: Which message of the first request holds the edited task: the one after the system
 #: prompt (Gemini's systemInstruction and the Responses API's system item count as one),

@@ -1663,6 +1663,38 @@ COMMANDS: tuple[CommandCase, ...] = (
         "upstream-down",
     ),
     CommandCase(
+        "bedrock-no-credentials",
+        ("error:ConfigError", "bedrock:no credentials"),
+        "FLOWPROOF_UPSTREAM_BEDROCK is set: record signs each Bedrock request (AWS SigV4) with "
+        "flowproof's own AWS credentials and none are set",
+        2,
+        "bedrock-no-credentials",
+    ),
+    CommandCase(
+        "bedrock-half-credentials",
+        ("error:ConfigError", "bedrock:half credentials"),
+        "AWS_ACCESS_KEY_ID is set but AWS_SECRET_ACCESS_KEY is not: record signs Bedrock "
+        "requests with both",
+        2,
+        "bedrock-half-credentials",
+    ),
+    CommandCase(
+        "bedrock-unsigned-call",
+        ("exit:FAILED", "bedrock:unsigned call"),
+        "FAIL: falsifiability base - flowproof: the agent called Bedrock (bedrock-converse): "
+        "record signs each Bedrock request (AWS SigV4) with flowproof's own AWS credentials and "
+        "none are set",
+        1,
+        "bedrock-unsigned",
+    ),
+    CommandCase(
+        "bedrock-no-region",
+        ("exit:FAILED", "bedrock:no region"),
+        "FAIL: falsifiability base - flowproof: no AWS region to sign Bedrock requests for",
+        1,
+        "bedrock-no-region",
+    ),
+    CommandCase(
         "sigterm",
         ("error:Terminated", "exit:TERMINATED"),
         "flowproof: SIGTERM received: stopping the agent and the proxy",

@@ -195,6 +195,12 @@ MESSAGE_SITES: dict[str, tuple[str, ...]] = {
     "flowproof_cli.match.addons": ("load_matcher_script", "_import_failure", "_not_imported"),
     "flowproof_cli.match.user_code": ("ScriptCalls.worded",),
     "flowproof_cli.evidence.secrets": ("resolve_secrets", "failure_lines"),
+    "flowproof_cli.cassette.aws_signing": (
+        "missing_credentials_message",
+        "signer_from_environment",
+        "AwsSigner.region_for",
+        "signed_headers",
+    ),
     "flowproof_cli.egress.verdicts": ("failures",),
     "flowproof_addons.websocket": (
         "on_upgrade_answered",
@@ -214,6 +220,11 @@ UNREACHABLE: dict[str, str] = {
     "pending (HTTP {}): {}": (
         "needs an upstream that speaks on the socket before any request; the service never "
         "does (tests/unit/test_responses_websocket.py words it)"
+    ),
+    "recording Bedrock needs botocore to sign its requests. Fix: pip install "
+    "'flowproof[bedrock]' (or botocore) where flowproof runs": (
+        "the test environment has botocore installed (the extra the e2e tests use); the "
+        "import is guarded in cassette/aws_signing.py"
     ),
     "flowproof: no model route at {}": (
         "the guard answers a path no dialect routes before any session sees it "

@@ -504,6 +504,31 @@ _MORE_COMMANDS = {
 }
 
 
+#: flowproof's own environment for each Bedrock record case (the upstream is never reached).
+_BEDROCK_ENV = {
+    "bedrock-no-credentials": {"FLOWPROOF_UPSTREAM_BEDROCK": "http://127.0.0.1:9"},
+    "bedrock-half-credentials": {"AWS_ACCESS_KEY_ID": "AKIAFALSIFIABILITY01"},
+    "bedrock-unsigned": {},
+    "bedrock-no-region": {
+        "AWS_ACCESS_KEY_ID": "AKIAFALSIFIABILITY01",
+        "AWS_SECRET_ACCESS_KEY": "falsifiability/secret/0123456789",
+    },
+}
+
+
+def _bedrock_record(setup: str, root: Path, recordings: Mapping[str, Any]) -> CliResult:
+    """A record whose agent calls Bedrock (unsigned) with flowproof's AWS setup broken."""
+    spec = _command_folder(root, recordings, env={"FP_PROTOCOL": "bedrock"})
+    trace = spec.with_name(TRACE_FILE).read_bytes()
+    upstream = {
+        "FLOWPROOF_AGENT_UPSTREAM": f"http://127.0.0.1:{free_port()}",
+        **_BEDROCK_ENV[setup],
+    }
+    result = run_cli("record", spec, env=upstream)
+    assert spec.with_name(TRACE_FILE).read_bytes() == trace  # the good trace is kept
+    return result
+
+
 def _run_command(setup: str, root: Path, recordings: Mapping[str, Any], busy: int) -> CliResult:
     """Prepare what `setup` names, and run its command."""
     if setup == "bad-spec":
@@ -556,6 +581,8 @@ def _run_command(setup: str, root: Path, recordings: Mapping[str, Any], busy: in
         spec = _command_folder(root, recordings)
         anthropic = {"FLOWPROOF_UPSTREAM_ANTHROPIC": f"http://127.0.0.1:{free_port()}"}
         return run_cli("record", spec, env=anthropic)
+    if setup.startswith("bedrock-"):
+        return _bedrock_record(setup, root, recordings)
     if setup == "record-header-leak":
         return _record_with_header_leak(root, recordings)
     if setup in _MORE_COMMANDS:

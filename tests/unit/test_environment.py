@@ -106,6 +106,17 @@ def test_no_real_key_or_upstream_reaches_the_agent() -> None:
     assert "https://api.anthropic.com" not in values
 
 
+#: What a Bedrock client gets (runner/aws_environment.py): the endpoint, placeholder
+#: credentials, a region (none is inherited here).
+BEDROCK_CLIENT_VARIABLES = (
+    "AWS_ENDPOINT_URL_BEDROCK_RUNTIME",
+    "AWS_ACCESS_KEY_ID",
+    "AWS_SECRET_ACCESS_KEY",
+    "AWS_REGION",
+    "AWS_DEFAULT_REGION",
+)
+
+
 def test_other_inherited_variables_are_kept() -> None:
     env = environment()
     assert env["PATH"] == "/usr/bin:/bin"
@@ -130,15 +141,13 @@ def test_other_inherited_variables_are_kept() -> None:
         "AZURE_API_BASE",
         "AZURE_API_KEY",
         "OPENAI_API_VERSION",
-        "AWS_ENDPOINT_URL_BEDROCK_RUNTIME",
-        "AWS_ACCESS_KEY_ID",
-        "AWS_SECRET_ACCESS_KEY",
         "OLLAMA_HOST",
         "CO_API_URL",
         "CO_API_KEY",
         "COHERE_API_KEY",
         "GOOGLE_VERTEX_BASE_URL",
         "ANTHROPIC_VERTEX_BASE_URL",
+        *BEDROCK_CLIENT_VARIABLES,
     }
 
 

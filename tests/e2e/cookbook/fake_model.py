@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.conftest import clean_environ
+from tests.fakes.bedrock_upstream import ACCESS_KEY, REGION, SECRET_KEY, BedrockFake
 from tests.fakes.fake_upstream import (
     DIALECT_CHAT,
     Conversation,
@@ -43,6 +44,7 @@ FRAMEWORKS = (
     "adk-vertex",
     "autogen",
     "strands",
+    "strands-bedrock",
     "mastra",
     "aider",
     "azure",
@@ -107,10 +109,34 @@ def netns_argv(argv: Sequence[str]) -> list[str]:
 VERTEX = frozenset({"adk-vertex"})
 #: The record key of every recording (a Vertex one is its OAuth token).
 RECORD_KEY = "sk-cookbook"
+#: Frameworks recorded against the fake Bedrock runtime, with the credentials it checks.
+BEDROCK = ("strands-bedrock",)
+
+
+def record_bedrock(spec: Path) -> int:
+    """Record `spec` against the fake Bedrock runtime, flowproof signing with the fake's
+    credentials (the agent gets placeholders)."""
+    with BedrockFake() as fake:
+        completed = subprocess.run(
+            [sys.executable, "-m", "flowproof_cli", "record", str(spec)],
+            env={
+                **clean_environ(),
+                "FLOWPROOF_UPSTREAM_BEDROCK": fake.base_url,
+                "FLOWPROOF_AGENT_UPSTREAM": fake.base_url,
+                "AWS_ACCESS_KEY_ID": ACCESS_KEY,
+                "AWS_SECRET_ACCESS_KEY": SECRET_KEY,
+                "AWS_REGION": REGION,
+            },
+            cwd=REPO,
+            check=False,
+        )
+    return completed.returncode
 
 
 def record_here(spec: Path) -> int:
     """Record `spec` against the scripted fake, in this process's network namespace."""
+    if spec.parent.name in BEDROCK:
+        return record_bedrock(spec)
     vertex = spec.parent.name in VERTEX
     fake = (
         VertexUpstream(token=RECORD_KEY, script=cookbook_script)
