@@ -63,6 +63,9 @@ class AzureRoutes(Dialect):
 
     provider = "azure"
 
+    #: The key an Azure client sends (`AzureOpenAI(api_key=...)`), or an Entra ID token.
+    auth_headers = (KEY_HEADER, "authorization")
+
     def claims(self, path: str, headers: Mapping[str, str]) -> bool | None:
         """Azure's when the path names a deployment or the client sent `api-key`; any
         other request is declined (the OpenAI dialect takes it)."""
@@ -98,6 +101,7 @@ class AzureChat(AzureRoutes, OpenAIChat):
     """Chat Completions under `/openai/deployments/<d>/chat/completions` or `/openai/v1`."""
 
     name = "azure-chat"
+    example_path = "/openai/deployments/weather-gpt/chat/completions?api-version=2024-10-21"
 
 
 class AzureResponses(AzureRoutes, OpenAIResponses):
@@ -105,3 +109,4 @@ class AzureResponses(AzureRoutes, OpenAIResponses):
     `/openai/v1/responses`."""
 
     name = "azure-responses"
+    example_path = "/openai/deployments/weather-gpt/responses?api-version=2025-04-01-preview"

@@ -200,6 +200,9 @@ class Dialect(ABC):
     #: A small valid request, as the API documents it: doctor's canned answer and the
     #: registry test render, stream and read back an answer to it.
     example_request: ClassVar[JSON] = {}
+    #: The path its real client sends `example_request` to, when the route suffix alone
+    #: does not make one this dialect claims (Azure's deployment, Vertex's project).
+    example_path: ClassVar[str | None] = None
     #: The request field holding the conversation (messages, input items, contents).
     conversation_key: str
     #: Request fields carrying the system prompt beside the conversation (the outline shows

@@ -158,6 +158,10 @@ class VertexGemini(GeminiGenerateContent):
     """Gemini's `generateContent` under a Vertex project and location."""
 
     name = "vertex-gemini"
+    example_path = (
+        "/v1/projects/demo/locations/us-central1/publishers/google/models/"
+        "gemini-2.5-flash:generateContent"
+    )
     provider = "vertex"
     route_suffixes = (GENERATE, STREAM_GENERATE)
     auth_headers = ("authorization", "x-goog-api-key")
@@ -193,6 +197,10 @@ class VertexAnthropic(AnthropicMessages):
     """Anthropic Messages as Vertex serves Claude (`rawPredict`, `streamRawPredict`)."""
 
     name = "vertex-anthropic"
+    example_path = (
+        "/v1/projects/demo/locations/us-east5/publishers/anthropic/models/"
+        "claude-sonnet-4@20250514:rawPredict"
+    )
     provider = "vertex"
     # AnthropicMessages's one suffix reads as tuple[str]: Dialect's type is tuple[str, ...].
     route_suffixes = (RAW_PREDICT, STREAM_RAW_PREDICT)  # type: ignore[assignment]

@@ -29,6 +29,8 @@ IDS = [dialect.name for dialect in DIALECTS]
 
 
 def _path(dialect: Dialect) -> str:
+    if dialect.example_path is not None:
+        return dialect.example_path
     suffix = dialect.route_suffixes[0]
     if suffix.startswith(":"):
         return f"/v1beta/models/{dialect.example_request.get('model', 'm')}{suffix}"

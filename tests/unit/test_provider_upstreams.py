@@ -20,6 +20,7 @@ from flowproof_cli.cassette.upstreams import Upstreams, upstreams_from_environme
 from flowproof_cli.dialects import DIALECTS, route
 from flowproof_cli.errors import ConfigError
 from flowproof_cli.mode import Mode
+from flowproof_cli.runner.aws_environment import PLACEHOLDER_ACCESS_KEY, PLACEHOLDER_SECRET
 from flowproof_cli.runner.environment import PLACEHOLDER_KEY, agent_environment, refuse_record_key
 
 DEFAULT = "https://default.example/v1"
@@ -285,12 +286,12 @@ def test_each_providers_clients_are_pointed_at_the_proxy_with_placeholders() -> 
     for name in (
         "AZURE_OPENAI_API_KEY",
         "AZURE_API_KEY",
-        "AWS_ACCESS_KEY_ID",
-        "AWS_SECRET_ACCESS_KEY",
         "CO_API_KEY",
         "COHERE_API_KEY",
     ):
         assert env[name] == PLACEHOLDER_KEY, name
+    assert env["AWS_ACCESS_KEY_ID"] == PLACEHOLDER_ACCESS_KEY  # Bedrock's: aws_environment.py
+    assert env["AWS_SECRET_ACCESS_KEY"] == PLACEHOLDER_SECRET
     assert env["OPENAI_API_VERSION"] == "2024-10-21"
 
 
@@ -306,8 +307,8 @@ def test_the_users_api_version_is_kept_and_real_cloud_credentials_are_not() -> N
     env = agent_environment(inherited, port=1, prompt="p", spec_env={})
     assert env["OPENAI_API_VERSION"] == "2025-04-01-preview"
     assert env["AWS_REGION"] == "eu-west-1"  # the agent's region is flowproof's
-    assert env["AWS_ACCESS_KEY_ID"] == PLACEHOLDER_KEY
-    assert env["AWS_SECRET_ACCESS_KEY"] == PLACEHOLDER_KEY
+    assert env["AWS_ACCESS_KEY_ID"] == PLACEHOLDER_ACCESS_KEY
+    assert env["AWS_SECRET_ACCESS_KEY"] == PLACEHOLDER_SECRET
     assert "AWS_SESSION_TOKEN" not in env
     assert "AWS_BEARER_TOKEN_BEDROCK" not in env
     assert "real" not in json.dumps(env)
