@@ -11,7 +11,6 @@ from pathlib import Path
 
 import pytest
 
-from flowproof_cli.runner.command import DIVERGENCE_GRACE_S, KILL_GRACE_S
 from tests.conftest import run_cli
 from tests.e2e.flows import AGENTS, agent_command, set_agent_env, write_flow
 from tests.fakes.fake_upstream import FakeUpstream
@@ -20,6 +19,9 @@ pytestmark = pytest.mark.slow
 
 AGENT = AGENTS / "py_retry_forever.py"
 TIMEOUT_S = 60  # the spec's: what an unstopped agent holds the run to
+#: Well under the timeout, far over grace + kill grace + start-up: a stopped agent ends the
+#: run before it, an unstopped one cannot, however loaded the machine (no timing is judged).
+STOPPED_BY_S = TIMEOUT_S / 2
 STOPPED = (
     "note: agent stopped 2 s after the divergence (more requests cannot change the verdict; "
     "--keep-going to let it run)"
@@ -55,7 +57,7 @@ def test_a_retrying_agent_is_stopped_after_the_grace(diverging: Path) -> None:
     (flow,) = json.loads(result.stdout)["flows"]
     assert flow["failures"] == [DIVERGED]
     assert flow["divergence"]["summary"].startswith("turn 1: model changed")
-    assert flow["duration_s"] < DIVERGENCE_GRACE_S + KILL_GRACE_S + 3, flow
+    assert flow["duration_s"] < STOPPED_BY_S, flow
     assert flow["agent_exit_code"] is None
     assert "attempt 2: HTTP 409, retrying" in flow["stdout_tail"]  # it did go on, a while
     assert STOPPED.removeprefix("note: ") in flow["notes"]
@@ -74,7 +76,7 @@ def test_one_that_ignores_sigterm_too_and_a_directory_run(diverging: Path) -> No
     assert result.code == 1, result.output
     assert f"    {STOPPED}\n" in result.stdout
     seconds = float(result.stdout.split("FAIL: retry flow (")[1].split("s)")[0])
-    assert seconds < DIVERGENCE_GRACE_S + KILL_GRACE_S + 3, result.stdout
+    assert seconds < STOPPED_BY_S, result.stdout
     junit = ET.parse(diverging.parent / ".flowproof" / "suite-junit.xml").getroot()
     (failure,) = junit.iter("failure")
     assert failure.get("message") == DIVERGED
