@@ -25,6 +25,7 @@ from benchmarks import harness
 from benchmarks.groups import (
     cold_start,
     containment,
+    endpoints,
     large_answer,
     per_flow,
     per_turn,
@@ -42,6 +43,7 @@ GROUPS: dict[str, Callable[[harness.Settings], list[harness.Row]]] = {
     "containment": containment.run,
     "cold-start": cold_start.run,
     "large-answer": large_answer.run,
+    "endpoints": endpoints.run,
 }
 
 

@@ -21,7 +21,7 @@ DOCUMENT = "Refunds are granted within 30 days of purchase."
 
 
 def openai_agent() -> str:
-    from openai import OpenAI  # noqa: PLC0415
+    from openai import OpenAI
 
     client = OpenAI(max_retries=0)
     models = [model.id for model in client.models.list()]
@@ -54,7 +54,7 @@ def openai_agent() -> str:
 
 
 def anthropic_agent() -> str:
-    from anthropic import Anthropic  # noqa: PLC0415
+    from anthropic import Anthropic
 
     client = Anthropic(max_retries=0)
     models = [model.id for model in client.models.list(limit=5)]
@@ -70,8 +70,8 @@ def anthropic_agent() -> str:
 
 
 def gemini_agent() -> str:
-    from google import genai  # noqa: PLC0415
-    from google.genai import types  # noqa: PLC0415
+    from google import genai
+    from google.genai import types
 
     client = genai.Client()
     embedded = client.models.embed_content(
