@@ -8,7 +8,8 @@ the line, one at each end of the addon chain:
   in a header; and only the model routes of the dialects and the requests an MCP listener
   claimed (`routes.CLAIMED`) go on: anything else is a 404 with a JSON body saying it is
   not a model endpoint flowproof records, and on a model listener it fails the flow (every
-  addon with a `flowproof_unknown_endpoint(flow, message)` method is told).
+  addon with a `flowproof_unknown_endpoint(flow, message)` method is told), unless it is a
+  probe that asks nothing of a model (`HEAD` or `OPTIONS`, or the root path).
 - `Backstop`, last: a request still unanswered there, and not forwarded on purpose by a
   boundary (`mark_forwarded`), would go on to mitmproxy's placeholder reverse target. It is
   refused with a 500 instead, and counted against the flow of its listener: every addon
@@ -71,6 +72,17 @@ def is_claimed(
     """A model route (its headers and method, when given, route it as the boundary will),
     or a request a boundary claimed on an MCP server's own listener."""
     return route(path, headers, method) is not None or bool(metadata and metadata.get(CLAIMED))
+
+
+#: Methods that carry no call: a reachability probe (Claude Code sends `HEAD /` to its base
+#: URL first) and a CORS preflight.
+PROBE_METHODS = frozenset({"HEAD", "OPTIONS"})
+
+
+def is_probe(method: str, path: str) -> bool:
+    """A request that asks nothing of a model: a HEAD or OPTIONS, or anything at the root
+    of the listener. It is answered 404 like any unknown path, but fails no flow."""
+    return method.upper() in PROBE_METHODS or path.split("?", 1)[0] in ("", "/")
 
 
 def _routed(flow: http.HTTPFlow) -> Any:
@@ -217,6 +229,8 @@ class RequestGuard(_Chained):
                 f"{gateway_hint(request.path, request.headers)}"
             )
             refuse(flow, 404, message, "flowproof_unknown_endpoint")
+            if is_probe(request.method, request.path):
+                return
             # On a model listener the agent lost a call it meant to make: its flow fails,
             # naming it, rather than passing on whatever the agent did without the answer.
             for addon in self._chain():

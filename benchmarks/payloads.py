@@ -8,7 +8,9 @@ get the same response as a body / a fixture.
 
 from __future__ import annotations
 
+import base64
 import json
+import struct
 from pathlib import Path
 from typing import Any
 
@@ -142,4 +144,42 @@ def aimock_fixture(path: Path) -> Path:
     """The recorded reply as an aimock fixture, matched on the request's marker."""
     fixture = {"match": {"userMessage": marker(0)}, "response": {"content": REPLY}}
     path.write_text(json.dumps({"fixtures": [fixture]}))
+    return path
+
+
+#: The embedding request of the endpoint benchmark (the openai SDK adds base64 encoding).
+EMBEDDING_REQUEST: dict[str, Any] = {
+    "model": "text-embedding-3-small",
+    "input": ["What is the refund policy for an order that arrived damaged?"],
+}
+EMBEDDING_DIMENSIONS = 1536
+
+
+def embedding_response() -> dict[str, Any]:
+    """One 1536-float vector as the API sends it for base64 encoding."""
+    values = [((i * 7919) % 1000) / 1000 - 0.5 for i in range(EMBEDDING_DIMENSIONS)]
+    packed = base64.b64encode(struct.pack(f"<{len(values)}f", *values)).decode()
+    return {
+        "object": "list",
+        "data": [{"object": "embedding", "index": 0, "embedding": packed}],
+        "model": EMBEDDING_REQUEST["model"],
+        "usage": {"prompt_tokens": 12, "total_tokens": 12},
+    }
+
+
+def embedding_trace(path: Path) -> Path:
+    """One embeddings turn, as the SDK's request is recorded (base64 asked for)."""
+    request = {**EMBEDDING_REQUEST, "encoding_format": "base64"}
+    turn = {
+        "protocol": "openai-embeddings",
+        "request": request,
+        "response": {"status": 200, "body": embedding_response()},
+    }
+    return write_trace(path, [turn])
+
+
+def embedding_stub(path: Path) -> Path:
+    """The bare stub's canned embedding answer (never streamed)."""
+    answer = json.dumps(embedding_response())
+    path.write_text(json.dumps({"json": [answer], "sse": [answer]}))
     return path

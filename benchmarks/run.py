@@ -26,6 +26,7 @@ from benchmarks.groups import (
     bedrock_turn,
     cold_start,
     containment,
+    endpoints,
     large_answer,
     per_flow,
     per_turn,
@@ -44,6 +45,7 @@ GROUPS: dict[str, Callable[[harness.Settings], list[harness.Row]]] = {
     "containment": containment.run,
     "cold-start": cold_start.run,
     "large-answer": large_answer.run,
+    "endpoints": endpoints.run,
 }
 
 

@@ -22,7 +22,7 @@ from flowproof_cli.cassette.diff import (
     side_by_side,
 )
 from flowproof_cli.cassette.turn import Turn
-from flowproof_cli.dialects import dialect_named
+from flowproof_cli.dialects import ENDPOINT, dialect_named
 from flowproof_cli.dialects.base import MessageOutline, RequestOutline
 from flowproof_cli.quoting import looks_alike, named, unmasked
 
@@ -93,8 +93,11 @@ def _argument_drift(recorded: MessageOutline, replayed: MessageOutline) -> list[
     return lines
 
 
-def _message_changed(position: int, r_msg: MessageOutline, p_msg: MessageOutline) -> Report:
-    where = f"message {position} ({r_msg.role})"
+def _message_changed(
+    position: int, r_msg: MessageOutline, p_msg: MessageOutline, endpoint: str | None = None
+) -> Report:
+    # An endpoint's entries are the request fields holding what it asks (`input`).
+    where = f"the {endpoint} `{r_msg.role}`" if endpoint else f"message {position} ({r_msg.role})"
     drift = _argument_drift(r_msg, p_msg) if r_msg.tool_calls or p_msg.tool_calls else None
     if drift:
         return _headed(f"tool-call arguments drifted in {where}: ", drift)
@@ -200,7 +203,10 @@ def _messages(c: Compared) -> Report | None:
     """The first message that changed (the shape check made both lists equally long)."""
     for position, (r_msg, p_msg) in enumerate(zip(c.old.messages, c.new.messages, strict=True)):
         if r_msg != p_msg or r_msg.raw != p_msg.raw:
-            return _message_changed(position, r_msg, p_msg)
+            dialect = dialect_named(c.protocol)
+            fields = getattr(dialect, "input_fields", ()) if dialect.kind == ENDPOINT else ()
+            endpoint = dialect.name if r_msg.role in fields else None
+            return _message_changed(position, r_msg, p_msg, endpoint)
     return None
 
 

@@ -88,14 +88,14 @@ def test_no_request_names_the_variables_and_the_handles() -> None:
 def test_refused_routes_are_listed_and_stderr_shown() -> None:
     script = (
         "import os, sys, urllib.request as u\n"
-        "try: u.urlopen(os.environ['OPENAI_BASE_URL'] + '/models')\n"
+        "try: u.urlopen(os.environ['OPENAI_BASE_URL'] + '/audio/voices')\n"
         "except Exception as e: print('probe failed:', e, file=sys.stderr)\n"
         "sys.exit(3)"
     )
     result = run_cli("doctor", "--agent", f"{PY} -c {shlex.quote(script)}")
     assert result.code == 1, result.output
     assert "the agent exited with code 3" in result.stdout
-    assert "other requests (not model routes, answered 404):\n    GET /v1/models: 1" in (
+    assert "other requests (not model routes, answered 404):\n    GET /v1/audio/voices: 1" in (
         result.stdout
     )
     assert "probe failed: HTTP Error 404" in result.stdout

@@ -51,6 +51,11 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from typing import Any, Self
 
+try:  # as a module of the tests package, or run as a script from tests/fakes
+    from tests.fakes import endpoints_upstream as endpoints
+except ImportError:  # pragma: no cover
+    import endpoints_upstream as endpoints  # type: ignore[no-redef]
+
 HOST = "127.0.0.1"
 FIXED_CREATED = 1_700_000_000
 DIALECT_CHAT = "chat"
@@ -856,8 +861,18 @@ class _Handler(BaseHTTPRequestHandler):
         headers = Headers((k, v) for k, v in self.headers.items())
         self.server.fake.record(RecordedRequest(self.path, headers, body, self.command, dialect))
 
+    def _endpoint(self, body: dict[str, Any]) -> bool:
+        """An endpoint around chat (tests/fakes/endpoints_upstream.py) answered, if it is one."""
+        headers = Headers((k, v) for k, v in self.headers.items())
+        found = endpoints.answer(self.server.fake.rng(), self.command, self.path, headers, body)
+        if found is not None:
+            self._send_json(*found)
+        return found is not None
+
     def do_GET(self) -> None:
         self._record({}, None)
+        if self._endpoint({}):
+            return
         path = self.path.split("?", 1)[0].rstrip("/")
         fake = self.server.fake
         if path.endswith("/models"):
@@ -885,6 +900,8 @@ class _Handler(BaseHTTPRequestHandler):
         path = self.path.split("?", 1)[0].rstrip("/")
         dialect = dialect_of(path)
         self._record(body, dialect)
+        if self._endpoint(body):
+            return
         if path.endswith("/messages/count_tokens"):
             self._send_json(200, {"input_tokens": max(1, len(raw) // 4)})
             return
@@ -1035,6 +1052,12 @@ class FakeUpstream(ThreadServed):
     def clear(self) -> None:
         with self._lock:
             self.requests.clear()
+
+    def rng(self) -> random.Random:
+        """A generator of the fake's own for one answer (seeded from the fake's, so a seeded
+        fake answers the same)."""
+        with self._lock:
+            return random.Random(self._rng.random())
 
     def now(self) -> int:
         return FIXED_CREATED if self.seed is not None else int(time.time())

@@ -551,7 +551,7 @@ DIVERGENCES: tuple[Case, ...] = (
     ),
     _diverge(
         "model",
-        ("check:_model",),
+        ("check:_model", "kind:chat"),
         {"FP_MODEL": "gpt-4o"},
         "divergence at turn 1: model changed: recorded gpt-4o-mini, replayed gpt-4o",
     ),
@@ -1704,10 +1704,49 @@ COMMANDS: tuple[CommandCase, ...] = (
     CommandCase("sigint", ("exit:INTERRUPTED",), "interrupted", 130, "sigint"),
 )
 
+
 #: Every flow case of the table, in kind order.
+def _embedding_first(text: str) -> TraceEdit:
+    """The recording starts with the embedding of `text` (as a retrieval agent's does)."""
+
+    def edit(trace: dict[str, Any]) -> None:
+        vector = {"object": "embedding", "index": 0, "embedding": [0.25, -0.5]}
+        turn = {
+            "protocol": "openai-embeddings",
+            "request": {"model": "text-embedding-3-small", "input": [text]},
+            "response": {"status": 200, "body": {"object": "list", "data": [vector]}},
+        }
+        trace["turns"].insert(0, turn)
+
+    return edit
+
+
+#: Endpoints around chat (dialects/endpoint.py): a changed input diverges naming the
+#: endpoint and its field; a path no dialect speaks fails the flow naming it.
+ENDPOINTS: tuple[Case, ...] = (
+    Case(
+        "endpoint",
+        "embedding-input",
+        ("kind:endpoint",),
+        "turn 1: the openai-embeddings `input` content changed",
+        env={"FP_ENDPOINT": "embeddings", "FP_ENDPOINT_INPUT": "Quito"},
+        trace=_embedding_first("Nairobi"),
+        twin={"env": {"FP_ENDPOINT": "embeddings", "FP_ENDPOINT_INPUT": "Nairobi"}},
+    ),
+    Case(
+        "endpoint",
+        "not-spoken",
+        ("kind:endpoint",),
+        "flowproof: POST /v1/audio/speech is not a model endpoint flowproof records (it records .../chat/completions",
+        env={"FP_ENDPOINT": "audio/speech"},
+        twin={"env": {}},
+    ),
+)
+
 CASES: tuple[Case, ...] = (
     *ASSERTIONS,
     *DIVERGENCES,
+    *ENDPOINTS,
     *DRIVERS,
     *MATCH_RULES,
     *SECRETS,

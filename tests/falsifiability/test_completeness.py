@@ -24,6 +24,7 @@ import pytest
 
 import flowproof_cli
 from flowproof_cli.cassette import divergence
+from flowproof_cli.dialects import CHAT, ENDPOINT
 from flowproof_cli.errors import ExitCode, FlowproofError, Terminated
 from flowproof_cli.evidence import audit, controls
 from flowproof_cli.evidence.secrets import needles
@@ -102,6 +103,7 @@ def code_forms() -> dict[str, list[str]]:
         "reply": _reply_verbs(),
         "key": list(models._MATCH_KEYS),
         "check": [check.__name__ for check in divergence.CHECKS] + ["request changed"],
+        "kind": [CHAT, ENDPOINT],
         "rule": [*_rule_classes(), "relocate"],
         "field": list(MatchSpec.model_fields),
         "normalize": optional_normalize,
@@ -175,6 +177,7 @@ MESSAGE_SITES: dict[str, tuple[str, ...]] = {
     ),
     "flowproof_cli.cassette.providers": ("no_upstream_reason",),
     "flowproof_cli.dialects.base": ("ResultsExhausted.__init__",),
+    "flowproof_addons.guard": ("RequestGuard.request",),
     "flowproof_cli.runner.judge": ("judge", "_no_requests", "_how_it_answered"),
     "flowproof_cli.runner.drivers": ("_driven", "_service_failure", "_listen_at_proxy_port"),
     "flowproof_cli.runner.command": ("_cannot_start",),
@@ -226,9 +229,9 @@ UNREACHABLE: dict[str, str] = {
         "the test environment has botocore installed (the extra the e2e tests use); the "
         "import is guarded in cassette/aws_signing.py"
     ),
-    "flowproof: no model route at {}": (
-        "the guard answers a path no dialect routes before any session sees it "
-        "(tests/unit/test_proxy_guard.py)"
+    "flowproof: {} is not a model endpoint flowproof records": (
+        "the guard answers a path no dialect routes before any session sees it (the "
+        "endpoint-not-spoken case says its message; tests/unit/test_proxy_guard.py)"
     ),
     "record has no upstream configured": (
         "`flowproof record` refuses to start without an upstream (the config-error command "

@@ -258,7 +258,7 @@ def test_model_divergence_marks_the_flow_and_stops_sdk_retries(model) -> None:
 def test_model_leaves_non_model_routes_and_answered_flows_alone(model) -> None:
     addon, tctx = model
     replaying(tctx, addon, WEATHER_TRACE)
-    elsewhere = post("/v1/embeddings", {"input": "x"})
+    elsewhere = post("/v1/audio/speech", {"input": "x"})
     addon.request(elsewhere)
     assert elsewhere.response is None  # the guard, not this addon, refuses it
     answered = post(CHAT_PATH, weather_first_request())
@@ -329,7 +329,7 @@ def test_model_loaded_with_dash_s_finds_matcher_scripts_loaded_beside_it(tmp_pat
     assert model_call.response is not None and model_call.response.status_code == 200
     assert answer_of(model_call)["choices"][0]["message"]["content"] == "hello"
     assert other.response is not None and other.response.status_code == 404  # the guard
-    assert "is not a model route" in answer_of(other)["error"]["message"]
+    assert "is not a model endpoint flowproof records" in answer_of(other)["error"]["message"]
 
 
 # -- the model boundary: record -------------------------------------------------------------

@@ -236,3 +236,29 @@ def test_the_doctor_sends_a_websocket_client_to_http() -> None:
     assert flow.response is not None and flow.response.status_code == 426
     assert "answers over HTTP" in json.loads(flow.response.content)["error"]["message"]
     assert not replies.model_requests
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "headers", "body", "key"),
+    [
+        ("POST", "/v1/embeddings", None, {"model": "m", "input": ["a", "b"]}, "data"),
+        ("POST", "/v1/moderations", None, {"input": "a"}, "results"),
+        ("GET", "/v1/models", None, {}, "data"),
+        ("GET", "/v1/models", {"x-api-key": "k"}, {}, "has_more"),
+        ("POST", "/v1/messages/count_tokens", None, {"model": "m", "messages": []}, "input_tokens"),
+        ("POST", "/v1beta/models/e:batchEmbedContents", None, {"requests": [{}, {}]}, "embeddings"),
+        ("POST", "/v1beta/models/g:countTokens", None, {"contents": []}, "totalTokens"),
+    ],
+)
+def test_doctor_answers_each_endpoint_in_its_own_shape(
+    method: str, path: str, headers: dict[str, str] | None, body: dict[str, Any], key: str
+) -> None:
+    dialect = route(path, headers, method)
+    assert dialect is not None and dialect.kind == "endpoint"
+    raw = b"" if method == "GET" else json.dumps(body).encode()
+    rendered = canned_reply(dialect, path, raw)
+    assert rendered.status == 200 and rendered.content_type == "application/json"
+    answer = json.loads(rendered.body)
+    assert key in answer
+    if key in ("data", "embeddings") and method == "POST":  # one vector per input
+        assert len(answer[key]) == 2

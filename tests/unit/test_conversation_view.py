@@ -370,3 +370,40 @@ def test_a_failing_view_never_disturbs_the_run(caplog: pytest.LogCaptureFixture)
     flow = flows_of("specs/chat.trace.yaml")[0]
     tap.response(flow)  # no raise: the run goes on
     assert "a flow was not shown in mitmweb: the pipe is gone" in caplog.text
+
+
+def test_an_endpoint_call_reads_as_what_was_asked_and_what_came_back() -> None:
+    """An embeddings call is listed as such, never as a reply (the dialect reads it)."""
+    body = json.dumps({"model": "text-embedding-3-small", "input": ["refunds?"]}).encode()
+    flow = _flow("/v1/embeddings", body, "application/json")
+    answer = {"object": "list", "data": [{"embedding": [0.1, 0.2]}, {"embedding": [0.3, 0.4]}]}
+    flow.response = http.Response.make(
+        200, json.dumps(answer), {"content-type": "application/json"}
+    )
+    asked = shown(flow.request, flow)
+    assert asked.view_name == VIEW_NAME
+    assert asked.text.splitlines() == [
+        "openai-embeddings request, model text-embedding-3-small",
+        "",
+        'input: ["refunds?"]',
+    ]
+    came = shown(flow.response, flow)
+    assert came.view_name == VIEW_NAME
+    assert came.text.splitlines() == [
+        "openai-embeddings response, status 200",
+        "",
+        "2 vectors of 2",
+    ]
+
+
+def test_a_streamed_legacy_completion_is_reassembled_by_its_dialect() -> None:
+    dialect = dialect_named("openai-completions")
+    request = {"model": "gpt-3.5-turbo-instruct", "prompt": "Say", "stream": True}
+    rendered = dialect.render(
+        request, 200, dialect.canned_response(request, "hello there"), stream=True
+    )
+    flow = _flow("/v1/completions", json.dumps(request).encode(), "application/json")
+    flow.response = http.Response.make(200, rendered.body, {"content-type": rendered.content_type})
+    lines = shown(flow.response, flow).text.splitlines()
+    assert lines[0].startswith("openai-completions response, status 200, reassembled from ")
+    assert lines[-1] == "text: hello there"

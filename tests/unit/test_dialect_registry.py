@@ -22,6 +22,7 @@ from flowproof_cli.dialects import (
     dialect_named,
     route,
 )
+from flowproof_cli.dialects.endpoint import Endpoint
 from flowproof_cli.trajectory import AssistantTurn, EndpointCall
 
 TEXT = "Hello from the registry test."
@@ -134,3 +135,22 @@ def test_renders_and_reads_back_its_answer(dialect: Dialect) -> None:
 def test_answers_errors_in_its_own_shape(dialect: Dialect) -> None:
     body = dialect.error_body("flowproof: nope", "flowproof_refused", 404)
     assert "flowproof: nope" in json.dumps(body)
+
+
+class _Incomplete(Endpoint):
+    """A new endpoint whose author forgot its canned answer, its answer's description and
+    its provider: the tests above must say so."""
+
+    name = "incomplete-endpoint"
+    provider = "nobody"
+    route_suffixes = ("incomplete",)
+
+
+def test_a_dialect_lacking_a_part_fails_here() -> None:
+    incomplete = _Incomplete()
+    with pytest.raises(AssertionError, match="`provider` must be one of"):
+        test_declares_its_identity(incomplete)
+    with pytest.raises(pytest.fail.Exception, match="no `canned_response`"):
+        test_reads_its_answer_as_its_kind(incomplete)
+    with pytest.raises(AssertionError):  # not registered: nothing routes to it
+        test_routes_its_own_requests(incomplete)

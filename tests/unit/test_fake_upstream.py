@@ -416,7 +416,9 @@ def test_script_overrides_and_errors() -> None:
 def test_models_listing_and_unknown_route(fake: FakeUpstream) -> None:
     models = [m.id for m in oai(fake.base_url).models.list()]
     assert "gpt-4o-mini" in models
-    assert post(fake.base_url + "/v1/embeddings", {"input": "x"})[0] == 404
+    assert post(fake.base_url + "/v1/audio/speech", {"input": "x"})[0] == 404
+    # An endpoint around chat checks its provider's auth (tests/fakes/endpoints_upstream.py).
+    assert post(fake.base_url + "/v1/embeddings", {"model": "m", "input": "x"})[0] == 401
     assert fake.requests[0].method == "GET" and fake.requests[0].dialect is None
     assert fake.model_requests() == []
 

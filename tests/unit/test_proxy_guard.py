@@ -115,6 +115,14 @@ def test_unknown_endpoint_is_a_404_naming_it_and_fails_the_flow(running: Running
     assert running.session.errors[0].startswith(f"flowproof: {said}")
 
 
+@pytest.mark.parametrize(("method", "path"), [("HEAD", "/"), ("OPTIONS", "/v1/x"), ("GET", "/")])
+def test_a_probe_is_a_404_that_fails_no_flow(running: Running, method: str, path: str) -> None:
+    """Claude Code sends `HEAD /` to its base URL before its first call."""
+    status, _, _ = request(running.port, method, path)
+    assert status == 404
+    assert running.session.errors == []
+
+
 def test_a_listing_by_another_method_is_not_a_listing(running: Running) -> None:
     status, _, body = request(running.port, "POST", "/v1/models", b"{}")
     assert status == 404
