@@ -172,7 +172,7 @@ def test_ollama_embed_is_a_turn_of_its_own_and_a_changed_input_fails(tmp_path: P
     spec.write_text(yaml.safe_dump(document, sort_keys=False))
     result = run_cli("run", spec)
     assert result.code == 1, result.output
-    assert "divergence at turn 1: message 0 (input) content changed" in result.stdout
+    assert "divergence at turn 1: the ollama-embed `input` content changed" in result.stdout
     assert "replayed What's the weather in Lagos right now?" in result.stdout
 
 

@@ -14,6 +14,7 @@ import pytest
 from flowproof_cli.cassette import CassetteSession, Mode, Turn
 from flowproof_cli.cassette.session import served_trajectory
 from flowproof_cli.dialects import DIALECTS, Dialect, Rendered
+from flowproof_cli.dialects.base import ENDPOINT
 from flowproof_cli.match.rules import MatchRules
 
 OURS = [dialect for dialect in DIALECTS if dialect.provider in ("ollama", "cohere")]
@@ -34,6 +35,8 @@ def changed(dialect: Dialect, request: dict[str, Any]) -> tuple[dict[str, Any], 
         value[0]["content"] = "Say goodbye."
         return changed, "message 0 (user) content changed"
     changed[key] = [*value[:-1], "Say goodbye."] if isinstance(value, list) else "Say goodbye."
+    if dialect.kind == ENDPOINT:  # an endpoint's input, named with the endpoint
+        return changed, f"the {dialect.name} `{key}` content changed"
     return changed, f"message 0 ({key}) content changed"
 
 

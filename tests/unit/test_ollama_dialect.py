@@ -289,7 +289,7 @@ def test_embed_replays_its_vectors_and_a_changed_input_diverges() -> None:
     session = CassetteSession(Mode.REPLAY, recorded=[Turn("ollama-embed", asked, 200, vectors)])
     refused = session.on_request("/api/embed", json.dumps(changed).encode())
     assert isinstance(refused, Rendered) and refused.status == 409
-    assert "message 0 (input) content changed" in json.loads(refused.body)["error"]
+    assert "the ollama-embed `input` content changed" in json.loads(refused.body)["error"]
 
 
 def test_the_legacy_embeddings_call_is_ollamas_endpoint() -> None:
