@@ -48,6 +48,7 @@ FRAMEWORKS = (
     "mastra",
     "aider",
     "azure",
+    "rag",
 )
 #: smolagents hands a tool's result back as a user message, not as a tool message.
 OBSERVATION = "Observation:"
