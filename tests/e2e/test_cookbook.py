@@ -1,7 +1,8 @@
 """The wiring cookbook (docs/agents.md), tested with the real frameworks and CLI it shows.
 
 Each agent and flow under tests/e2e/cookbook/ (eight Python frameworks, an Azure OpenAI
-deployment through LiteLLM, a LlamaIndex RAG agent, Mastra on Node, and aider) records against the scripted fake
+deployment through LiteLLM, a LlamaIndex RAG agent, the `ollama` client, Mastra on Node,
+and aider) records against the scripted fake
 upstream, replays with no upstream, and fails on an edited prompt; the committed traces
 replay as they are. Every flowproof run here (fake upstream included) happens in a network
 namespace with only loopback up, and every spec certifies `assert_no_egress` under
@@ -47,6 +48,7 @@ FLOW_NAMES = {
     "aider": "aider edits the forecast",
     "azure": "Azure OpenAI deployment through LiteLLM",
     "rag": "LlamaIndex RAG agent",
+    "ollama": "Ollama chat with a tool",
 }
 #: The wire format each one speaks: OpenAI Chat Completions unless named here.
 PROTOCOLS = {
@@ -55,6 +57,7 @@ PROTOCOLS = {
     "mastra": "openai-responses",
     "azure": "azure-chat",
     "strands-bedrock": "bedrock-converse",
+    "ollama": "ollama-chat",
 }
 #: The endpoints around chat each one calls too: the RAG agent embeds its corpus and queries.
 ENDPOINTS = {"rag": {"openai-embeddings"}}
@@ -96,7 +99,7 @@ def cookbook() -> None:
 
 
 def project_copy(tmp_path: Path, *, with_venv: bool = True) -> Path:
-    """The cookbook at the same depth in a fresh tree, `.deps` and `tests/node_modules`
+    """The cookbook at the same depth in a fresh tree, `.deps`, `.venv` and `tests/node_modules`
     linked in: what a clean checkout at another path looks like to the suites' env_from
     and to Node's module resolution."""
     target = tmp_path / "tests" / "e2e" / "cookbook"
@@ -106,6 +109,7 @@ def project_copy(tmp_path: Path, *, with_venv: bool = True) -> Path:
     (tmp_path / "tests" / "node_modules").symlink_to(NODE_MODULES)
     if with_venv:
         (tmp_path / ".deps").symlink_to(REPO / ".deps")
+        (tmp_path / ".venv").symlink_to(REPO / ".venv")  # the Ollama agent's `ollama`
     return target
 
 
