@@ -193,7 +193,7 @@ def test_an_edited_corpus_document_diverges_at_its_embedding(
     report.write_text(report.read_text().replace("highs near 24 C", "highs near 31 C"))
     diverged = replay(folder / SPEC_NAME)
     assert diverged.code == 1, diverged.output
-    assert "divergence at turn 1: message 0 (input) content changed" in diverged.stdout
+    assert "divergence at turn 1: the openai-embeddings `input` content changed" in diverged.stdout
     assert "content.1: differs at char" in diverged.stdout  # the second report, nairobi.txt
     assert "highs near 24 C" in diverged.stdout and "highs near 31 C" in diverged.stdout
 
