@@ -1,7 +1,8 @@
 """The wiring cookbook (docs/agents.md), tested with the real frameworks and CLI it shows.
 
 Each agent and flow under tests/e2e/cookbook/ (eight Python frameworks, an Azure OpenAI
-deployment through LiteLLM, Mastra on Node, and aider) records against the scripted fake
+deployment through LiteLLM, a LlamaIndex RAG agent, the `ollama` client, Mastra on Node,
+and aider) records against the scripted fake
 upstream, replays with no upstream, and fails on an edited prompt; the committed traces
 replay as they are. Every flowproof run here (fake upstream included) happens in a network
 namespace with only loopback up, and every spec certifies `assert_no_egress` under
@@ -46,6 +47,8 @@ FLOW_NAMES = {
     "mastra": "Mastra agent",
     "aider": "aider edits the forecast",
     "azure": "Azure OpenAI deployment through LiteLLM",
+    "rag": "LlamaIndex RAG agent",
+    "ollama": "Ollama chat with a tool",
 }
 #: The wire format each one speaks: OpenAI Chat Completions unless named here.
 PROTOCOLS = {
@@ -54,7 +57,12 @@ PROTOCOLS = {
     "mastra": "openai-responses",
     "azure": "azure-chat",
     "strands-bedrock": "bedrock-converse",
+    "ollama": "ollama-chat",
 }
+#: The endpoints around chat each one calls too: the RAG agent embeds its corpus and queries.
+ENDPOINTS = {"rag": {"openai-embeddings"}}
+#: Which turn holds the task: the first, but the RAG agent's index embeds its corpus first.
+TASK_TURN = {"rag": 2}
 #: Which message of the first request holds the edited task: the one after the system
 #: prompt (Gemini's systemInstruction and the Responses API's system item count as one),
 #: the first for llm (no system prompt), the tenth for aider (after its example exchange
@@ -91,7 +99,7 @@ def cookbook() -> None:
 
 
 def project_copy(tmp_path: Path, *, with_venv: bool = True) -> Path:
-    """The cookbook at the same depth in a fresh tree, `.deps` and `tests/node_modules`
+    """The cookbook at the same depth in a fresh tree, `.deps`, `.venv` and `tests/node_modules`
     linked in: what a clean checkout at another path looks like to the suites' env_from
     and to Node's module resolution."""
     target = tmp_path / "tests" / "e2e" / "cookbook"
@@ -101,6 +109,7 @@ def project_copy(tmp_path: Path, *, with_venv: bool = True) -> Path:
     (tmp_path / "tests" / "node_modules").symlink_to(NODE_MODULES)
     if with_venv:
         (tmp_path / ".deps").symlink_to(REPO / ".deps")
+        (tmp_path / ".venv").symlink_to(REPO / ".venv")  # the Ollama agent's `ollama`
     return target
 
 
@@ -146,7 +155,8 @@ def test_records_replays_offline_and_diverges_on_an_edited_prompt(
     assert recorded.stdout.startswith(f"PASS: {FLOW_NAMES[framework]}"), recorded.output
     turns = traces.load(trace).turns
     assert len(turns) >= (1 if framework == "aider" else 2)  # aider edits in one answer
-    assert {turn.protocol for turn in turns} == {PROTOCOLS.get(framework, "openai-chat")}
+    protocols = {PROTOCOLS.get(framework, "openai-chat"), *ENDPOINTS.get(framework, ())}
+    assert {turn.protocol for turn in turns} == protocols
     assert "sk-cookbook" not in trace.read_text()  # the record key stays out of the trace
 
     replayed = replay(spec)  # the fake upstream is gone: replay needs nothing
@@ -158,7 +168,8 @@ def test_records_replays_offline_and_diverges_on_an_edited_prompt(
     diverged = replay(spec)
     assert diverged.code == 1, diverged.output
     message = TASK_MESSAGE.get(framework, 1)
-    assert f"divergence at turn 1: message {message} (user) content changed" in diverged.stdout
+    turn = TASK_TURN.get(framework, 1)
+    assert f"divergence at turn {turn}: message {message} (user) content changed" in diverged.stdout
     assert "Paris" in diverged.stdout and "Nairobi" in diverged.stdout
 
 
@@ -169,6 +180,22 @@ def test_committed_traces_replay_from_a_clean_checkout(cookbook: None, tmp_path:
     assert f"{len(FLOW_NAMES)} passed, 0 failed, 0 skipped" in result.stdout
     for name in FLOW_NAMES.values():
         assert f"PASS: {name}" in result.stdout
+
+
+@pytest.mark.egress
+def test_an_edited_corpus_document_diverges_at_its_embedding(
+    cookbook: None, tmp_path: Path
+) -> None:
+    """The RAG agent's index embeds every report of its corpus first: an edited report is a
+    changed embedding input, and replay names the report's text before any chat call."""
+    folder = project_copy(tmp_path) / "rag"
+    report = folder / "corpus" / "nairobi.txt"
+    report.write_text(report.read_text().replace("highs near 24 C", "highs near 31 C"))
+    diverged = replay(folder / SPEC_NAME)
+    assert diverged.code == 1, diverged.output
+    assert "divergence at turn 1: the openai-embeddings `input` content changed" in diverged.stdout
+    assert "content.1: differs at char" in diverged.stdout  # the second report, nairobi.txt
+    assert "highs near 24 C" in diverged.stdout and "highs near 31 C" in diverged.stdout
 
 
 def _resolver_is_off_host() -> bool:

@@ -67,9 +67,9 @@ def test_every_cookbook_spec_and_agent_is_shown() -> None:
     expected = {
         str(path.relative_to(REPO)) for pattern in patterns for path in COOKBOOK.glob(pattern)
     }
-    # fourteen specs; thirteen agents (eleven agent.py, Mastra's agent.mjs, aider's
-    # agent.sh); llm's tools; the suite and aider's
-    assert len(expected) == 28
+    # fifteen specs; fourteen agents (twelve agent.py, Mastra's agent.mjs, aider's
+    # agent.sh); llm's tools; the suite, aider's and Ollama's
+    assert len(expected) == 33
     assert expected <= shown, f"not shown in docs/agents.md: {sorted(expected - shown)}"
 
 

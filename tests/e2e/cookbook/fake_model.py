@@ -30,6 +30,7 @@ from tests.fakes.fake_upstream import (
     conversation_of,
     default_script,
 )
+from tests.fakes.ollama_upstream import FakeOllama
 from tests.fakes.vertex_upstream import VertexUpstream
 
 COOKBOOK = Path(__file__).resolve().parent
@@ -48,6 +49,8 @@ FRAMEWORKS = (
     "mastra",
     "aider",
     "azure",
+    "rag",
+    "ollama",
 )
 #: smolagents hands a tool's result back as a user message, not as a tool message.
 OBSERVATION = "Observation:"
@@ -133,10 +136,28 @@ def record_bedrock(spec: Path) -> int:
     return completed.returncode
 
 
+#: Frameworks recorded against the fake Ollama server: a local Ollama takes no key.
+OLLAMA = ("ollama",)
+
+
+def record_ollama(spec: Path) -> int:
+    """Record `spec` against the fake Ollama, its only upstream FLOWPROOF_UPSTREAM_OLLAMA."""
+    with FakeOllama() as fake:
+        completed = subprocess.run(
+            [sys.executable, "-m", "flowproof_cli", "record", str(spec)],
+            env={**clean_environ(), "FLOWPROOF_UPSTREAM_OLLAMA": fake.base_url},
+            cwd=REPO,
+            check=False,
+        )
+    return completed.returncode
+
+
 def record_here(spec: Path) -> int:
     """Record `spec` against the scripted fake, in this process's network namespace."""
     if spec.parent.name in BEDROCK:
         return record_bedrock(spec)
+    if spec.parent.name in OLLAMA:
+        return record_ollama(spec)
     vertex = spec.parent.name in VERTEX
     fake = (
         VertexUpstream(token=RECORD_KEY, script=cookbook_script)
