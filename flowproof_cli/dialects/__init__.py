@@ -6,7 +6,12 @@ from collections.abc import Mapping
 
 from flowproof_cli.dialects.anthropic import AnthropicMessages
 from flowproof_cli.dialects.anthropic_endpoints import AnthropicCountTokens, AnthropicModels
-from flowproof_cli.dialects.azure import AzureChat, AzureResponses
+from flowproof_cli.dialects.azure import (
+    AzureChat,
+    AzureCompletions,
+    AzureEmbeddings,
+    AzureResponses,
+)
 from flowproof_cli.dialects.base import CHAT, ENDPOINT, PROVIDERS, Dialect, Rendered, RequestOutline
 from flowproof_cli.dialects.bedrock import BedrockConverse
 from flowproof_cli.dialects.bedrock_invoke import BedrockInvoke
@@ -61,6 +66,8 @@ DIALECTS: tuple[Dialect, ...] = (
     VertexAnthropic(),
     AzureChat(),
     AzureResponses(),
+    AzureEmbeddings(),
+    AzureCompletions(),
     # Amazon Bedrock (dialects/bedrock.py, bedrock_invoke.py).
     BedrockConverse(),
     BedrockInvoke(),

@@ -24,6 +24,7 @@ from urllib.parse import parse_qsl
 
 from flowproof_cli.dialects.base import JSON, Dialect, bare_key
 from flowproof_cli.dialects.openai_chat import OpenAIChat
+from flowproof_cli.dialects.openai_endpoints import OpenAICompletions, OpenAIEmbeddings
 from flowproof_cli.dialects.openai_responses import OpenAIResponses
 
 #: The request field the path's deployment is matched as.
@@ -110,3 +111,24 @@ class AzureResponses(AzureRoutes, OpenAIResponses):
 
     name = "azure-responses"
     example_path = "/openai/deployments/weather-gpt/responses?api-version=2025-04-01-preview"
+
+
+class AzureEmbeddings(AzureRoutes, OpenAIEmbeddings):
+    """Embeddings under `/openai/deployments/<d>/embeddings` or `/openai/v1/embeddings`: a
+    RAG agent's retrieval on Azure, matched with its deployment like the chat beside it."""
+
+    name = "azure-embeddings"
+    example_path = "/openai/deployments/embed-small/embeddings?api-version=2024-10-21"
+
+
+class AzureCompletions(AzureRoutes, OpenAICompletions):
+    """Legacy completions under `/openai/deployments/<d>/completions` (never a chat path:
+    routing takes the longer `chat/completions` suffix for those)."""
+
+    name = "azure-completions"
+    example_path = "/openai/deployments/instruct/completions?api-version=2024-10-21"
+
+    def claims(self, path: str, headers: Mapping[str, str]) -> bool | None:
+        if OpenAICompletions.claims(self, path, headers) is False:  # a chat path
+            return False
+        return AzureRoutes.claims(self, path, headers)

@@ -81,6 +81,37 @@ def test_azure_openai_records_with_its_own_upstream_and_replays(tmp_path: Path, 
     _replays_twice(spec)
 
 
+def test_an_azure_rag_agent_records_its_embedding_beside_the_chat_and_replays(
+    tmp_path: Path,
+) -> None:
+    """Embeddings under their own deployment: a turn of their own, the deployment matched."""
+    command = f"{sys.executable} {AGENTS / 'py_azure_openai.py'}"
+    spec = _azure_flow(tmp_path, command, AGENT_API="rag")
+    with AzureUpstream(key=AZURE_KEY, deployments={"weather-gpt", "embed-small"}) as azure:
+        recorded = run_cli(
+            "record",
+            spec,
+            env={"FLOWPROOF_UPSTREAM_AZURE": azure.base_url, "FLOWPROOF_KEY_AZURE": AZURE_KEY},
+        )
+    assert recorded.code == 0, recorded.output
+    assert azure.refused == []
+    assert azure.deployments_seen[0] == "embed-small"
+    turns = _trace(spec)["turns"]
+    assert [turn["protocol"] for turn in turns][:2] == ["azure-embeddings", "azure-chat"]
+    assert turns[0]["request"]["deployment"] == "embed-small"
+    assert "deployment" not in azure.requests[0].body  # Azure reads it from the URL
+    assert AZURE_KEY not in spec.with_name("weather.trace.yaml").read_text()
+    _replays_twice(spec)
+
+    set_agent_env(spec, EMBED_DEPLOYMENT="embed-large")
+    changed = run_cli("run", spec)
+    assert changed.code == 1, changed.output
+    assert "divergence at turn 1: request parameters changed: deployment: recorded " in (
+        changed.stdout
+    )
+    assert "embed-small, replayed embed-large" in changed.stdout
+
+
 def test_the_default_upstream_serves_azure_too_with_its_key_in_api_key(tmp_path: Path) -> None:
     """The issue's reproduction: with FLOWPROOF_AGENT_UPSTREAM at the resource, record used
     to forward to `<resource>/chat/completions` (the deployment dropped) with the key as

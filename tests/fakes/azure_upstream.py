@@ -26,10 +26,14 @@ import socketserver
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+from tests.fakes import endpoints_upstream as endpoints
 from tests.fakes.fake_upstream import FakeUpstream, Script, _Handler, _Server
 
-_VERSIONED = re.compile(r"^/openai/(?:deployments/([^/]+)/)?(chat/completions|responses)$")
-_V1 = re.compile(r"^/openai/v1/(chat/completions|responses)$")
+_ROUTES = r"(chat/completions|responses|embeddings|completions)"
+_VERSIONED = re.compile(rf"^/openai/(?:deployments/([^/]+)/)?{_ROUTES}$")
+_V1 = re.compile(rf"^/openai/v1/{_ROUTES}$")
+#: Azure's endpoints around chat, answered as OpenAI's are (their key was checked above).
+_ENDPOINTS = {"embeddings": endpoints._embeddings, "completions": endpoints._completions}
 
 
 def azure_error(code: str, message: str) -> dict[str, Any]:
@@ -87,6 +91,13 @@ class _AzureHandler(_Handler):
         fake = self.server.fake
         assert isinstance(fake, AzureUpstream)
         refused = fake.refusal(self.path, self.headers)
+        route = urlsplit(self.path).path.rstrip("/")
+        name = route.rsplit("/", 1)[-1]
+        if refused is None and name in _ENDPOINTS and not route.endswith("/chat/completions"):
+            body = json.loads(self._read_body() or b"{}")
+            self._record(body, name)
+            self._send_json(*_ENDPOINTS[name](fake.rng(), body))
+            return
         if refused is None:
             super().do_POST()
             return

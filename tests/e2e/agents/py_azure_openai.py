@@ -5,7 +5,8 @@ The client reads AZURE_OPENAI_ENDPOINT, AZURE_OPENAI_API_KEY and OPENAI_API_VERS
 `chat` (Chat Completions under /openai/deployments/<d>/; the body's `model` is AGENT_MODEL), `chat-stream` (the same,
 streamed), `responses` (the Responses API under /openai/responses), `v1-chat` (the newer
 /openai/v1 API through the plain `OpenAI` client, with the key in `api-key` as Azure's docs
-show).
+show), `rag` (the question embedded under the deployment EMBED_DEPLOYMENT first, as a
+retrieval agent does, then `chat`).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from openai import AzureOpenAI, OpenAI
 DEPLOYMENT = os.environ.get("AZURE_DEPLOYMENT", "weather-gpt")
 MODEL = os.environ.get("AGENT_MODEL", "weather-gpt")  # the body's `model`, apart from the path
 API = os.environ.get("AGENT_API", "chat")
+EMBED_DEPLOYMENT = os.environ.get("EMBED_DEPLOYMENT", "embed-small")
 SYSTEM = "You are a weather assistant. Use the tools."
 PARAMETERS = {
     "get_weather": {
@@ -125,8 +127,19 @@ def responses(azure: Any) -> int:
     raise RuntimeError("no final answer after 10 model calls")
 
 
+def rag() -> int:
+    embedder = AzureOpenAI(azure_deployment=EMBED_DEPLOYMENT, max_retries=0)
+    vector = embedder.embeddings.create(
+        model="text-embedding-3-small", input=[os.environ["FLOWPROOF_PROMPT"]]
+    )
+    print(f"embedded the question: {len(vector.data[0].embedding)} numbers")
+    return chat(client())
+
+
 if __name__ == "__main__":
     try:
+        if API == "rag":
+            sys.exit(rag())
         sys.exit(responses(client()) if API == "responses" else chat(client()))
     except Exception as exc:
         print(f"agent error: {type(exc).__name__}: {exc}", file=sys.stderr)
