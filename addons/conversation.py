@@ -27,6 +27,7 @@ from flowproof_cli.evidence.trace_view import (
     tool_results,
 )
 from flowproof_cli.routes import is_mcp_path
+from flowproof_cli.trajectory import EndpointCall
 
 #: `flow.metadata`: the names of the tools a flow's session answers with mocks.
 MOCKED_TOOLS = "flowproof_mocked_tools"
@@ -185,9 +186,9 @@ def model_response(
         message = error.get("message", error) if isinstance(error, dict) else error
         return [head, "", *_block("error", _value(message))]
     asked = request if isinstance(request, dict) else {}
-    if dialect.kind == ENDPOINT:
-        return [head, "", dialect.endpoint_call(asked, response, 0).answered]
-    answer = dialect.assistant_turn(asked, response, 0)
+    answer = dialect.read_answer(asked, response, 0)  # a call beside the chat, or its turn
+    if isinstance(answer, EndpointCall):  # an endpoint's, or an embedding through `invoke`
+        return [head, "", answer.answered]
     lines = [head, ""]
     for call in answer.tool_calls:
         lines.append(_call_line(call.name, call.raw_arguments))

@@ -495,3 +495,14 @@ def test_an_embedding_invoke_is_listed_beside_the_conversation_never_the_reply()
     trajectory = trajectory_of(views)
     assert len(trajectory.endpoint_calls) == 2
     assert [turn.text for turn in trajectory.main_thread] == [LONG]
+
+
+def test_the_conversation_view_shows_an_embedding_invoke_as_its_vectors() -> None:
+    """Not as a chat with "(an empty answer)": the view reads the answer as the trajectory
+    does."""
+    from flowproof_addons.conversation import model_response
+
+    request = {"modelId": "amazon.titan-embed-text-v2:0", "inputText": "weather in Nairobi?"}
+    answer = json.dumps({"embedding": [0.1, 0.2, 0.3], "inputTextTokenCount": 4}).encode()
+    lines = model_response(dialect_named("bedrock-invoke"), request, answer, 200, None)
+    assert lines == ["bedrock-invoke response, status 200", "", "1 vector of 3"]
