@@ -23,28 +23,18 @@ from typing import Any, ClassVar
 from flowproof_cli.dialects.base import (
     JSON,
     Dialect,
-    MessageOutline,
     MockLookup,
-    text_of,
     without_transport,
 )
+from flowproof_cli.dialects.function_messages import FunctionMessages, dicts, function_of
 from flowproof_cli.dialects.sse import named_event, piece_size, split_deltas
 from flowproof_cli.trajectory import AssistantTurn, ToolCall
 
 _MESSAGE_FIELDS = ("role", "content", "tool_plan", "tool_calls", "citations")
 
 
-def _dicts(value: Any) -> list[JSON]:
-    return [item for item in value if isinstance(item, dict)] if isinstance(value, list) else []
-
-
 def _dict(value: Any) -> JSON:
     return value if isinstance(value, dict) else {}
-
-
-def _function(call: Any) -> JSON:
-    function = call.get("function") if isinstance(call, dict) else None
-    return function if isinstance(function, dict) else {}
 
 
 def _arguments(function: JSON) -> str:
@@ -60,7 +50,7 @@ def _answer_text(content: Any) -> str | None:
         return content
     texts = [
         str(block.get("text", ""))
-        for block in _dicts(content)
+        for block in dicts(content)
         if block.get("type", "text") == "text" and isinstance(block.get("text"), str)
     ]
     return "".join(texts) if texts else None
@@ -91,9 +81,11 @@ def cohere_error_body(message: str, kind: str, status: int) -> JSON:
     return {"id": kind, "message": f"{kind}: {message}"}
 
 
-class CohereChat(Dialect):
+class CohereChat(FunctionMessages, Dialect):
     """`messages` with `tool_calls` on assistant entries, answered by `tool` entries by
     `tool_call_id`; the system prompt as a `system` message."""
+
+    call_arguments = staticmethod(_arguments)
 
     name = "cohere-chat"
     provider = "cohere"
@@ -107,9 +99,9 @@ class CohereChat(Dialect):
 
     def _calls_in(self, entry: JSON) -> Iterator[tuple[str, str]]:
         if entry.get("role") == "assistant":
-            for call in _dicts(entry.get("tool_calls")):
+            for call in dicts(entry.get("tool_calls")):
                 if call.get("id") is not None:
-                    yield str(call["id"]), str(_function(call).get("name"))
+                    yield str(call["id"]), str(function_of(call).get("name"))
 
     def _mock_results(self, entry: JSON, lookup: MockLookup) -> JSON:
         """A `tool` entry's content becomes the mock's text (its blocks replaced whole)."""
@@ -127,12 +119,12 @@ class CohereChat(Dialect):
         message = message if isinstance(message, dict) else {}
         calls = tuple(
             ToolCall(
-                name=str(_function(call).get("name", "")),
-                raw_arguments=_arguments(_function(call)),
+                name=str(function_of(call).get("name", "")),
+                raw_arguments=_arguments(function_of(call)),
                 turn=turn,
                 call_id=str(call["id"]) if call.get("id") is not None else None,
             )
-            for call in _dicts(message.get("tool_calls"))
+            for call in dicts(message.get("tool_calls"))
         )
         return AssistantTurn(
             turn=turn,
@@ -141,33 +133,6 @@ class CohereChat(Dialect):
             thread_key=self._system_prompt(request),
             request_size=len(json.dumps(request.get("messages", []))),
         )
-
-    @staticmethod
-    def _system_prompt(request: JSON) -> str:
-        return "\n".join(
-            text_of(m.get("content"))
-            for m in _dicts(request.get("messages"))
-            if m.get("role") == "system"
-        )
-
-    # --- divergence -----------------------------------------------------------------------
-
-    def _tools_in(self, request: JSON) -> Iterator[tuple[str, Any]]:
-        for tool in _dicts(request.get("tools")):
-            yield str(_function(tool).get("name", tool.get("type", "?"))), tool
-
-    def _messages_in(self, request: JSON) -> Iterator[MessageOutline]:
-        for message in _dicts(request.get("messages")):
-            calls = tuple(
-                (str(_function(call).get("name")), _arguments(_function(call)))
-                for call in _dicts(message.get("tool_calls"))
-            )
-            yield MessageOutline(
-                role=str(message.get("role")),
-                content=message.get("content"),
-                tool_calls=calls,
-                raw=message,
-            )
 
     # --- rendering ------------------------------------------------------------------------
 
@@ -189,8 +154,8 @@ class CohereChat(Dialect):
             event("tool-plan-delta", delta=delta(tool_plan=fragment))
             for fragment in split_deltas(str(message.get("tool_plan") or ""), size)
         ]
-        for index, call in enumerate(_dicts(message.get("tool_calls"))):
-            function = _function(call)
+        for index, call in enumerate(dicts(message.get("tool_calls"))):
+            function = function_of(call)
             opened = {**call, "function": {**function, "arguments": ""}}
             events.append(event("tool-call-start", index=index, delta=delta(tool_calls=opened)))
             events += [
@@ -202,9 +167,9 @@ class CohereChat(Dialect):
                 for fragment in split_deltas(_arguments(function), size)
             ]
             events.append(event("tool-call-end", index=index))
-        for index, block in enumerate(_dicts(message.get("content"))):
+        for index, block in enumerate(dicts(message.get("content"))):
             events += self._block_events(index, block, size)
-        for index, citation in enumerate(_dicts(message.get("citations"))):
+        for index, citation in enumerate(dicts(message.get("citations"))):
             events.append(event("citation-start", index=index, delta=delta(citations=citation)))
             events.append(event("citation-end", index=index))
         end: JSON = {"finish_reason": response.get("finish_reason")}
@@ -263,7 +228,7 @@ class CohereChat(Dialect):
             elif kind == "tool-call-start" and isinstance(index, int):
                 calls[index] = json.loads(json.dumps(part.get("tool_calls") or {}))
             elif kind == "tool-call-delta" and index in calls:
-                fragment = _function(part.get("tool_calls")).get("arguments") or ""
+                fragment = function_of(part.get("tool_calls")).get("arguments") or ""
                 function = calls[index].setdefault("function", {})
                 function["arguments"] = str(function.get("arguments") or "") + str(fragment)
             elif kind == "message-end":

@@ -29,7 +29,6 @@ from flowproof_cli.canonical import canonical_json, compact_json
 from flowproof_cli.dialects.base import (
     JSON,
     Dialect,
-    MessageOutline,
     MockLookup,
     MockText,
     Rendered,
@@ -37,6 +36,7 @@ from flowproof_cli.dialects.base import (
     text_of,
     without_transport,
 )
+from flowproof_cli.dialects.function_messages import FunctionMessages, dicts, function_of
 from flowproof_cli.dialects.sse import piece_size, split_deltas
 from flowproof_cli.trajectory import AssistantTurn, ToolCall
 
@@ -45,15 +45,6 @@ NDJSON = "application/x-ndjson"
 #: Fields of a response every streamed line repeats; the rest ride on the last (`done`) line.
 _LINE_HEAD = ("model", "created_at")
 _MESSAGE_FIELDS = ("role", "content", "thinking", "tool_calls")
-
-
-def _dicts(value: Any) -> list[JSON]:
-    return [item for item in value if isinstance(item, dict)] if isinstance(value, list) else []
-
-
-def _function(call: Any) -> JSON:
-    function = call.get("function") if isinstance(call, dict) else None
-    return function if isinstance(function, dict) else {}
 
 
 def _arguments(function: JSON) -> str:
@@ -122,9 +113,11 @@ def ollama_error_body(message: str, kind: str, status: int) -> JSON:
     return {"error": f"{kind}: {message}"}
 
 
-class OllamaChat(Dialect):
+class OllamaChat(FunctionMessages, Dialect):
     """`messages` with `tool_calls` (arguments as objects) on assistant entries, answered by
     `tool` entries named by `tool_name`; streamed as NDJSON unless `stream` is false."""
+
+    call_arguments = staticmethod(_arguments)
 
     name = "ollama-chat"
     provider = "ollama"
@@ -145,9 +138,9 @@ class OllamaChat(Dialect):
 
     def _calls_in(self, entry: JSON) -> Iterator[tuple[str, str]]:
         if entry.get("role") == "assistant":
-            for call in _dicts(entry.get("tool_calls")):
+            for call in dicts(entry.get("tool_calls")):
                 if call.get("id") is not None:
-                    yield str(call["id"]), str(_function(call).get("name"))
+                    yield str(call["id"]), str(function_of(call).get("name"))
 
     def apply_mocks(
         self, body: JSON, mocks: Mapping[str, MockText], known_calls: dict[str, str]
@@ -159,7 +152,7 @@ class OllamaChat(Dialect):
         if not mocks or not isinstance(entries, list):
             return body
         in_request: dict[str, str] = {}
-        for entry in _dicts(entries):
+        for entry in dicts(entries):
             in_request.update(self._calls_in(entry))
         counter = _ResultCounter(mocks, in_request, known_calls)
         rewritten: list[Any] = []
@@ -167,7 +160,7 @@ class OllamaChat(Dialect):
         for entry in entries:
             answered = entry
             if isinstance(entry, dict) and entry.get("role") == "assistant":
-                pending = [str(_function(c).get("name")) for c in _dicts(entry.get("tool_calls"))]
+                pending = [str(function_of(c).get("name")) for c in dicts(entry.get("tool_calls"))]
             elif isinstance(entry, dict) and entry.get("role") == "tool":
                 call_id = entry.get("tool_call_id")
                 name = entry.get("tool_name") or (pending[0] if pending else None)
@@ -190,12 +183,12 @@ class OllamaChat(Dialect):
         message = message if isinstance(message, dict) else {}
         calls = tuple(
             ToolCall(
-                name=str(_function(call).get("name", "")),
-                raw_arguments=_arguments(_function(call)),
+                name=str(function_of(call).get("name", "")),
+                raw_arguments=_arguments(function_of(call)),
                 turn=turn,
                 call_id=str(call["id"]) if call.get("id") is not None else None,
             )
-            for call in _dicts(message.get("tool_calls"))
+            for call in dicts(message.get("tool_calls"))
         )
         content = message.get("content")
         return AssistantTurn(
@@ -205,33 +198,6 @@ class OllamaChat(Dialect):
             thread_key=self._system_prompt(request),
             request_size=len(json.dumps(request.get("messages", []))),
         )
-
-    @staticmethod
-    def _system_prompt(request: JSON) -> str:
-        return "\n".join(
-            text_of(m.get("content"))
-            for m in _dicts(request.get("messages"))
-            if m.get("role") == "system"
-        )
-
-    # --- divergence -----------------------------------------------------------------------
-
-    def _tools_in(self, request: JSON) -> Iterator[tuple[str, Any]]:
-        for tool in _dicts(request.get("tools")):
-            yield str(_function(tool).get("name", tool.get("type", "?"))), tool
-
-    def _messages_in(self, request: JSON) -> Iterator[MessageOutline]:
-        for message in _dicts(request.get("messages")):
-            calls = tuple(
-                (str(_function(call).get("name")), _arguments(_function(call)))
-                for call in _dicts(message.get("tool_calls"))
-            )
-            yield MessageOutline(
-                role=str(message.get("role")),
-                content=message.get("content"),
-                tool_calls=calls,
-                raw=message,
-            )
 
     # --- rendering ------------------------------------------------------------------------
 
@@ -278,7 +244,7 @@ class OllamaChat(Dialect):
     def reassembled(self, data: bytes) -> JSON:
         """The response an NDJSON stream carries: the lines' texts and thinking joined, their
         tool calls gathered, the last line's counters."""
-        lines = _dicts(ndjson_payloads(data))
+        lines = dicts(ndjson_payloads(data))
         if not lines:
             raise ValueError("an NDJSON stream without one JSON object line")
         content, thinking, calls = "", "", []
@@ -287,7 +253,7 @@ class OllamaChat(Dialect):
             message = message if isinstance(message, dict) else {}
             content += str(message.get("content") or "")
             thinking += str(message.get("thinking") or "")
-            calls += _dicts(message.get("tool_calls"))
+            calls += dicts(message.get("tool_calls"))
         whole: JSON = {"role": "assistant", "content": content}
         if thinking:
             whole["thinking"] = thinking
