@@ -9,7 +9,7 @@ the line, one at each end of the addon chain:
   claimed (`routes.CLAIMED`) go on: anything else is a 404 with a JSON body saying it is
   not a model endpoint flowproof records, and on a model listener it fails the flow (every
   addon with a `flowproof_unknown_endpoint(flow, message)` method is told), unless it is a
-  probe that asks nothing of a model (`HEAD` or `OPTIONS`, or the root path).
+  probe that asks nothing of a model (`HEAD` or `OPTIONS`, or a `GET` of the root path).
 - `Backstop`, last: a request still unanswered there, and not forwarded on purpose by a
   boundary (`mark_forwarded`), would go on to mitmproxy's placeholder reverse target. It is
   refused with a 500 instead, and counted against the flow of its listener: every addon
@@ -80,9 +80,12 @@ PROBE_METHODS = frozenset({"HEAD", "OPTIONS"})
 
 
 def is_probe(method: str, path: str) -> bool:
-    """A request that asks nothing of a model: a HEAD or OPTIONS, or anything at the root
-    of the listener. It is answered 404 like any unknown path, but fails no flow."""
-    return method.upper() in PROBE_METHODS or path.split("?", 1)[0] in ("", "/")
+    """A request that asks nothing of a model: a HEAD or OPTIONS, or a GET of the root of
+    the listener. It is answered 404 like any unknown path, but fails no flow. A POST to the
+    root is a call the agent lost (google-genai in Vertex mode with no path), so it fails."""
+    if method.upper() in PROBE_METHODS:
+        return True
+    return method.upper() == "GET" and path.split("?", 1)[0] in ("", "/")
 
 
 def _routed(flow: http.HTTPFlow) -> Any:

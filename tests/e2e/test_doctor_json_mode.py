@@ -99,5 +99,6 @@ def test_gemini_cli_router_call_is_answered_once(tmp_path: Path) -> None:
     output = completed.stdout + completed.stderr
     assert completed.returncode == 0, output
     assert "the agent exited with code 0" in completed.stdout
-    routed = re.findall(r"^    POST \S+:generateContent: (\d+) \(gemini\)$", completed.stdout, re.M)
+    pattern = r"^    POST \S+:generateContent: (\d+) \(gemini, provider gemini\)$"
+    routed = re.findall(pattern, completed.stdout, re.M)
     assert routed == ["1"], output

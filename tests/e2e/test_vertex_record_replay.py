@@ -142,7 +142,7 @@ def test_google_genai_vertex_from_the_environment_alone_is_told_how_to_fix_it(
     with VertexUpstream(token=TOKEN) as fake:
         code, output = record(spec, fake)
     assert code == 1, output
-    assert "POST / is not a model route" in output
+    assert "POST / is not a model endpoint flowproof records" in output
     assert "genai.Client(vertexai=True, project=..., location=...)" in output
     assert fake.model_requests() == []
 

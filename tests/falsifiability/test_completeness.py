@@ -171,7 +171,7 @@ MESSAGE_SITES: dict[str, tuple[str, ...]] = {
         "CassetteSession._replay",
         "_explained",
         "CassetteSession._forward",
-        "_unreachable",
+        "_target",
         "_unreadable",
         "CassetteSession.on_upstream_error",
     ),

@@ -123,6 +123,13 @@ def test_a_probe_is_a_404_that_fails_no_flow(running: Running, method: str, path
     assert running.session.errors == []
 
 
+def test_a_call_to_the_root_is_not_a_probe(running: Running) -> None:
+    """A client that lost its path posts its call to the base URL: a lost call, it fails."""
+    status, _, _ = request(running.port, "POST", "/", b"{}")
+    assert status == 404
+    assert running.session.errors[0].startswith("flowproof: POST / is not a model endpoint")
+
+
 def test_a_listing_by_another_method_is_not_a_listing(running: Running) -> None:
     status, _, body = request(running.port, "POST", "/v1/models", b"{}")
     assert status == 404
