@@ -24,12 +24,10 @@ import string
 import threading
 import uuid
 from collections.abc import Callable
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from tests.fakes.fake_upstream import (
     DIALECT_CHAT,
-    HOST,
     Headers,
     RecordedRequest,
     Reply,
@@ -38,6 +36,7 @@ from tests.fakes.fake_upstream import (
     conversation_of,
     decide,
 )
+from tests.fakes.json_fake import FakeServer, JsonHandler
 from tests.fakes.ollama_upstream import vector_of
 
 #: (request body) -> Reply; the default is the tool loop of `fake_upstream.decide`.
@@ -76,23 +75,8 @@ def _sse(kind: str, payload: dict[str, Any]) -> bytes:
     return f"event: {kind}\ndata: {json.dumps({'type': kind, **payload})}\n\n".encode()
 
 
-class _Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
+class _Handler(JsonHandler):
     server: _Server
-
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
-
-    def _send(self, status: int, raw: bytes, media: str = "application/json") -> None:
-        self.send_response(status)
-        self.send_header("Content-Type", media)
-        self.send_header("Content-Length", str(len(raw)))
-        self.end_headers()
-        self.wfile.write(raw)
-        self.wfile.flush()
-
-    def _json(self, status: int, payload: Any) -> None:
-        self._send(status, json.dumps(payload).encode())
 
     def _error(self, status: int, message: str) -> None:
         self._json(status, {"id": str(uuid.uuid4()), "message": message})
@@ -222,14 +206,11 @@ class _Handler(BaseHTTPRequestHandler):
         )
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-    allow_reuse_address = True
-    request_queue_size = 64
+class _Server(FakeServer):
+    fake: FakeCohere
 
     def __init__(self, fake: FakeCohere, port: int) -> None:
-        self.fake = fake
-        super().__init__((HOST, port), _Handler)
+        super().__init__(fake, port, _Handler)
 
 
 class FakeCohere(ThreadServed):
