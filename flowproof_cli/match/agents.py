@@ -67,11 +67,20 @@ class RunAgents:
     """The agents one run's requests came from, each once, in the order they first showed."""
 
     seen: list[str] = field(default_factory=list)
+    #: What each User-Agent read as, by (header, tokens): an agent sends the same header on
+    #: every request, so it is parsed once a run, not on every proxied request.
+    _read: dict[tuple[str | None, tuple[str, ...]], str | None] = field(
+        default_factory=dict, repr=False
+    )
 
     def read(self, user_agent: str | None, tokens: Sequence[str] = ()) -> str | None:
         """The agent of one request (`tokens`: the agents the presets in force name, as
         `agent_of` takes them), kept among the run's."""
-        agent = agent_of(user_agent, tokens)
+        key = (user_agent, tuple(tokens))
+        if key in self._read:
+            agent = self._read[key]
+        else:
+            agent = self._read[key] = agent_of(user_agent, tokens)
         if agent is not None and agent not in self.seen:
             self.seen.append(agent)
         return agent
@@ -103,9 +112,8 @@ def _untested(preset: Preset, rules: MatchRules, agents: list[str]) -> str | Non
         return None
     untested = [
         agent
-        for agent in agents
-        if is_agent(split_agent(agent)[0], preset.agent)
-        and split_agent(agent)[1] not in preset.versions_tested
+        for agent, (product, version) in ((agent, split_agent(agent)) for agent in agents)
+        if is_agent(product, preset.agent) and version not in preset.versions_tested
     ]
     if not untested:
         return None
