@@ -35,10 +35,10 @@ from typing import Any
 
 from mitmproxy import addonmanager, connection, http
 
-from flowproof_cli.dialects import DIALECTS, route
-from flowproof_cli.dialects.vertex import gateway_hint
+from flowproof_cli.dialects import DIALECTS, Dialect, dialect_named, route
+from flowproof_cli.providers import unknown_path_hint
 from flowproof_cli.quoting import failure, quoted
-from flowproof_cli.routes import CLAIMED, is_mcp_path
+from flowproof_cli.routes import CLAIMED, ROUTED, is_mcp_path
 
 ROUTES_ANSWERED = (
     ", ".join(
@@ -88,10 +88,19 @@ def is_probe(method: str, path: str) -> bool:
     return method.upper() == "GET" and path.split("?", 1)[0] in ("", "/")
 
 
-def _routed(flow: http.HTTPFlow) -> Any:
-    """The dialect the model boundary will answer this request with, if any."""
+def routed(flow: http.HTTPFlow) -> Dialect | None:
+    """The dialect the model boundary answers this request with, if any: routed once, on
+    the request as the agent sent it (record rewrites it to forward it), then read from
+    `flow.metadata`. A CONNECT is no model call."""
+    name = flow.metadata.get(ROUTED)
+    if name is not None:
+        return dialect_named(name) if name else None
     request = flow.request
-    return route(request.path, request.headers, request.method)
+    dialect = route(request.path, request.headers, request.method)
+    if request.method == "CONNECT":
+        dialect = None
+    flow.metadata[ROUTED] = dialect.name if dialect is not None else ""
+    return dialect
 
 
 def mark_forwarded(flow: http.HTTPFlow) -> None:
@@ -102,7 +111,7 @@ def refuse(flow: http.HTTPFlow, status: int, message: str, kind: str = "flowproo
     """Answer with a flowproof error; SDKs must not retry it (they retry a 500 otherwise).
     On a model route, in that dialect's error shape (Google's carries the status)."""
     text = f"flowproof: {message}"
-    dialect = _routed(flow) if flow.request.method != "CONNECT" else None
+    dialect = routed(flow)
     error = (
         dialect.error_body(text, kind, status)
         if dialect is not None
@@ -218,18 +227,16 @@ class RequestGuard(_Chained):
         """A 400; when it was a model or MCP call, its flow fails too (the agent lost it)."""
         refuse(flow, 400, message)
         path = flow.request.path
-        if _routed(flow) is not None or is_mcp_path(path):
+        if routed(flow) is not None or is_mcp_path(path):
             self._tell(self._chain(), flow, message)
 
     def request(self, flow: http.HTTPFlow) -> None:
         request = flow.request
-        if flow.response is None and not is_claimed(
-            request.path, flow.metadata, request.headers, request.method
-        ):
+        if flow.response is None and routed(flow) is None and not flow.metadata.get(CLAIMED):
             message = (
                 f"{request.method} {_path(flow)} is not a model endpoint flowproof records "
                 f"(it records {ROUTES_ANSWERED})"
-                f"{gateway_hint(request.path, request.headers)}"
+                f"{unknown_path_hint(request.path, request.headers)}"
             )
             refuse(flow, 404, message, "flowproof_unknown_endpoint")
             if is_probe(request.method, request.path):
@@ -312,7 +319,7 @@ class Backstop(_Chained):
         if flow.response is not None or flow.metadata.get(FORWARDED):
             return
         request = flow.request
-        claimed = is_claimed(request.path, flow.metadata, request.headers, request.method)
+        claimed = routed(flow) is not None or bool(flow.metadata.get(CLAIMED))
         if not (claimed or is_mcp_path(request.path)):
             return
         chain = self._chain()

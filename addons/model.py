@@ -31,6 +31,7 @@ from mitmproxy.net.http.status_codes import RESPONSES
 from flowproof_addons import deadline
 from flowproof_addons import websocket as sockets
 from flowproof_addons.conversation import MOCKED_TOOLS, ConversationViews
+from flowproof_addons.credentials import drop_agent_credentials
 from flowproof_addons.guard import (
     FORWARDED,
     Backstop,
@@ -38,14 +39,14 @@ from flowproof_addons.guard import (
     RequestGuard,
     mark_forwarded,
     request_body,
+    routed,
 )
 from flowproof_cli import trace as traces
 from flowproof_cli.cassette import CassetteSession, Forward, Upstream
-from flowproof_cli.cassette.aws_signing import DROPPED_PREFIX, AwsSigner, signer_from_environment
 from flowproof_cli.cassette.session import INTERNAL_KIND, OffLoop
 from flowproof_cli.cassette.upstream import CLIENT_GONE_REASON, timeout_reason
 from flowproof_cli.cassette.upstreams import Upstreams, upstreams_from_environment
-from flowproof_cli.dialects import AUTH_HEADERS, Dialect, Rendered, route
+from flowproof_cli.dialects import Dialect, Rendered, route
 from flowproof_cli.dialects.websocket import is_upgrade
 from flowproof_cli.errors import ConfigError, FlowproofError
 from flowproof_cli.match.addons import rules_from_master_addons
@@ -54,26 +55,12 @@ from flowproof_cli.match.relocate import Relocation
 from flowproof_cli.match.rules import MatcherAddonError, MatchRules, Rule
 from flowproof_cli.match.user_code import DEFAULT_BUDGET_S, Budget, addon_budget
 from flowproof_cli.mode import Mode
+from flowproof_cli.providers import UpstreamSigner, upstream_signers
 from flowproof_cli.quoting import could_not_handle
 
 log = logging.getLogger(__name__)
 
 PENDING = "flowproof_pending"
-# Headers of the agent's own that never travel upstream: its placeholder credentials (every
-# dialect's `auth_headers`), and content negotiation flowproof does not want to decode.
-_DROPPED_HEADERS = tuple(
-    dict.fromkeys(
-        (
-            "authorization",
-            "x-api-key",
-            "api-key",
-            "x-goog-api-key",
-            *AUTH_HEADERS,
-            "accept-encoding",
-            "host",
-        )
-    )
-)
 # Headers of the upstream's answer the agent still gets: when to retry, the rate limits.
 _KEPT_PREFIXES = ("retry-after", "x-ratelimit-", "anthropic-ratelimit-", "x-amzn-errortype")
 
@@ -134,7 +121,7 @@ class ModelBoundary:
         self.sessions: dict[int, CassetteSession] = dict(sessions or {})
         self.default: CassetteSession | None = None
         self._trace_path: Path | None = None
-        self._signer: AwsSigner | None = None  # record: Bedrock's, from the environment
+        self._signers: dict[str, UpstreamSigner] = {}  # record: from the environment
         self._stock: tuple[Mode, Upstream | Upstreams | None, traces.Trace | None] | None = None
         self._frames: sockets.Frames | None = None  # the WebSocket transport, once loaded
         self.sink = sockets.Sink()  # replay: the inert peer of sockets answered from traces
@@ -182,7 +169,7 @@ class ModelBoundary:
                 )
                 for note in upstream.notes if isinstance(upstream, Upstreams) else ():
                     log.warning("flowproof: %s", note)
-                self._signer = signer_from_environment(os.environ)
+                self._signers = upstream_signers(os.environ)
                 self._stock = (Mode.RECORD, upstream, None)
             else:
                 self._stock = (Mode.REPLAY, None, traces.load(self._trace_path))
@@ -199,7 +186,7 @@ class ModelBoundary:
         if mode is Mode.RECORD:
             rules = MatchRules(loaded)
             self.default = CassetteSession(
-                Mode.RECORD, upstream=upstream, rules=rules, signer=self._signer
+                Mode.RECORD, upstream=upstream, rules=rules, signers=self._signers
             )
             return
         assert trace is not None
@@ -241,7 +228,7 @@ class ModelBoundary:
     def request(self, flow: http.HTTPFlow) -> Awaitable[None] | None:
         if flow.response is not None:
             return None
-        dialect = route(flow.request.path, flow.request.headers, flow.request.method)
+        dialect = routed(flow)
         session = self._session_for(flow) if dialect is not None else None
         if session is None or dialect is None:
             return None
@@ -338,10 +325,7 @@ class ModelBoundary:
     def _forward(flow: http.HTTPFlow, forward: Forward) -> None:
         target = urlsplit(forward.url)
         request = flow.request
-        for name in _DROPPED_HEADERS:
-            request.headers.pop(name, None)
-        for name in [name for name in request.headers if name.lower().startswith(DROPPED_PREFIX)]:
-            request.headers.pop(name, None)  # the agent's placeholder SigV4 signature parts
+        drop_agent_credentials(request.headers)
         request.url = forward.url
         request.host_header = target.netloc
         request.content = forward.body

@@ -38,6 +38,7 @@ from mitmproxy import http
 from mitmproxy.net.http.status_codes import RESPONSES
 
 from flowproof_addons import deadline
+from flowproof_addons.credentials import drop_agent_credentials
 from flowproof_addons.guard import mark_forwarded
 from flowproof_cli.cassette import CassetteSession
 from flowproof_cli.cassette.session import Upstream, recorded_over, upgrade_target
@@ -69,9 +70,6 @@ SINK = "flowproof_ws_sink"
 #: The WebSocket version flowproof speaks (RFC 6455); another is answered 426 naming it.
 VERSION = "13"
 _UPGRADE_REQUIRED = 426
-#: The agent's headers that never travel upstream: its placeholder credentials, and the
-#: Host of the proxy (as for an HTTP request, addons/model.py).
-_DROPPED_HEADERS = ("authorization", "x-api-key", "api-key", "host")
 
 
 @dataclass
@@ -145,8 +143,7 @@ def on_upgrade(flow: http.HTTPFlow, session: CassetteSession, dialect: Dialect) 
         _respond(flow, target.status, fields, target.body)
         return
     url, auth = target
-    for name in _DROPPED_HEADERS:
-        request.headers.pop(name, None)
+    drop_agent_credentials(request.headers)
     request.url = url
     request.host_header = urlsplit(url).netloc
     for name, value in auth.items():
@@ -267,8 +264,7 @@ async def to_sink(flow: http.HTTPFlow, sink: Sink) -> None:
     """Replay: the upgrade goes to the loopback `Sink` (never anywhere else)."""
     port = await sink.ensure_started()
     request = flow.request
-    for name in _DROPPED_HEADERS:
-        request.headers.pop(name, None)
+    drop_agent_credentials(request.headers)
     request.url = f"http://127.0.0.1:{port}/"
     request.host_header = f"127.0.0.1:{port}"
     mark_forwarded(flow)

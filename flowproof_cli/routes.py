@@ -12,6 +12,9 @@ DEFAULT_PROTOCOL = "openai-chat"
 #: `flow.metadata` key a boundary addon sets in its `requestheaders` hook for a request it
 #: answers on a listener of its own (an MCP server's port), so the guard lets it through.
 CLAIMED = "flowproof_claimed"
+#: `flow.metadata` key: the name of the dialect a request routed to ("" for none), set by
+#: the first boundary that routes it, so a request is routed once, as the agent sent it.
+ROUTED = "flowproof_routed"
 #: An MCP listener answers any path containing this.
 MCP_PATH_MARK = "/mcp"
 

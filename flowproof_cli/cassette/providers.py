@@ -10,7 +10,7 @@ from __future__ import annotations
 import difflib
 from collections.abc import Mapping
 
-from flowproof_cli.dialects.base import PROVIDERS
+from flowproof_cli.providers import PROVIDERS
 
 #: The upstream every provider without its own uses (the first one set).
 DEFAULT_UPSTREAM_VARIABLES = ("FLOWPROOF_AGENT_UPSTREAM", "OPENAI_BASE_URL")
@@ -20,9 +20,6 @@ UPSTREAM_PREFIX = "FLOWPROOF_UPSTREAM_"
 KEY_PREFIX = "FLOWPROOF_KEY_"
 #: Variables that share a prefix above without naming a provider.
 _NOT_PROVIDERS = frozenset({"FLOWPROOF_UPSTREAM_TIMEOUT"})
-#: Providers whose requests carry no key of flowproof's (Bedrock is signed with the AWS_*
-#: credentials of flowproof's environment; a local Ollama takes none).
-KEYLESS_PROVIDERS = frozenset({"bedrock", "ollama"})
 
 
 def upstream_variable(provider: str) -> str:

@@ -9,10 +9,10 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from flowproof_cli.cassette.aws_signing import AwsSigner, signed_headers
 from flowproof_cli.cassette.divergence import Divergence, explain, led_by_version, nearest_turn
 from flowproof_cli.cassette.index import TurnIndex
 from flowproof_cli.cassette.providers import no_upstream_reason
@@ -25,6 +25,7 @@ from flowproof_cli.match.patterns import PatternBudgetExceeded
 from flowproof_cli.match.rules import MatcherAddonError, MatchRules
 from flowproof_cli.match.user_code import Raised, SerialThread
 from flowproof_cli.mode import Mode
+from flowproof_cli.providers import UpstreamSigner, upstream_signers
 from flowproof_cli.quoting import could_not_handle, printable, quoted
 from flowproof_cli.trajectory import Trajectory
 
@@ -244,13 +245,15 @@ INTERNAL_KIND = "flowproof_internal_error"
 
 
 def _signed(session: CassetteSession, outcome: Forward | Rendered) -> Forward | Rendered:
-    """A forward of a dialect that `signs_upstream` (Bedrock), signed with flowproof's own
-    AWS credentials (`session.signer`; without them, its key as a Bedrock API key), or
-    refused, failing the record, when it can be neither."""
-    if not isinstance(outcome, Forward) or not outcome.pending.dialect.signs_upstream:
+    """A forward to a provider that signs what record sends (`session.signers`, from the
+    provider registry), with the headers its signer gives; refused, failing the record,
+    when the signer can give none (no credentials)."""
+    if not isinstance(outcome, Forward):
         return outcome
     dialect = outcome.pending.dialect
-    headers = signed_headers(session.signer, dialect, outcome.url, outcome.body, outcome.headers)
+    if (signer := session.signers.get(dialect.provider)) is None:
+        return outcome
+    headers = signer.headers_for(outcome.url, outcome.body, outcome.headers, dialect.name)
     if isinstance(headers, str):
         session.errors.append(headers)
         return _error(dialect, 502, headers, "flowproof_no_credentials")
@@ -274,7 +277,8 @@ class CassetteSession:
     #: how a rule added after recording works on an existing trace.
     recorded_as_matched: bool = False
     record_command: str = "flowproof record <spec>"  # as the messages that say to name it
-    signer: AwsSigner | None = field(default=None, repr=False)  # record: `_signed`'s
+    #: Record: each signing provider's signer (`_signed`); by default an empty environment's.
+    signers: Mapping[str, UpstreamSigner] = field(default_factory=partial(upstream_signers, {}))
 
     requests: int = 0
     served: list[int] = field(default_factory=list)  # replay: recorded positions used

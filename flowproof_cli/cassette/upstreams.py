@@ -12,8 +12,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from flowproof_cli.cassette.providers import (
-    KEYLESS_PROVIDERS,
-    PROVIDERS,
     key_variable,
     unknown_provider_warnings,
     upstream_variable,
@@ -26,6 +24,7 @@ from flowproof_cli.cassette.upstream import (
     upstream_from_environment,
     upstream_timeout,
 )
+from flowproof_cli.providers import KEYLESS_PROVIDERS, PROVIDERS
 
 
 @dataclass(frozen=True)

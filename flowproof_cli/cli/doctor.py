@@ -13,18 +13,9 @@ import click
 
 from flowproof_cli.cli.options import agent_option, agent_timeout_option
 from flowproof_cli.errors import ExitCode
+from flowproof_cli.providers import REGISTRY, ProxyAddress
 from flowproof_cli.runner.doctor import DEFAULT_PROMPT, DEFAULT_TIMEOUT_S, DoctorReport
-from flowproof_cli.runner.environment import (
-    ANTHROPIC_URL_VARIABLES,
-    GEMINI_URL_VARIABLES,
-    OPENAI_URL_VARIABLES,
-    PLACEHOLDER_KEY,
-    PLACEHOLDER_KEY_VARIABLES,
-    PROVIDER_PLACEHOLDER_VARIABLES,
-    PROVIDER_URL_V1_VARIABLES,
-    PROVIDER_URL_VARIABLES,
-    proxy_handles,
-)
+from flowproof_cli.runner.environment import ORPHAN_MARKER_VARIABLE
 
 
 def _ran(report: DoctorReport) -> str:
@@ -35,15 +26,22 @@ def _ran(report: DoctorReport) -> str:
 
 
 def _injected(port: int) -> list[str]:
-    handles = proxy_handles(port)
+    """What flowproof set for the agent: its own proxy variable, then each provider's
+    variables grouped by value (from the provider registry), then the task."""
+    proxy = ProxyAddress.on_port(port)
+    lines = [f"{ORPHAN_MARKER_VARIABLE} = {proxy.v1}"]
+    for provider in REGISTRY:
+        by_value: dict[str, list[str]] = {}
+        variables = {
+            **provider.agent_variables({}, proxy),
+            **provider.file_variables("<the flow's private folder>"),
+        }
+        for name, value in variables.items():
+            by_value.setdefault(value, []).append(name)
+        said = "; ".join(f"{', '.join(names)} = {value}" for value, names in by_value.items())
+        lines.append(f"{provider.name}: {said}")
     return [
-        f"{', '.join(OPENAI_URL_VARIABLES)} = {handles['proxy_url']}",
-        f"{', '.join((*ANTHROPIC_URL_VARIABLES, *GEMINI_URL_VARIABLES))} = "
-        f"{handles['proxy_url_no_v1']}",
-        f"{', '.join(PLACEHOLDER_KEY_VARIABLES)} = {PLACEHOLDER_KEY}",
-        f"{', '.join(PROVIDER_URL_VARIABLES)} = {handles['proxy_url_no_v1']}",
-        f"{', '.join(PROVIDER_URL_V1_VARIABLES)} = {handles['proxy_url']}",
-        f"{', '.join(PROVIDER_PLACEHOLDER_VARIABLES)} = {PLACEHOLDER_KEY}",
+        *lines,
         "FLOWPROOF_PROMPT = the --prompt text",
         "FLOWPROOF_PROMPT_FILE = a file holding the same text",
     ]

@@ -12,7 +12,7 @@ from flowproof_cli.dialects.azure import (
     AzureEmbeddings,
     AzureResponses,
 )
-from flowproof_cli.dialects.base import CHAT, ENDPOINT, PROVIDERS, Dialect, Rendered, RequestOutline
+from flowproof_cli.dialects.base import CHAT, ENDPOINT, Dialect, Rendered, RequestOutline
 from flowproof_cli.dialects.bedrock import BedrockConverse
 from flowproof_cli.dialects.bedrock_invoke import BedrockInvoke
 from flowproof_cli.dialects.cohere import CohereChat
@@ -35,6 +35,7 @@ from flowproof_cli.dialects.openai_endpoints import (
 )
 from flowproof_cli.dialects.openai_responses import OpenAIResponses
 from flowproof_cli.dialects.vertex import VertexAnthropic, VertexGemini
+from flowproof_cli.providers import PROVIDERS
 from flowproof_cli.routes import DEFAULT_PROTOCOL  # a trace's default, kept below the trace
 
 DIALECTS: tuple[Dialect, ...] = (

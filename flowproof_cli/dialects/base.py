@@ -31,9 +31,6 @@ from flowproof_cli.trajectory import AssistantTurn, EndpointCall
 
 JSON = dict[str, Any]
 
-#: Every provider flowproof records. A dialect's `provider` is one of them; its upper-case
-#: form names that provider's record variables (`FLOWPROOF_UPSTREAM_BEDROCK`).
-PROVIDERS = ("openai", "anthropic", "gemini", "azure", "bedrock", "vertex", "ollama", "cohere")
 #: `Dialect.kind`: a conversation turn (tool calls, the reply), or a call around it.
 CHAT = "chat"
 ENDPOINT = "endpoint"
@@ -181,7 +178,8 @@ class Dialect(ABC):
 
     #: Stable tag stored on each turn of the cassette.
     name: str
-    #: Which provider speaks it (one of PROVIDERS): the record upstream and key it uses.
+    #: Which provider speaks it (a name in `flowproof_cli/providers/`): the record upstream
+    #: and key it uses, and how record signs what it forwards.
     provider: str = "openai"
     #: CHAT (answers are the model's turns) or ENDPOINT (a call beside them, never the reply).
     kind: str = CHAT
@@ -211,9 +209,6 @@ class Dialect(ABC):
     #: Whether its route is also served over WebSocket (dialects/websocket.py): an upgrade
     #: on the route of a dialect without it is answered 426, so the client uses HTTP.
     websocket: bool = False
-    #: Record signs each forwarded request (AWS SigV4, `cassette/aws_signing.py`) with
-    #: flowproof's own credentials instead of sending a key.
-    signs_upstream: bool = False
 
     def claims(self, path: str, headers: Mapping[str, str]) -> bool | None:
         """Whether a request whose path ends in one of `route_suffixes` is this dialect's,

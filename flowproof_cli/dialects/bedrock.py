@@ -17,7 +17,7 @@ frames (`messageStart`, `contentBlockStart` for a tool call, `contentBlockDelta`
 `contentBlockStop`, `messageStop`, `metadata`), see `eventstream.py`.
 
 Requests are signed (AWS SigV4) over the host, so record re-signs the forwarded request
-with flowproof's own AWS credentials (`cassette/aws_signing.py`); the agent's placeholder
+with flowproof's own AWS credentials (`providers/aws_signing.py`); the agent's placeholder
 signature never travels.
 """
 
@@ -122,7 +122,6 @@ class BedrockConverse(Dialect):
     conversation_key = "messages"
     system_fields = ("system",)
     #: Record signs the forwarded request (SigV4) instead of sending a key.
-    signs_upstream = True
     stream_media_type = eventstream.CONTENT_TYPE
     example_request: ClassVar[JSON] = {
         "messages": [{"role": "user", "content": [{"text": "Hello"}]}],
@@ -320,7 +319,7 @@ class BedrockConverse(Dialect):
 
     def upstream_auth(self, key: str) -> dict[str, str]:
         """A Bedrock API key, as `Authorization: Bearer` (used only when no AWS credentials
-        are set: record signs with those first, see `cassette/aws_signing.py`)."""
+        are set: record signs with those first, see `providers/aws_signing.py`)."""
         return bearer(key)
 
     def upstream_default_headers(self) -> dict[str, str]:

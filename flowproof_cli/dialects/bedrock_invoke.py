@@ -51,7 +51,6 @@ class BedrockInvoke(AnthropicMessages):
     provider = "bedrock"
     route_suffixes = ("invoke", "invoke-with-response-stream")  # type: ignore[assignment]
     auth_headers = ("authorization", "x-amz-security-token")
-    signs_upstream = True
     stream_media_type = eventstream.CONTENT_TYPE
     example_request: ClassVar[JSON] = {
         "anthropic_version": ANTHROPIC_VERSION,

@@ -127,28 +127,6 @@ def upstream_url(base_url: str, path: str, plain: Mapping[str, str]) -> str:
     return f"{url}?{urlencode(kept)}" if kept else url
 
 
-#: What google-genai names itself with (`x-goog-api-client`, `user-agent`).
-_GENAI_CLIENT = "google-genai-sdk/"
-
-
-def gateway_hint(path: str, headers: Mapping[str, str]) -> str:
-    """Why google-genai called the bare base URL, when it did: in Vertex mode with a custom
-    base URL and no project passed in code (only GOOGLE_CLOUD_PROJECT/LOCATION), it sends
-    every call to the base URL itself, without path, project, method or credential (its
-    "API gateway" mode). Empty for any other request."""
-    if path.split("?", 1)[0].strip("/"):
-        return ""
-    said = f"{headers.get('x-goog-api-client', '')} {headers.get('user-agent', '')}"
-    if _GENAI_CLIENT not in said:
-        return ""
-    return (
-        ". google-genai sent this model call without its path: in Vertex AI mode "
-        "(GOOGLE_GENAI_USE_VERTEXAI) it does so when the project and location come from the "
-        "environment alone. Fix: pass them in code, genai.Client(vertexai=True, "
-        "project=..., location=...) (docs/vertex.md)"
-    )
-
-
 def _bearer(key: str) -> dict[str, str]:
     """An OAuth access token as Google Cloud takes it (a bare token is Bearer-wrapped)."""
     return {"authorization": key if key.lower().startswith("bearer ") else f"Bearer {key}"}

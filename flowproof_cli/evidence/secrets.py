@@ -68,10 +68,11 @@ def record_key_secrets(environ: Mapping[str, str], declared: Sequence[str] = ())
     """The record keys set in flowproof's environment (FLOWPROOF_AGENT_KEY, ...), as secrets
     every flow scans for and redacts, declared or not: a key in a request body, a message
     or a trace is a leak whether or not a step names it."""
-    from flowproof_cli.cassette.aws_signing import signing_secrets  # noqa: PLC0415
     from flowproof_cli.cassette.upstream import record_keys  # noqa: PLC0415 (the session)
+    from flowproof_cli.providers import secret_values  # noqa: PLC0415
 
-    keys = {**record_keys(environ), **signing_secrets(environ)}
+    signing = {k: v for k, v in secret_values(environ).items() if len(v) >= MIN_LENGTH}
+    keys = {**record_keys(environ), **signing}
     return [Secret.of(name, value) for name, value in keys.items() if name not in declared]
 
 

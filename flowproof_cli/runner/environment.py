@@ -20,10 +20,14 @@ from flowproof_cli.process import (
     remove_held_folder,
     working_directory,
 )
-from flowproof_cli.runner.aws_environment import REMOVED_AWS_VARIABLES, aws_agent_variables
-from flowproof_cli.runner.google_credentials import (
-    credentials_variables,
-    write_placeholder_credentials,
+from flowproof_cli.providers import (
+    PLACEHOLDER_KEY,
+    WITHHELD_VARIABLES,
+    ProxyAddress,
+    agent_variables,
+    file_variables,
+    provider_named,
+    write_agent_files,
 )
 from flowproof_cli.spec.variables import (
     PROMPT_FILE_HANDLE,
@@ -32,62 +36,24 @@ from flowproof_cli.spec.variables import (
     PROMPT_VARIABLE,
 )
 
-PLACEHOLDER_KEY = "flowproof-placeholder-key"
-
-#: Base-URL variables set to the proxy with `/v1` (what OpenAI-style clients append to).
-OPENAI_URL_VARIABLES = ("OPENAI_BASE_URL", "OPENAI_API_BASE", "OPENAI_BASE", "FLOWPROOF_LLM_PROXY")
-#: Unique to a flow's listener: what tells its agent's orphans from another flow's.
+#: flowproof's own variable naming the proxy (with `/v1`), unique to a flow's listener:
+#: what tells its agent's orphans from another flow's.
 ORPHAN_MARKER_VARIABLE = "FLOWPROOF_LLM_PROXY"
-#: Set to the proxy without `/v1` (Anthropic SDKs append `/v1/messages` themselves).
-ANTHROPIC_URL_VARIABLES = ("ANTHROPIC_BASE_URL",)
-#: Set to the proxy without `/v1` (google-genai appends `/v1/models/...` or `/v1beta/...`).
-GEMINI_URL_VARIABLES = ("GOOGLE_GEMINI_BASE_URL",)
-PLACEHOLDER_KEY_VARIABLES = (
-    "OPENAI_API_KEY",
-    "ANTHROPIC_API_KEY",
-    "GEMINI_API_KEY",
-    "GOOGLE_API_KEY",
-)
-#: Set to the proxy without `/v1`, each read by a provider's own clients (found in their
-#: code): Azure OpenAI's (they append `/openai/...`; the Node client prefers
-#: OPENAI_BASE_URL, whose `/v1/deployments/...` paths reach the Azure dialect too),
-#: the ollama client's, the cohere SDK's and google-genai's
-#: Vertex mode (it appends `/v1beta1/projects/...`).
-PROVIDER_URL_VARIABLES = (
-    "AZURE_OPENAI_ENDPOINT",
-    "AZURE_API_BASE",  # LiteLLM's `azure/` models
-    "OLLAMA_HOST",
-    "CO_API_URL",
-    "GOOGLE_VERTEX_BASE_URL",
-)
-#: Set to the proxy with `/v1` (AnthropicVertex appends `/projects/...` to it).
-PROVIDER_URL_V1_VARIABLES = ("ANTHROPIC_VERTEX_BASE_URL",)
-#: Placeholder credentials so a provider's client that refuses to start without one starts
-#: (Bedrock's AWS variables, a region among them: runner/aws_environment.py).
-PROVIDER_PLACEHOLDER_VARIABLES = (
-    "AZURE_OPENAI_API_KEY",
-    "AZURE_API_KEY",
-    "CO_API_KEY",
-    "COHERE_API_KEY",
-)
-#: Set only when the agent's environment has none: Azure clients require an API version,
-#: and the one the user chose is kept.
-DEFAULT_VARIABLES = {"OPENAI_API_VERSION": "2024-10-21"}
-#: Real cloud credentials that would travel beside the placeholders (an AWS session token
-#: is sent with every signed request; a Bedrock API key replaces the signature).
-CREDENTIAL_VARIABLES = ("AWS_SESSION_TOKEN", "AWS_SECURITY_TOKEN", "AWS_BEARER_TOKEN_BEDROCK")
-#: flowproof's own record configuration, and real credentials: never handed to the agent.
+#: The variables the wiring hints name: the base URLs most agents' clients read.
+OPENAI_URL_VARIABLES = (*provider_named("openai").v1_url_variables, ORPHAN_MARKER_VARIABLE)
+#: flowproof's own record configuration, and real credentials: never handed to the agent
+#: (each provider withholds its own, `flowproof_cli/providers/`).
 REMOVED_VARIABLES = tuple(
     name
-    for name in (*RECORD_KEY_VARIABLES, *RECORD_UPSTREAM_VARIABLES, *CREDENTIAL_VARIABLES)
+    for name in (*RECORD_KEY_VARIABLES, *RECORD_UPSTREAM_VARIABLES, *WITHHELD_VARIABLES)
     if name not in OPENAI_URL_VARIABLES
 )
 
 
 def proxy_handles(port: int) -> dict[str, str]:
     """The proxy's `${flowproof.*}` handles (the only ones `agent.headers` may use)."""
-    base = f"http://127.0.0.1:{port}"
-    return {"proxy_url": f"{base}/v1", "proxy_url_no_v1": base}
+    proxy = ProxyAddress.on_port(port)
+    return {"proxy_url": proxy.v1, "proxy_url_no_v1": proxy.root}
 
 
 def runtime_handles(
@@ -106,14 +72,14 @@ def runtime_handles(
 def task_file(prompt: str) -> Iterator[str]:
     """A private file holding the task (FLOWPROOF_PROMPT_FILE), removed when the agent is
     done (by the keeper if flowproof is killed): the one way to hand an agent a task larger
-    than one environment string carries. Its folder also holds the placeholder Google
-    credentials (GOOGLE_APPLICATION_CREDENTIALS, runner/google_credentials.py)."""
+    than one environment string carries. Its folder also holds the providers' private
+    files (placeholder credentials, `Provider.agent_files`)."""
     folder = held_temp_folder("flowproof-task-")
     try:
         path = os.path.join(folder, "prompt.txt")
         with open(path, "w", encoding="utf-8", newline="") as stream:
             stream.write(prompt)
-        write_placeholder_credentials(folder)  # GOOGLE_APPLICATION_CREDENTIALS, beside it
+        write_agent_files(folder)  # named by the providers' `file_variables`
         yield path
     finally:
         remove_held_folder(folder)
@@ -130,27 +96,20 @@ def prompt_note(prompt: str) -> str | None:
     )
 
 
-def injected_variables(port: int, prompt: str, prompt_file: str = "") -> dict[str, str]:
-    handles = proxy_handles(port)
-    injected = dict.fromkeys(OPENAI_URL_VARIABLES, handles["proxy_url"])
-    injected.update(dict.fromkeys(ANTHROPIC_URL_VARIABLES, handles["proxy_url_no_v1"]))
-    injected.update(dict.fromkeys(GEMINI_URL_VARIABLES, handles["proxy_url_no_v1"]))
-    injected.update(dict.fromkeys(PLACEHOLDER_KEY_VARIABLES, PLACEHOLDER_KEY))
-    injected.update(provider_variables(port))
+def injected_variables(
+    port: int, prompt: str, prompt_file: str = "", inherited: Mapping[str, str] | None = None
+) -> dict[str, str]:
+    """Every variable flowproof sets for the agent: the proxy for each provider's clients,
+    their placeholder credentials and private files (`flowproof_cli/providers/`), the
+    defaults `inherited` lacks (all of them when it is None), and the task."""
+    proxy = ProxyAddress.on_port(port)
+    injected = {ORPHAN_MARKER_VARIABLE: proxy.v1}
+    injected.update(agent_variables(inherited or {}, proxy))
     if prompt_file:
         injected[PROMPT_FILE_VARIABLE] = prompt_file
-        injected.update(credentials_variables(prompt_file))
+        injected.update(file_variables(os.path.dirname(prompt_file)))
     if prompt_note(prompt) is None:  # else too long for exec: the file alone carries it
         injected[PROMPT_VARIABLE] = prompt
-    return injected
-
-
-def provider_variables(port: int) -> dict[str, str]:
-    """The base URLs and placeholder credentials of the providers' own clients."""
-    handles = proxy_handles(port)
-    injected = dict.fromkeys(PROVIDER_URL_VARIABLES, handles["proxy_url_no_v1"])
-    injected.update(dict.fromkeys(PROVIDER_URL_V1_VARIABLES, handles["proxy_url"]))
-    injected.update(dict.fromkeys(PROVIDER_PLACEHOLDER_VARIABLES, PLACEHOLDER_KEY))
     return injected
 
 
@@ -212,12 +171,7 @@ def agent_environment(
         environment.pop(name, None)
     if cwd is not None:
         environment.update(working_directory(cwd))
-    for name, value in DEFAULT_VARIABLES.items():
-        environment.setdefault(name, value)
-    environment.update(injected_variables(port, prompt, prompt_file))
-    for name in REMOVED_AWS_VARIABLES:  # Bedrock clients: runner/aws_environment.py
-        environment.pop(name, None)
-    environment.update(aws_agent_variables(environment, proxy_handles(port)["proxy_url_no_v1"]))
+    environment.update(injected_variables(port, prompt, prompt_file, environment))
     environment.update(mcp or {})
     environment.update(spec_env)
     return environment
@@ -225,7 +179,13 @@ def agent_environment(
 
 def wiring_hint() -> str:
     """What to check when no request reached the proxy."""
-    names = ", ".join((*OPENAI_URL_VARIABLES, *ANTHROPIC_URL_VARIABLES, *GEMINI_URL_VARIABLES))
+    names = ", ".join(
+        (
+            *OPENAI_URL_VARIABLES,
+            *provider_named("anthropic").root_url_variables,
+            *provider_named("gemini").root_url_variables,
+        )
+    )
     return (
         f"flowproof injected {names}; if the agent's model client reads another variable "
         "(or a config file), map it in the spec's agent.env with the handle "

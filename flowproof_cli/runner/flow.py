@@ -19,7 +19,6 @@ from typing import cast
 
 from flowproof_cli import trace as traces
 from flowproof_cli.cassette import CassetteSession
-from flowproof_cli.cassette.aws_signing import signer_from_environment
 from flowproof_cli.cassette.upstreams import Upstreams, upstreams_from_environment
 from flowproof_cli.egress import EgressReport
 from flowproof_cli.egress import verdicts as egress
@@ -33,6 +32,7 @@ from flowproof_cli.match.build import Declared, build_rules
 from flowproof_cli.match.rules import MatchRules, summarize
 from flowproof_cli.match.user_code import Raised, SerialThread, addon_budget
 from flowproof_cli.mode import Mode
+from flowproof_cli.providers import upstream_signers
 from flowproof_cli.runner import orphans
 from flowproof_cli.runner.boundaries import ProxyHub
 from flowproof_cli.runner.drivers import Driven, Wiring, drive_command, drive_service
@@ -91,7 +91,7 @@ def _open_session(
             mocks=spec.mocks,
             upstream=upstream,
             rules=rules,
-            signer=signer_from_environment(environ),
+            signers=upstream_signers(environ),
         )
         return session, None
     trace = traces.load(trace_path)

@@ -27,7 +27,7 @@ MODEL = "us.anthropic.claude-3-5-haiku-20241022-v1:0"
 ENCODED_MODEL = "us.anthropic.claude-3-5-haiku-20241022-v1%3A0"
 OPERATIONS = ["converse", "converse_stream", "invoke", "invoke_stream"]
 #: Nothing for the agent: flowproof injects AWS_ENDPOINT_URL_BEDROCK_RUNTIME, placeholder
-#: credentials and a region (runner/aws_environment.py), never its own credentials.
+#: credentials and a region (providers/bedrock.py), never its own credentials.
 AGENT_ENV: dict[str, str] = {}
 #: flowproof's own credentials, used only to re-sign what record forwards.
 RECORD_ENV = {

@@ -12,6 +12,7 @@ import sys
 import pytest
 
 from flowproof_cli.dialects import dialect_named
+from flowproof_cli.providers import PROVIDERS
 from tests.conftest import run_cli
 from tests.e2e.flows import AGENTS
 
@@ -76,11 +77,15 @@ def test_no_request_names_the_variables_and_the_handles() -> None:
     assert result.code == 1, result.output
     assert "model requests: 0\n" in result.stdout
     assert "FAIL: no model request reached flowproof's proxy" in result.stdout
-    assert (
-        "OPENAI_BASE_URL, OPENAI_API_BASE, OPENAI_BASE, FLOWPROOF_LLM_PROXY = http://127.0.0.1:"
-        in (result.stdout)
+    assert "    FLOWPROOF_LLM_PROXY = http://127.0.0.1:" in result.stdout
+    assert "    openai: OPENAI_BASE_URL, OPENAI_API_BASE, OPENAI_BASE = http://127.0.0.1:" in (
+        result.stdout
     )
-    assert "ANTHROPIC_BASE_URL, GOOGLE_GEMINI_BASE_URL = http://127.0.0.1:" in result.stdout
+    assert "    anthropic: ANTHROPIC_BASE_URL = http://127.0.0.1:" in result.stdout
+    assert "    bedrock: AWS_ENDPOINT_URL_BEDROCK_RUNTIME = http://127.0.0.1:" in result.stdout
+    assert "GOOGLE_APPLICATION_CREDENTIALS = <the flow's private folder>/" in result.stdout
+    for name in PROVIDERS:  # every registered provider's line
+        assert f"\n    {name}: " in result.stdout
     assert '"${flowproof.proxy_url}"' in result.stdout
     assert '"${flowproof.proxy_url_no_v1}"' in result.stdout
 

@@ -198,11 +198,11 @@ MESSAGE_SITES: dict[str, tuple[str, ...]] = {
     "flowproof_cli.match.addons": ("load_matcher_script", "_import_failure", "_not_imported"),
     "flowproof_cli.match.user_code": ("ScriptCalls.worded",),
     "flowproof_cli.evidence.secrets": ("resolve_secrets", "failure_lines"),
-    "flowproof_cli.cassette.aws_signing": (
+    "flowproof_cli.providers.aws_signing": (
         "missing_credentials_message",
         "signer_from_environment",
         "AwsSigner.region_for",
-        "signed_headers",
+        "BedrockSigning.headers_for",
     ),
     "flowproof_cli.egress.verdicts": ("failures",),
     "flowproof_addons.websocket": (
@@ -227,7 +227,7 @@ UNREACHABLE: dict[str, str] = {
     "recording Bedrock needs botocore to sign its requests. Fix: pip install "
     "'flowproof[bedrock]' (or botocore) where flowproof runs": (
         "the test environment has botocore installed (the extra the e2e tests use); the "
-        "import is guarded in cassette/aws_signing.py"
+        "import is guarded in providers/aws_signing.py"
     ),
     "flowproof: {} is not a model endpoint flowproof records": (
         "the guard answers a path no dialect routes before any session sees it (the "

@@ -782,6 +782,10 @@ def test_no_echo_of_any_key_survives_the_upstream_answer(
     ),
     carriers=st.lists(st.tuples(st.text(max_size=5), st.text(max_size=5)), max_size=4),
 )
+# A CI run's find: part of Bedrock's placeholder access key, which `injected_variables` did
+# not list then (each provider's variables were set in three places).
+@example(key="FLOWPROO", inherited={}, carriers=[])
+@example(key="FLOWPROO", inherited={"AWS_REGION": "eu-west-1"}, carriers=[])
 def test_the_agent_environment_never_holds_the_key(
     key: str, inherited: dict[str, str], carriers: list[tuple[str, str]]
 ) -> None:

@@ -16,11 +16,11 @@ import pytest
 from botocore.awsrequest import AWSResponse
 
 from flowproof_cli.cassette import CassetteSession, Forward, Mode, Upstream
-from flowproof_cli.cassette.aws_signing import AwsSigner, signed_headers, signer_from_environment
 from flowproof_cli.dialects import dialect_named, eventstream, route
 from flowproof_cli.dialects.bedrock import BedrockConverse
 from flowproof_cli.dialects.bedrock_invoke import BedrockInvoke
 from flowproof_cli.errors import ConfigError
+from flowproof_cli.providers.aws_signing import AwsSigner, BedrockSigning, signer_from_environment
 from tests.fakes.bedrock_upstream import ACCESS_KEY, REGION, SECRET_KEY, auth_problem
 from tests.fakes.fake_upstream import Headers
 
@@ -333,6 +333,12 @@ def test_a_damaged_frame_is_refused_not_misread() -> None:
 # -- signing -----------------------------------------------------------------------------------
 
 FAKE_SIGNER = AwsSigner(ACCESS_KEY, SECRET_KEY, None, REGION)
+#: What record's session holds for Bedrock (the provider registry's signer) with them.
+FAKE_SIGNERS = {"bedrock": BedrockSigning(FAKE_SIGNER)}
+
+
+def signed_headers(signer: AwsSigner | None, url: str, body: bytes) -> dict[str, str] | str:
+    return BedrockSigning(signer).headers_for(url, body, {}, CONVERSE.name)
 
 
 def _arrived(url: str, body: bytes, headers: dict[str, str]) -> Headers:
@@ -344,7 +350,7 @@ def _arrived(url: str, body: bytes, headers: dict[str, str]) -> Headers:
 def test_the_forwarded_request_is_signed_as_bedrock_checks_it() -> None:
     url = f"http://127.0.0.1:8123/model/{ENCODED}/converse"
     body = json.dumps(converse_request()).encode()
-    headers = signed_headers(FAKE_SIGNER, CONVERSE, url, body)
+    headers = signed_headers(FAKE_SIGNER, url, body)
     assert isinstance(headers, dict)
     assert headers["authorization"].startswith(f"AWS4-HMAC-SHA256 Credential={ACCESS_KEY}/")
     assert headers["accept"] == headers["content-type"] == "application/json"
@@ -354,7 +360,7 @@ def test_the_forwarded_request_is_signed_as_bedrock_checks_it() -> None:
     other = auth_problem("POST", path, _arrived(url, body, headers), body + b" ")
     assert other is not None and other.startswith("InvalidSignatureException")
     wrong = AwsSigner(ACCESS_KEY, "not-the-secret", None, REGION)
-    resigned = signed_headers(wrong, CONVERSE, url, body)
+    resigned = signed_headers(wrong, url, body)
     assert isinstance(resigned, dict)
     assert auth_problem("POST", path, _arrived(url, body, resigned), body) is not None
     unsigned = {"content-type": "application/json"}
@@ -379,7 +385,7 @@ def test_the_region_comes_from_the_environment_else_the_host() -> None:
     assert unset.region_for("https://bedrock-runtime.eu-west-3.amazonaws.com") == "eu-west-3"
     with pytest.raises(ConfigError, match="AWS_REGION"):
         unset.region_for("http://127.0.0.1:9")
-    missing = signed_headers(unset, CONVERSE, "http://127.0.0.1:9/model/m/converse", b"{}")
+    missing = signed_headers(unset, "http://127.0.0.1:9/model/m/converse", b"{}")
     assert isinstance(missing, str) and "AWS_REGION" in missing
 
 
@@ -421,7 +427,7 @@ def test_a_bedrock_call_without_credentials_fails_the_record_in_bedrocks_shape()
 
 def test_a_signed_forward_carries_the_signature_and_no_key() -> None:
     session = CassetteSession(
-        Mode.RECORD, upstream=Upstream("http://127.0.0.1:9", key="sk-default"), signer=FAKE_SIGNER
+        Mode.RECORD, upstream=Upstream("http://127.0.0.1:9", key="sk-default"), signers=FAKE_SIGNERS
     )
     forward = session.on_request(
         f"/model/{ENCODED}/invoke-with-response-stream",
@@ -460,7 +466,7 @@ def test_without_aws_credentials_a_bedrock_api_key_travels_as_a_bearer() -> None
 
 def test_aws_credentials_win_over_a_key() -> None:
     session = CassetteSession(
-        Mode.RECORD, upstream=Upstream("http://127.0.0.1:9", key="bk-1"), signer=FAKE_SIGNER
+        Mode.RECORD, upstream=Upstream("http://127.0.0.1:9", key="bk-1"), signers=FAKE_SIGNERS
     )
     forward = session.on_request(
         f"/model/{ENCODED}/converse", json.dumps(converse_request()).encode(), CONVERSE

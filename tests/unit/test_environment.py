@@ -106,7 +106,7 @@ def test_no_real_key_or_upstream_reaches_the_agent() -> None:
     assert "https://api.anthropic.com" not in values
 
 
-#: What a Bedrock client gets (runner/aws_environment.py): the endpoint, placeholder
+#: What a Bedrock client gets (providers/bedrock.py): the endpoint, placeholder
 #: credentials, a region (none is inherited here).
 BEDROCK_CLIENT_VARIABLES = (
     "AWS_ENDPOINT_URL_BEDROCK_RUNTIME",

@@ -25,7 +25,12 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "flowproof_cli.trajectory",
         "flowproof_cli.verdict",
     ),
-    ("flowproof_cli.dialects", "flowproof_cli.match", "flowproof_cli.egress"),
+    (
+        "flowproof_cli.dialects",
+        "flowproof_cli.providers",
+        "flowproof_cli.match",
+        "flowproof_cli.egress",
+    ),
     ("flowproof_cli.spec", "flowproof_cli.cassette"),
     ("flowproof_cli.mcp",),
     ("flowproof_cli.trace", "flowproof_cli.assertions"),

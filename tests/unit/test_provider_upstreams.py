@@ -20,7 +20,7 @@ from flowproof_cli.cassette.upstreams import Upstreams, upstreams_from_environme
 from flowproof_cli.dialects import DIALECTS, route
 from flowproof_cli.errors import ConfigError
 from flowproof_cli.mode import Mode
-from flowproof_cli.runner.aws_environment import PLACEHOLDER_ACCESS_KEY, PLACEHOLDER_SECRET
+from flowproof_cli.providers.bedrock import PLACEHOLDER_ACCESS_KEY, PLACEHOLDER_SECRET
 from flowproof_cli.runner.environment import PLACEHOLDER_KEY, agent_environment, refuse_record_key
 
 DEFAULT = "https://default.example/v1"
@@ -290,7 +290,7 @@ def test_each_providers_clients_are_pointed_at_the_proxy_with_placeholders() -> 
         "COHERE_API_KEY",
     ):
         assert env[name] == PLACEHOLDER_KEY, name
-    assert env["AWS_ACCESS_KEY_ID"] == PLACEHOLDER_ACCESS_KEY  # Bedrock's: aws_environment.py
+    assert env["AWS_ACCESS_KEY_ID"] == PLACEHOLDER_ACCESS_KEY  # Bedrock's: providers/bedrock.py
     assert env["AWS_SECRET_ACCESS_KEY"] == PLACEHOLDER_SECRET
     assert env["OPENAI_API_VERSION"] == "2024-10-21"
 

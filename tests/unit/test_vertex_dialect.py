@@ -19,16 +19,12 @@ from flowproof_cli.dialects import DIALECTS, Rendered, dialect_named, route
 from flowproof_cli.dialects.vertex import (
     VertexAnthropic,
     VertexGemini,
-    gateway_hint,
     vertex_path,
 )
+from flowproof_cli.providers import file_variables, unknown_path_hint, write_agent_files
+from flowproof_cli.providers.google_credentials import CREDENTIALS_VARIABLE, PLACEHOLDER_UNIVERSE
 from flowproof_cli.runner.canned import canned_reply
 from flowproof_cli.runner.environment import agent_environment, task_file
-from flowproof_cli.runner.google_credentials import (
-    CREDENTIALS_VARIABLE,
-    PLACEHOLDER_UNIVERSE,
-    write_placeholder_credentials,
-)
 
 GEMINI = VertexGemini()
 CLAUDE = VertexAnthropic()
@@ -315,7 +311,8 @@ def test_placeholder_credentials_load_and_refresh_offline(
         def __call__(self, *args: Any, **kwargs: Any) -> Any:
             raise AssertionError(f"the placeholder credentials made a request: {args} {kwargs}")
 
-    path = write_placeholder_credentials(str(tmp_path))
+    write_agent_files(str(tmp_path))  # what every flow's private folder gets
+    path = file_variables(str(tmp_path))[CREDENTIALS_VARIABLE]
     assert os.stat(path).st_mode & 0o777 == 0o600
     monkeypatch.setenv(CREDENTIALS_VARIABLE, path)
     credentials, project = google_auth.default(
@@ -353,7 +350,7 @@ def test_agents_get_the_vertex_base_urls_and_placeholder_credentials() -> None:
 def test_the_gateway_hint_is_for_google_genai_at_the_bare_base_url_only(
     path: str, headers: dict[str, str], hinted: bool
 ) -> None:
-    hint = gateway_hint(path, headers)
+    hint = unknown_path_hint(path, headers)
     assert bool(hint) is hinted
     if hinted:
         assert "genai.Client(vertexai=True, project=..., location=...)" in hint

@@ -18,8 +18,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
-from flowproof_cli.cassette.secret_forms import MIN_LENGTH
-from flowproof_cli.dialects.base import Dialect
 from flowproof_cli.errors import ConfigError
 
 ACCESS_KEY_VARIABLE = "AWS_ACCESS_KEY_ID"
@@ -46,16 +44,6 @@ _HOST_REGION = re.compile(r"^bedrock-runtime(?:-fips)?\.([a-z0-9-]+)\.amazonaws\
 #: Headers of the agent's own that never travel upstream beside flowproof's signature: the
 #: agent's signature parts, made with its placeholder credentials.
 DROPPED_PREFIX = "x-amz-"
-
-
-def signing_secrets(environ: Mapping[str, str]) -> dict[str, str]:
-    """The AWS secrets set in flowproof's environment, by variable, long enough to scan for:
-    every flow scans for and redacts them like the record keys."""
-    return {
-        name: environ[name]
-        for name in SECRET_VARIABLES
-        if len(environ.get(name) or "") >= MIN_LENGTH
-    }
 
 
 def missing_credentials_message(why: str) -> str:
@@ -139,25 +127,24 @@ def signer_from_environment(environ: Mapping[str, str]) -> AwsSigner | None:
     return AwsSigner(access, secret, token, region)
 
 
-def signed_headers(
-    signer: AwsSigner | None,
-    dialect: Dialect,
-    url: str,
-    body: bytes,
-    key_headers: Mapping[str, str] | None = None,
-) -> dict[str, str] | str:
-    """The headers a forwarded request of a signing dialect travels with: its content type
-    and accept, signed with flowproof's AWS credentials; without them, with the record key
-    as a Bedrock API key (`key_headers`, the dialect's `upstream_auth`); or why it can have
-    neither (the record fails on it)."""
-    headers = {"content-type": "application/json", "accept": "application/json"}
-    if signer is None and key_headers:
-        return {**headers, **key_headers}
-    if signer is None:
-        return "flowproof: " + missing_credentials_message(
-            f"the agent called Bedrock ({dialect.name})"
-        )
-    try:
-        return signer.signed_headers(url, body, headers)
-    except ConfigError as exc:
-        return f"flowproof: {exc}"
+@dataclass(frozen=True)
+class BedrockSigning:
+    """Record's `UpstreamSigner` for Bedrock: flowproof's AWS credentials when set, else
+    the record key as a Bedrock API key, else the reason it has neither."""
+
+    signer: AwsSigner | None = None
+
+    def headers_for(
+        self, url: str, body: bytes, key_headers: Mapping[str, str], what: str
+    ) -> dict[str, str] | str:
+        """The forward's content type and accept, signed (every header given is signed, so
+        each travels exactly as given); or with the key; or why the record fails."""
+        headers = {"content-type": "application/json", "accept": "application/json"}
+        if self.signer is None and key_headers:
+            return {**headers, **key_headers}
+        if self.signer is None:
+            return "flowproof: " + missing_credentials_message(f"the agent called Bedrock ({what})")
+        try:
+            return self.signer.signed_headers(url, body, headers)
+        except ConfigError as exc:
+            return f"flowproof: {exc}"

@@ -71,16 +71,6 @@ def credentials_path(folder: str) -> str:
     return os.path.join(folder, CREDENTIALS_FILE)
 
 
-def credentials_variables(prompt_file: str) -> dict[str, str]:
-    """GOOGLE_APPLICATION_CREDENTIALS naming the placeholder file `task_file` wrote beside
-    the task (`prompt_file`)."""
-    return {CREDENTIALS_VARIABLE: credentials_path(os.path.dirname(prompt_file))}
-
-
-def write_placeholder_credentials(folder: str) -> str:
-    """Write the placeholder file into `folder` (private: 0600); returns its path."""
-    path = credentials_path(folder)
-    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(descriptor, "w", encoding="utf-8") as stream:
-        json.dump(placeholder_service_account(), stream, indent=2)
-    return path
+def placeholder_service_account_json() -> str:
+    """The file's content (the key is made once per process: every flow's file is the same)."""
+    return json.dumps(placeholder_service_account(), indent=2)
