@@ -192,6 +192,38 @@ def test_cohere_embed_and_rerank_record_and_replay(tmp_path: Path) -> None:
     replays_twice(spec, lambda: flow(tmp_path, "py_cohere.py", "--embed", env=COHERE_ENV))
 
 
+@pytest.mark.parametrize("stream", [False, True], ids=["plain", "stream"])
+def test_ollama_generate_records_and_replays_plain_and_streamed(
+    tmp_path: Path, stream: bool
+) -> None:
+    """The module-level `ollama.generate` (NDJSON by default when streamed): a turn of its
+    own, its answer in the chat's system prompt, so a replay that passes served it."""
+    streamed = ["--stream"] if stream else []
+    spec = flow(tmp_path, "py_ollama.py", "--generate", *streamed, env=OLLAMA_ENV)
+    with FakeOllama() as fake:
+        record(spec, fake.base_url, "OLLAMA")
+    sent = fake.model_requests()
+    assert [r.path for r in sent] == ["/api/generate", "/api/chat", "/api/chat"]
+    assert all(request.body["stream"] is False for request in sent)
+    trace = trace_of(spec)
+    assert [turn.protocol for turn in trace.turns] == ["ollama-generate", *["ollama-chat"] * 2]
+    assert trace.turns[0].request == {"model": "llama3.2", "prompt": f"Notes on: {PROMPT}"}
+    system = trace.turns[1].request["messages"][0]["content"]
+    assert system.endswith(f"Notes: Draft for: {f'Notes on: {PROMPT}'[-40:]}")
+    switched = [] if stream else ["--stream"]
+    replays_twice(
+        spec, lambda: flow(tmp_path, "py_ollama.py", "--generate", *switched, env=OLLAMA_ENV)
+    )
+
+    document = yaml.safe_load(spec.read_text())
+    document["steps"][0]["prompt"] = PROMPT.replace("Nairobi", "Lagos")
+    spec.write_text(yaml.safe_dump(document, sort_keys=False))
+    result = run_cli("run", spec)
+    assert result.code == 1, result.output
+    assert "divergence at turn 1: the ollama-generate `prompt` content changed" in result.stdout
+    assert "replayed: Notes on: What's the weather in Lagos right now?" in result.stdout
+
+
 # -- red paths -----------------------------------------------------------------------------
 
 
