@@ -17,7 +17,7 @@ import yaml
 from flowproof_cli import trace as traces
 from flowproof_cli.runner.environment import injected_variables
 from tests.conftest import REPO, run_cli
-from tests.e2e.flows import AGENTS, write_flow
+from tests.e2e.flows import AGENTS, set_agent_env, write_flow
 from tests.fakes.cohere_upstream import FakeCohere
 from tests.fakes.fake_upstream import Reply
 from tests.fakes.ollama_upstream import FakeOllama
@@ -222,6 +222,33 @@ def test_ollama_generate_records_and_replays_plain_and_streamed(
     assert result.code == 1, result.output
     assert "divergence at turn 1: the ollama-generate `prompt` content changed" in result.stdout
     assert "replayed: Notes on: What's the weather in Lagos right now?" in result.stdout
+
+
+def test_cohere_v1_rerank_records_and_replays_and_a_changed_document_list_fails(
+    tmp_path: Path,
+) -> None:
+    """The v1 client's `cohere.Client().rerank` (`/v1/rerank`) beside a v2 chat: the ranking
+    goes into the chat's system prompt, so a replay that passes served it from the trace."""
+    spec = flow(tmp_path, "py_cohere.py", "--rerank-v1", env=COHERE_ENV)
+    with FakeCohere(key=KEY) as fake:
+        record(spec, fake.base_url, "COHERE", key=KEY)
+    assert [r.path for r in fake.requests] == ["/v1/rerank", "/v2/chat", "/v2/chat"]
+    assert all(r.headers["authorization"] == f"Bearer {KEY}" for r in fake.requests)
+    trace = trace_of(spec)
+    assert [t.protocol for t in trace.turns] == ["cohere-rerank-v1", "cohere-chat", "cohere-chat"]
+    assert trace.turns[0].request["query"] == PROMPT
+    system = trace.turns[1].request["messages"][0]["content"]
+    assert "Most relevant note: Nairobi weather notes: the long rains start in March." in system
+    assert KEY not in spec.with_name("weather.trace.yaml").read_text()
+    replays_twice(spec)
+
+    set_agent_env(spec, EXTRA_NOTE="Lagos is humid.")
+    result = run_cli("run", spec)
+    assert result.code == 1, result.output
+    assert "divergence at turn 1: the cohere-rerank-v1 `documents` content changed" in (
+        result.stdout
+    )
+    assert "Lagos is humid." in result.stdout
 
 
 # -- red paths -----------------------------------------------------------------------------
