@@ -153,7 +153,6 @@ class _Handler(JsonHandler):
         lines.append({**done, "message": {"role": "assistant", "content": ""}})
         self._send(200, b"".join(json.dumps(line).encode() + b"\n" for line in lines), NDJSON)
 
-
     def _generate(self, body: dict[str, Any]) -> None:
         fake = self.server.fake
         if not body.get("model"):
