@@ -43,13 +43,16 @@ def message(content: list[dict[str, Any]], stop: str = "end_turn") -> dict[str, 
     }
 
 
-def probe(model: str) -> Turn:
-    """Claude Code's quota check: one token asked, one user message, no system prompt."""
-    body = {
+def probe(model: str, system: list[dict[str, Any]] | None = None) -> Turn:
+    """Claude Code's quota check: one token asked, one user message (without a system
+    prompt, or with the conversation's)."""
+    body: dict[str, Any] = {
         "anthropic_version": "vertex-2023-10-16",
         "max_tokens": 1,
         "messages": [{"role": "user", "content": "quota"}],
     }
+    if system is not None:
+        body["system"] = system
     return vertex_turn(model, "rawPredict", body, message([{"type": "text", "text": "Hi"}]))
 
 
@@ -110,6 +113,16 @@ def test_probes_lose_wherever_they_fall_among_the_conversations_turns() -> None:
     read = trajectory([PROBES[0], first, PROBES[1], PROBES[2], second])
     assert read.reply == "It is sunny in Nairobi, 24C."
     assert [turn.turn for turn in read.main_thread] == [2, 5]
+
+
+def test_probes_under_the_conversations_system_prompt_never_end_its_thread() -> None:
+    """The probes share the conversation's thread key; one recorded after the reply (a
+    concurrent check) used to be the thread's last turn, and so the reply."""
+    first, second = conversation()
+    probes = [probe("claude-opus-4-1@20250805", SYSTEM) for _ in range(3)]
+    read = trajectory([first, probes[0], probes[1], second, probes[2]])
+    assert read.reply == "It is sunny in Nairobi, 24C."
+    assert [turn.turn for turn in read.main_thread] == [1, 4]
 
 
 def test_a_probe_is_a_request_asking_at_most_one_token() -> None:
