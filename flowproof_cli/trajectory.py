@@ -56,6 +56,14 @@ class AssistantTurn:
     #: items, no system prompt, and belongs to the thread of the response it names.
     response_id: str | None = None
     continues: str | None = None
+    #: The request asked for at most one token (`is_probe`): an availability or quota
+    #: check (Claude Code sends a few before its conversation), never the conversation.
+    probe: bool = False
+
+
+def is_probe(max_tokens: Any) -> bool:
+    """A request's output limit asks for at most one token: a probe, not a conversation."""
+    return isinstance(max_tokens, int) and not isinstance(max_tokens, bool) and max_tokens <= 1
 
 
 @dataclass(frozen=True)
@@ -95,11 +103,14 @@ class Trajectory:
         Turns are grouped by system prompt, a continuation with the response it continues;
         the group with the most turns wins, ties go to the group carrying the most request
         text. Both rules are order-independent, so a concurrent side call (a session title)
-        cannot steal the reply.
+        cannot steal the reply. Probes (`max_tokens` of 1 or less) are left out while any
+        other turn exists: three of Claude Code's one-token quota checks share one thread
+        key and would outnumber a short conversation, and `reply` would be a probe's token.
         """
         groups: dict[str, list[AssistantTurn]] = {}
         threads: dict[str, str] = {}  # response id -> the thread key of its chain
-        for turn in sorted(self.turns, key=lambda t: t.turn):
+        conversation = [turn for turn in self.turns if not turn.probe] or self.turns
+        for turn in sorted(conversation, key=lambda t: t.turn):
             key = threads.get(turn.continues or "", turn.thread_key)
             if turn.response_id:
                 threads[turn.response_id] = key

@@ -16,7 +16,7 @@ from flowproof_cli.dialects.base import (
     text_of,
 )
 from flowproof_cli.dialects.sse import named_event, piece_size, split_deltas
-from flowproof_cli.trajectory import AssistantTurn, ToolCall
+from flowproof_cli.trajectory import AssistantTurn, ToolCall, is_probe
 
 #: Usage fields a `message_delta` event carries (cumulative totals).
 _DELTA_USAGE_FIELDS = (
@@ -102,6 +102,7 @@ class AnthropicMessages(Dialect):
             tool_calls=calls,
             thread_key=text_of(request.get("system"), "\n"),
             request_size=size,
+            probe=is_probe(request.get("max_tokens")),
         )
 
     # --- divergence -----------------------------------------------------------------------

@@ -17,7 +17,7 @@ import yaml
 from flowproof_cli import trace as traces
 from flowproof_cli.runner.environment import injected_variables
 from tests.conftest import REPO, run_cli
-from tests.e2e.flows import AGENTS, write_flow
+from tests.e2e.flows import AGENTS, set_agent_env, write_flow
 from tests.fakes.cohere_upstream import FakeCohere
 from tests.fakes.fake_upstream import Reply
 from tests.fakes.ollama_upstream import FakeOllama
@@ -190,6 +190,65 @@ def test_cohere_embed_and_rerank_record_and_replay(tmp_path: Path) -> None:
         "cohere-chat",
     ]
     replays_twice(spec, lambda: flow(tmp_path, "py_cohere.py", "--embed", env=COHERE_ENV))
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["plain", "stream"])
+def test_ollama_generate_records_and_replays_plain_and_streamed(
+    tmp_path: Path, stream: bool
+) -> None:
+    """The module-level `ollama.generate` (NDJSON by default when streamed): a turn of its
+    own, its answer in the chat's system prompt, so a replay that passes served it."""
+    streamed = ["--stream"] if stream else []
+    spec = flow(tmp_path, "py_ollama.py", "--generate", *streamed, env=OLLAMA_ENV)
+    with FakeOllama() as fake:
+        record(spec, fake.base_url, "OLLAMA")
+    sent = fake.model_requests()
+    assert [r.path for r in sent] == ["/api/generate", "/api/chat", "/api/chat"]
+    assert all(request.body["stream"] is False for request in sent)
+    trace = trace_of(spec)
+    assert [turn.protocol for turn in trace.turns] == ["ollama-generate", *["ollama-chat"] * 2]
+    assert trace.turns[0].request == {"model": "llama3.2", "prompt": f"Notes on: {PROMPT}"}
+    system = trace.turns[1].request["messages"][0]["content"]
+    assert system.endswith(f"Notes: Draft for: {f'Notes on: {PROMPT}'[-40:]}")
+    switched = [] if stream else ["--stream"]
+    replays_twice(
+        spec, lambda: flow(tmp_path, "py_ollama.py", "--generate", *switched, env=OLLAMA_ENV)
+    )
+
+    document = yaml.safe_load(spec.read_text())
+    document["steps"][0]["prompt"] = PROMPT.replace("Nairobi", "Lagos")
+    spec.write_text(yaml.safe_dump(document, sort_keys=False))
+    result = run_cli("run", spec)
+    assert result.code == 1, result.output
+    assert "divergence at turn 1: the ollama-generate `prompt` content changed" in result.stdout
+    assert "replayed: Notes on: What's the weather in Lagos right now?" in result.stdout
+
+
+def test_cohere_v1_rerank_records_and_replays_and_a_changed_document_list_fails(
+    tmp_path: Path,
+) -> None:
+    """The v1 client's `cohere.Client().rerank` (`/v1/rerank`) beside a v2 chat: the ranking
+    goes into the chat's system prompt, so a replay that passes served it from the trace."""
+    spec = flow(tmp_path, "py_cohere.py", "--rerank-v1", env=COHERE_ENV)
+    with FakeCohere(key=KEY) as fake:
+        record(spec, fake.base_url, "COHERE", key=KEY)
+    assert [r.path for r in fake.requests] == ["/v1/rerank", "/v2/chat", "/v2/chat"]
+    assert all(r.headers["authorization"] == f"Bearer {KEY}" for r in fake.requests)
+    trace = trace_of(spec)
+    assert [t.protocol for t in trace.turns] == ["cohere-rerank-v1", "cohere-chat", "cohere-chat"]
+    assert trace.turns[0].request["query"] == PROMPT
+    system = trace.turns[1].request["messages"][0]["content"]
+    assert "Most relevant note: Nairobi weather notes: the long rains start in March." in system
+    assert KEY not in spec.with_name("weather.trace.yaml").read_text()
+    replays_twice(spec)
+
+    set_agent_env(spec, EXTRA_NOTE="Lagos is humid.")
+    result = run_cli("run", spec)
+    assert result.code == 1, result.output
+    assert "divergence at turn 1: the cohere-rerank-v1 `documents` content changed" in (
+        result.stdout
+    )
+    assert "Lagos is humid." in result.stdout
 
 
 # -- red paths -----------------------------------------------------------------------------

@@ -112,6 +112,51 @@ def test_an_azure_rag_agent_records_its_embedding_beside_the_chat_and_replays(
     assert "embed-small, replayed embed-large" in changed.stdout
 
 
+@pytest.mark.parametrize("api", ["completions", "completions-stream"])
+def test_azure_legacy_completions_record_and_replay_and_a_changed_deployment_fails(
+    tmp_path: Path, api: str
+) -> None:
+    """`AzureOpenAI(...).completions.create` under its own deployment, plain and streamed:
+    record forwards the plain call (the fake refuses a streamed one) with the key in
+    `api-key`; the draft goes into the chat's system prompt, so a replay that passes
+    served it; offline it replays, then in the other form; a changed deployment fails
+    naming it."""
+    command = f"{sys.executable} {AGENTS / 'py_azure_openai.py'}"
+    spec = _azure_flow(tmp_path, command, AGENT_API=api)
+    with AzureUpstream(key=AZURE_KEY, deployments={"weather-gpt", "instruct"}) as azure:
+        recorded = run_cli(
+            "record",
+            spec,
+            env={"FLOWPROOF_UPSTREAM_AZURE": azure.base_url, "FLOWPROOF_KEY_AZURE": AZURE_KEY},
+        )
+    assert recorded.code == 0, recorded.output
+    assert azure.refused == []
+    assert azure.deployments_seen == ["instruct", "weather-gpt", "weather-gpt"]
+    first = azure.requests[0]
+    assert first.path.startswith("/openai/deployments/instruct/completions?api-version=")
+    assert first.headers.get("api-key") == AZURE_KEY and "authorization" not in first.headers
+    assert "stream" not in first.body and "deployment" not in first.body
+    turns = _trace(spec)["turns"]
+    assert [turn["protocol"] for turn in turns] == ["azure-completions", *["azure-chat"] * 2]
+    assert turns[0]["request"]["deployment"] == "instruct"
+    drafted = turns[0]["response"]["body"]["choices"][0]["text"]
+    assert turns[1]["request"]["messages"][0]["content"].endswith(f"Draft:{drafted}")
+    assert AZURE_KEY not in spec.with_name("weather.trace.yaml").read_text()
+    for form in (api, "completions" if api.endswith("stream") else f"{api}-stream"):
+        set_agent_env(spec, AGENT_API=form)  # offline, then with the other form
+        replay = run_cli("run", spec)
+        assert replay.code == 0, replay.output
+    if api.endswith("stream"):
+        return
+    set_agent_env(spec, COMPLETIONS_DEPLOYMENT="instruct-canary")
+    changed = run_cli("run", spec)
+    assert changed.code == 1, changed.output
+    assert "divergence at turn 1: request parameters changed: deployment: recorded " in (
+        changed.stdout
+    )
+    assert "instruct, replayed instruct-canary" in changed.stdout
+
+
 def test_the_default_upstream_serves_azure_too_with_its_key_in_api_key(tmp_path: Path) -> None:
     """The issue's reproduction: with FLOWPROOF_AGENT_UPSTREAM at the resource, record used
     to forward to `<resource>/chat/completions` (the deployment dropped) with the key as

@@ -6,14 +6,12 @@ injected base URLs, with nothing Vertex-specific in the spec but its project and
 
 from __future__ import annotations
 
-import json
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-import yaml
 
 from flowproof_cli import trace as traces
 from tests.conftest import REPO, CliResult, clean_environ, run_cli
@@ -173,9 +171,9 @@ def test_claude_code_on_vertex_records_and_replays_in_a_loopback_namespace(
     """Claude Code with CLAUDE_CODE_USE_VERTEX reads ANTHROPIC_VERTEX_BASE_URL and signs in
     with the placeholder credentials (google-auth-library); its `claude-code` preset holds.
 
-    On Vertex, Claude Code first probes three models (`max_tokens: 1`, one system prompt):
-    those three turns outnumber the two of the task, so `reply` would read a probe's answer
-    (docs/vertex.md). The flow asserts the tool call, and the answer through the trace."""
+    On Vertex, Claude Code first probes three models (`max_tokens: 1`): those three turns
+    outnumber the two of the task, and `reply` used to read a probe's answer. A probe never
+    stands for the conversation now, so the flow's `assert: reply contains pelican` holds."""
     if not CLAUDE_CODE.exists():
         pytest.skip("tests/node_modules has no Claude Code: scripts/bootstrap.sh runs npm ci")
     if subprocess.run(["unshare", "-n", "true"], capture_output=True, check=False).returncode:
@@ -190,9 +188,6 @@ def test_claude_code_on_vertex_records_and_replays_in_a_loopback_namespace(
         ANTHROPIC_VERTEX_PROJECT_ID="proj-a",
         CLOUD_ML_REGION="us-east5",
     )
-    document = yaml.safe_load(spec.read_text())
-    document["steps"] = [step for step in document["steps"] if "assert" not in step]
-    spec.write_text(yaml.safe_dump(document, sort_keys=False))
     recorded = _in_loopback_namespace(
         "-m",
         "tests.fakes.vertex_upstream",
@@ -206,8 +201,8 @@ def test_claude_code_on_vertex_records_and_replays_in_a_loopback_namespace(
     trace = traces.load(spec.with_name("read-notes.trace.yaml"))
     assert {turn.protocol for turn in trace.turns} == {"vertex-anthropic"}
     assert {turn.request["project"] for turn in trace.turns} == {"proj-a"}
-    answers = [turn.response["content"] for turn in trace.turns]
-    assert any("pelican" in json.dumps(content) for content in answers)
+    probes = [turn for turn in trace.turns if turn.request.get("max_tokens") == 1]
+    assert len(probes) == 3 and len(trace.turns) - len(probes) < len(probes)  # outnumbered
     for _ in range(2):  # no upstream inside the namespace now: replay needs nothing
         replayed = _in_loopback_namespace(
             "-m", "flowproof_cli", "run", str(spec), cwd=REPO, home=home

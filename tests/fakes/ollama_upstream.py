@@ -8,6 +8,9 @@ clients call it.
   no id (as most Ollama releases send them).
 * ``POST /api/embed``: one vector per input, derived from the text, so a changed input
   changes the vector.
+* ``POST /api/generate``: a completion of the `prompt` (its end quoted back), as one JSON
+  object with ``"stream": false``, else as NDJSON `response` fragments and a last ``done``
+  line with the counters and a freshly minted `context` (token ids).
 * ``GET /api/tags``, ``GET /api/version``: what clients probe at start.
 
 Every answer has a fresh ``created_at`` and random durations, so a replay that passes proves
@@ -90,6 +93,8 @@ class _Handler(JsonHandler):
             self._json(400, {"error": "invalid JSON body"})
         elif path == "/api/chat":
             self._chat(body)
+        elif path == "/api/generate":
+            self._generate(body)
         elif path == "/api/embed":
             inputs = body.get("input")
             texts = [inputs] if isinstance(inputs, str) else list(inputs or [])
@@ -148,6 +153,28 @@ class _Handler(JsonHandler):
         lines.append({**done, "message": {"role": "assistant", "content": ""}})
         self._send(200, b"".join(json.dumps(line).encode() + b"\n" for line in lines), NDJSON)
 
+    def _generate(self, body: dict[str, Any]) -> None:
+        fake = self.server.fake
+        if not body.get("model"):
+            self._json(400, {"error": "model is required"})
+            return
+        text = f"Draft for: {str(body.get('prompt') or '')[-40:]}"
+        head = {"model": body["model"], "created_at": fake.created_at()}
+        done = {
+            **head,
+            "response": "",
+            "done": True,
+            "done_reason": "stop",
+            "context": fake.context(),
+            **fake.counters(max(1, len(json.dumps(body)) // 4)),
+        }
+        if body.get("stream") is False:
+            self._json(200, {**done, "response": text})
+            return
+        lines = [{**head, "response": piece, "done": False} for piece in _chunks(text)]
+        lines.append(done)
+        self._send(200, b"".join(json.dumps(line).encode() + b"\n" for line in lines), NDJSON)
+
 
 NDJSON = "application/x-ndjson"
 
@@ -196,6 +223,11 @@ class FakeOllama(ThreadServed):
         with self._lock:
             nanos = self._rng.randrange(1000)
         return now.strftime("%Y-%m-%dT%H:%M:%S.%f") + f"{nanos:03d}Z"
+
+    def context(self) -> list[int]:
+        """The token ids `/api/generate` answers with (minted: they differ every call)."""
+        with self._lock:
+            return [self._rng.randrange(1, 128_000) for _ in range(6)]
 
     def counters(self, prompt_tokens: int) -> dict[str, int]:
         with self._lock:

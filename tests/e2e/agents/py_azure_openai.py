@@ -6,7 +6,9 @@ The client reads AZURE_OPENAI_ENDPOINT, AZURE_OPENAI_API_KEY and OPENAI_API_VERS
 streamed), `responses` (the Responses API under /openai/responses), `v1-chat` (the newer
 /openai/v1 API through the plain `OpenAI` client, with the key in `api-key` as Azure's docs
 show), `rag` (the question embedded under the deployment EMBED_DEPLOYMENT first, as a
-retrieval agent does, then `chat`).
+retrieval agent does, then `chat`), `completions` and `completions-stream` (a draft from the
+legacy completions API under the deployment COMPLETIONS_DEPLOYMENT, plain or streamed, put in
+the system prompt of `chat`, so a chat that replays proves the draft was served).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ DEPLOYMENT = os.environ.get("AZURE_DEPLOYMENT", "weather-gpt")
 MODEL = os.environ.get("AGENT_MODEL", "weather-gpt")  # the body's `model`, apart from the path
 API = os.environ.get("AGENT_API", "chat")
 EMBED_DEPLOYMENT = os.environ.get("EMBED_DEPLOYMENT", "embed-small")
+COMPLETIONS_DEPLOYMENT = os.environ.get("COMPLETIONS_DEPLOYMENT", "instruct")
 SYSTEM = "You are a weather assistant. Use the tools."
 PARAMETERS = {
     "get_weather": {
@@ -91,9 +94,9 @@ def chat_turn(azure: Any, messages: list[dict]) -> tuple[str | None, list[dict]]
     return text or None, calls
 
 
-def chat(azure: Any) -> int:
+def chat(azure: Any, system: str = SYSTEM) -> int:
     messages: list[dict] = [
-        {"role": "system", "content": SYSTEM},
+        {"role": "system", "content": system},
         {"role": "user", "content": os.environ["FLOWPROOF_PROMPT"]},
     ]
     for _ in range(10):
@@ -136,10 +139,30 @@ def rag() -> int:
     return chat(client())
 
 
+def completions() -> int:
+    """A draft of the answer from legacy completions (`/openai/deployments/<d>/completions`),
+    then the chat with the draft in its system prompt."""
+    writer = AzureOpenAI(azure_deployment=COMPLETIONS_DEPLOYMENT, max_retries=0)
+    prompt = f"Draft an answer: {os.environ['FLOWPROOF_PROMPT']}"
+    if API == "completions-stream":
+        stream = writer.completions.create(
+            model="gpt-35-turbo-instruct", prompt=prompt, max_tokens=32, stream=True
+        )
+        draft = "".join(chunk.choices[0].text for chunk in stream if chunk.choices)
+    else:
+        completion = writer.completions.create(
+            model="gpt-35-turbo-instruct", prompt=prompt, max_tokens=32
+        )
+        draft = completion.choices[0].text
+    return chat(AzureOpenAI(azure_deployment=DEPLOYMENT, max_retries=0), f"{SYSTEM} Draft:{draft}")
+
+
 if __name__ == "__main__":
     try:
         if API == "rag":
             sys.exit(rag())
+        if API.startswith("completions"):
+            sys.exit(completions())
         sys.exit(responses(client()) if API == "responses" else chat(client()))
     except Exception as exc:
         print(f"agent error: {type(exc).__name__}: {exc}", file=sys.stderr)

@@ -4,8 +4,11 @@
 ``--stream`` each turn is `chat_stream` and is rebuilt from its events (`content-delta`,
 `tool-plan-delta`, `tool-call-start`, `tool-call-delta`); otherwise `chat`. With
 ``--embed`` the agent first embeds the question (`/v2/embed`) and reranks two notes
-against it (`/v2/rerank`), as a retrieval agent does. Tool results go back as `tool`
-messages of `document` blocks, by `tool_call_id`.
+against it (`/v2/rerank`), as a retrieval agent does. With ``--rerank-v1`` it first ranks
+the notes (NOTES, and EXTRA_NOTE when set) against the question with the v1 client,
+``cohere.Client().rerank`` (`/v1/rerank`), and puts the best note and its score in the
+system prompt, so a chat that replays proves the ranking was served from the trace. Tool
+results go back as `tool` messages of `document` blocks, by `tool_call_id`.
 """
 
 from __future__ import annotations
@@ -75,6 +78,16 @@ def turn(client: cohere.ClientV2, messages: list[Any], stream: bool) -> dict[str
     return {"text": text, "tool_plan": plan, "tool_calls": calls}
 
 
+def ranked_v1(prompt: str) -> str:
+    """The note most relevant to the question, by v1 rerank (`cohere.Client` reads CO_API_URL
+    and CO_API_KEY, as ClientV2 does)."""
+    notes = [*NOTES, *filter(None, [os.environ.get("EXTRA_NOTE")])]
+    ranked = cohere.Client().rerank(model="rerank-english-v3.0", query=prompt, documents=notes)
+    best = ranked.results[0]
+    assert best.index == 0 and len(ranked.results) == len(notes), ranked.results
+    return f"Most relevant note: {notes[best.index]} (score {best.relevance_score})"
+
+
 def main() -> int:
     stream = "--stream" in sys.argv
     client = cohere.ClientV2()
@@ -89,8 +102,9 @@ def main() -> int:
         assert embedded.embeddings.float_ and embedded.embeddings.float_[0], "no embedding"
         ranked = client.rerank(model="rerank-v3.5", query=prompt, documents=NOTES, top_n=1)
         assert ranked.results[0].index == 0, ranked.results
+    system = f"{SYSTEM} {ranked_v1(prompt)}" if "--rerank-v1" in sys.argv else SYSTEM
     messages: list[Any] = [
-        {"role": "system", "content": SYSTEM},
+        {"role": "system", "content": system},
         {"role": "user", "content": prompt},
     ]
     for _ in range(10):

@@ -3,7 +3,10 @@
 ``ollama.Client()`` reads OLLAMA_HOST (the server, without `/api`). With ``--stream`` each
 turn is streamed (NDJSON) and rebuilt from its chunks; otherwise ``stream=False``. With
 ``--embed`` the agent first embeds the question (`/api/embed`), as a retrieval agent does;
-with ``--list`` it first lists the models (`GET /api/tags`) and goes on if that is refused.
+with ``--list`` it first lists the models (`GET /api/tags`) and goes on if that is refused;
+with ``--generate`` it first drafts notes on the question with the module-level
+``ollama.generate`` (`/api/generate`, streamed with ``--stream``) and puts the draft in the
+system prompt, so a chat that replays proves the draft was served from the trace.
 Tool results go back as `tool` messages named by `tool_name`.
 """
 
@@ -67,6 +70,14 @@ def turn(client: ollama.Client, messages: list[Any], stream: bool) -> dict[str, 
     return {"role": "assistant", "content": content, "tool_calls": calls}
 
 
+def draft(prompt: str, stream: bool) -> str:
+    """Notes on the question from `/api/generate` (the module's client reads OLLAMA_HOST)."""
+    asked = f"Notes on: {prompt}"
+    if not stream:
+        return ollama.generate(model=MODEL, prompt=asked, stream=False).response
+    return "".join(chunk.response for chunk in ollama.generate(MODEL, asked, stream=True))
+
+
 def main() -> int:
     stream = "--stream" in sys.argv
     client = ollama.Client()
@@ -79,8 +90,9 @@ def main() -> int:
     if "--embed" in sys.argv:
         vectors = client.embed(model="nomic-embed-text", input=[prompt]).embeddings
         assert len(vectors) == 1 and vectors[0], "no embedding"
+    system = f"{SYSTEM} Notes: {draft(prompt, stream)}" if "--generate" in sys.argv else SYSTEM
     messages: list[Any] = [
-        {"role": "system", "content": SYSTEM},
+        {"role": "system", "content": system},
         {"role": "user", "content": prompt},
     ]
     for _ in range(10):
