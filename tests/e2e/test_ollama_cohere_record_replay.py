@@ -16,7 +16,7 @@ import yaml
 
 from flowproof_cli import trace as traces
 from flowproof_cli.runner.environment import injected_variables
-from tests.conftest import REPO, run_cli
+from tests.conftest import REPO, CliResult, run_cli
 from tests.e2e.flows import AGENTS, set_agent_env, write_flow
 from tests.fakes.cohere_upstream import FakeCohere
 from tests.fakes.fake_upstream import Reply
@@ -147,15 +147,21 @@ def test_cohere_changed_user_message_diverges(tmp_path: Path) -> None:
     spec = flow(tmp_path, "py_cohere.py", env=COHERE_ENV)
     with FakeCohere(key=KEY) as fake:
         record(spec, fake.base_url, "COHERE", key=KEY)
+    result = _replayed_with_lagos(spec)
+    assert "divergence at turn 1: message 1 (user) content changed" in result.stdout
+
+
+# -- retrieval: embeddings and rerank beside the chat --------------------------------------
+
+
+def _replayed_with_lagos(spec: Path) -> CliResult:
+    """The flow replayed with its task asking about another city: a failure."""
     document = yaml.safe_load(spec.read_text())
     document["steps"][0]["prompt"] = PROMPT.replace("Nairobi", "Lagos")
     spec.write_text(yaml.safe_dump(document, sort_keys=False))
     result = run_cli("run", spec)
     assert result.code == 1, result.output
-    assert "divergence at turn 1: message 1 (user) content changed" in result.stdout
-
-
-# -- retrieval: embeddings and rerank beside the chat --------------------------------------
+    return result
 
 
 def test_ollama_embed_is_a_turn_of_its_own_and_a_changed_input_fails(tmp_path: Path) -> None:
@@ -167,11 +173,7 @@ def test_ollama_embed_is_a_turn_of_its_own_and_a_changed_input_fails(tmp_path: P
     assert trace.turns[0].request == {"model": "nomic-embed-text", "input": [PROMPT]}
     replays_twice(spec)  # the reply is still the chat's: the embedding never stands for it
 
-    document = yaml.safe_load(spec.read_text())
-    document["steps"][0]["prompt"] = PROMPT.replace("Nairobi", "Lagos")
-    spec.write_text(yaml.safe_dump(document, sort_keys=False))
-    result = run_cli("run", spec)
-    assert result.code == 1, result.output
+    result = _replayed_with_lagos(spec)
     assert "divergence at turn 1: the ollama-embed `input` content changed" in result.stdout
     assert "replayed What's the weather in Lagos right now?" in result.stdout
 
@@ -215,11 +217,7 @@ def test_ollama_generate_records_and_replays_plain_and_streamed(
         spec, lambda: flow(tmp_path, "py_ollama.py", "--generate", *switched, env=OLLAMA_ENV)
     )
 
-    document = yaml.safe_load(spec.read_text())
-    document["steps"][0]["prompt"] = PROMPT.replace("Nairobi", "Lagos")
-    spec.write_text(yaml.safe_dump(document, sort_keys=False))
-    result = run_cli("run", spec)
-    assert result.code == 1, result.output
+    result = _replayed_with_lagos(spec)
     assert "divergence at turn 1: the ollama-generate `prompt` content changed" in result.stdout
     assert "replayed: Notes on: What's the weather in Lagos right now?" in result.stdout
 

@@ -39,6 +39,27 @@ def _azure_flow(folder: Path, command: str, **env: str) -> Path:
     return write_flow(folder, command=command, steps=steps, env=env)
 
 
+def _record_with_azures_own_upstream(spec: Path, azure: AzureUpstream) -> None:
+    """Record with FLOWPROOF_UPSTREAM_AZURE and its key alone; the fake refused nothing."""
+    recorded = run_cli(
+        "record",
+        spec,
+        env={"FLOWPROOF_UPSTREAM_AZURE": azure.base_url, "FLOWPROOF_KEY_AZURE": AZURE_KEY},
+    )
+    assert recorded.code == 0, recorded.output
+    assert azure.refused == []
+
+
+def _a_changed_deployment_fails(spec: Path, variable: str, recorded: str, replayed: str) -> None:
+    set_agent_env(spec, **{variable: replayed})
+    changed = run_cli("run", spec)
+    assert changed.code == 1, changed.output
+    assert "divergence at turn 1: request parameters changed: deployment: recorded " in (
+        changed.stdout
+    )
+    assert f"{recorded}, replayed {replayed}" in changed.stdout
+
+
 def _replays_twice(spec: Path) -> None:
     for _ in range(2):  # offline: no upstream variable at all
         replay = run_cli("run", spec)
@@ -60,13 +81,7 @@ def test_azure_openai_records_with_its_own_upstream_and_replays(tmp_path: Path, 
     spec = _azure_flow(tmp_path, command, AGENT_API=api)
     with AzureUpstream(key=AZURE_KEY) as azure:
         # No FLOWPROOF_AGENT_UPSTREAM: Azure's own upstream is enough.
-        recorded = run_cli(
-            "record",
-            spec,
-            env={"FLOWPROOF_UPSTREAM_AZURE": azure.base_url, "FLOWPROOF_KEY_AZURE": AZURE_KEY},
-        )
-    assert recorded.code == 0, recorded.output
-    assert azure.refused == []
+        _record_with_azures_own_upstream(spec, azure)
     assert len(azure.model_requests()) >= 2
     for request in azure.model_requests():  # the key only in api-key, never Bearer
         assert request.headers.get("api-key") == AZURE_KEY
@@ -88,13 +103,7 @@ def test_an_azure_rag_agent_records_its_embedding_beside_the_chat_and_replays(
     command = f"{sys.executable} {AGENTS / 'py_azure_openai.py'}"
     spec = _azure_flow(tmp_path, command, AGENT_API="rag")
     with AzureUpstream(key=AZURE_KEY, deployments={"weather-gpt", "embed-small"}) as azure:
-        recorded = run_cli(
-            "record",
-            spec,
-            env={"FLOWPROOF_UPSTREAM_AZURE": azure.base_url, "FLOWPROOF_KEY_AZURE": AZURE_KEY},
-        )
-    assert recorded.code == 0, recorded.output
-    assert azure.refused == []
+        _record_with_azures_own_upstream(spec, azure)
     assert azure.deployments_seen[0] == "embed-small"
     turns = _trace(spec)["turns"]
     assert [turn["protocol"] for turn in turns][:2] == ["azure-embeddings", "azure-chat"]
@@ -103,13 +112,7 @@ def test_an_azure_rag_agent_records_its_embedding_beside_the_chat_and_replays(
     assert AZURE_KEY not in spec.with_name("weather.trace.yaml").read_text()
     _replays_twice(spec)
 
-    set_agent_env(spec, EMBED_DEPLOYMENT="embed-large")
-    changed = run_cli("run", spec)
-    assert changed.code == 1, changed.output
-    assert "divergence at turn 1: request parameters changed: deployment: recorded " in (
-        changed.stdout
-    )
-    assert "embed-small, replayed embed-large" in changed.stdout
+    _a_changed_deployment_fails(spec, "EMBED_DEPLOYMENT", "embed-small", "embed-large")
 
 
 @pytest.mark.parametrize("api", ["completions", "completions-stream"])
@@ -124,13 +127,7 @@ def test_azure_legacy_completions_record_and_replay_and_a_changed_deployment_fai
     command = f"{sys.executable} {AGENTS / 'py_azure_openai.py'}"
     spec = _azure_flow(tmp_path, command, AGENT_API=api)
     with AzureUpstream(key=AZURE_KEY, deployments={"weather-gpt", "instruct"}) as azure:
-        recorded = run_cli(
-            "record",
-            spec,
-            env={"FLOWPROOF_UPSTREAM_AZURE": azure.base_url, "FLOWPROOF_KEY_AZURE": AZURE_KEY},
-        )
-    assert recorded.code == 0, recorded.output
-    assert azure.refused == []
+        _record_with_azures_own_upstream(spec, azure)
     assert azure.deployments_seen == ["instruct", "weather-gpt", "weather-gpt"]
     first = azure.requests[0]
     assert first.path.startswith("/openai/deployments/instruct/completions?api-version=")
@@ -148,13 +145,7 @@ def test_azure_legacy_completions_record_and_replay_and_a_changed_deployment_fai
         assert replay.code == 0, replay.output
     if api.endswith("stream"):
         return
-    set_agent_env(spec, COMPLETIONS_DEPLOYMENT="instruct-canary")
-    changed = run_cli("run", spec)
-    assert changed.code == 1, changed.output
-    assert "divergence at turn 1: request parameters changed: deployment: recorded " in (
-        changed.stdout
-    )
-    assert "instruct, replayed instruct-canary" in changed.stdout
+    _a_changed_deployment_fails(spec, "COMPLETIONS_DEPLOYMENT", "instruct", "instruct-canary")
 
 
 def test_the_default_upstream_serves_azure_too_with_its_key_in_api_key(tmp_path: Path) -> None:
