@@ -28,6 +28,7 @@ from flowproof_cli.providers import (
     provider_named,
 )
 from flowproof_cli.runner.environment import agent_environment, injected_variables, task_file
+from tests.conftest import REPO
 
 PROXY_PORT = 4321
 PROXY = ProxyAddress.on_port(PROXY_PORT)
@@ -150,3 +151,28 @@ def test_a_new_provider_is_its_registration_alone(monkeypatch: pytest.MonkeyPatc
         assert Path(env["ACME_CONFIG"]).read_text() == "{}"
     assert providers.unknown_path_hint("/", {"user-agent": "acme"}) == ". acme-sdk needs a path"
     assert providers.unknown_path_hint("/", {}) == ""
+
+
+#: The provider table's row for each registered provider (docs/agents.md, "Providers").
+_ROWS = {
+    "openai": "| OpenAI |",
+    "anthropic": "| Anthropic |",
+    "gemini": "| Gemini |",
+    "azure": "| Azure OpenAI |",
+    "bedrock": "| Amazon Bedrock ",
+    "vertex": "| Vertex AI ",
+    "ollama": "| Ollama ",
+    "cohere": "| Cohere ",
+}
+
+
+@pytest.mark.parametrize("provider", REGISTRY, ids=IDS)
+def test_the_provider_table_names_every_variable_it_injects(provider: Provider) -> None:
+    """docs/agents.md's "Variables injected" column is the registry's, variable by variable."""
+    table = (REPO / "docs" / "agents.md").read_text(encoding="utf-8")
+    row = next((line for line in table.splitlines() if line.startswith(_ROWS[provider.name])), None)
+    assert row is not None, f"docs/agents.md has no provider row for {provider.name}"
+    injected = row.split(" | ")[2]
+    names = {**provider.agent_variables({}, PROXY), **provider.file_variables("/private")}
+    missing = [name for name in names if f"`{name}`" not in injected]
+    assert not missing, f"docs/agents.md's {provider.name} row does not name {missing}"
