@@ -30,6 +30,7 @@ test: bootstrap lint typecheck
 # The long probes (marker `stress`) at their full counts: 100 kill moments, every exit point.
 test-stress: bootstrap
 	FLOWPROOF_KILL_CASES=100 FLOWPROOF_SILENT_GREEN_POINTS=1000 FLOWPROOF_COMMIT_CASES=20 \
+		FLOWPROOF_SIDE_CALL_RUNS=20 \
 		$(PY) -m pytest -n 2 --dist worksteal -q -m stress
 
 test-quick: bootstrap

@@ -1,7 +1,10 @@
-"""Shared fixtures: the fake model upstream and a way to run the real `flowproof` CLI."""
+"""Shared fixtures: the fake model upstream, a way to run the real `flowproof` CLI, and a
+way to compute an expensive fixture once per session across xdist workers."""
 
 from __future__ import annotations
 
+import fcntl
+import json
 import os
 import signal
 import subprocess
@@ -119,6 +122,30 @@ def run_command(
         check=False,
     )
     return CliResult(completed.returncode, completed.stdout, completed.stderr)
+
+
+def computed_once(factory: pytest.TempPathFactory, key: str, compute: Callable[[], Any]) -> Any:
+    """`compute()` once per test session, by whichever xdist worker asks first; a worker
+    asking later waits for it and reads its result. The result must be plain data (it
+    travels as JSON), and a path in it stays valid: it is under the session's temp folder.
+
+    Each xdist worker is a process of its own, and `--dist worksteal` splits a module
+    wherever it steals, so a module fixture alone (a recording, a whole CLI story, a group
+    run) runs again in every worker that got one of its tests. A failure or a skip stores
+    nothing: the next worker to ask computes again, and fails or skips the same way."""
+    base = factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        base = base.parent  # the session's folder, above every worker's own
+    folder = base / "computed-once"
+    folder.mkdir(exist_ok=True)
+    stored = folder / f"{key}.json"
+    with (folder / f"{key}.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes, or the worker dies
+        if not stored.exists():
+            partial = folder / f"{key}.partial"
+            partial.write_text(json.dumps(compute()))
+            partial.replace(stored)
+        return json.loads(stored.read_text())  # the same value in every worker
 
 
 @pytest.fixture

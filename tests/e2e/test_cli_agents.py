@@ -36,6 +36,7 @@ from typing import Any
 import pytest
 
 from flowproof_cli.match.presets import load_preset
+from tests.conftest import computed_once
 from tests.e2e.cli_agents.scenario import (
     BINARIES,
     EDITED_TASK,
@@ -173,11 +174,17 @@ _STORIES: dict[tuple[str, str], Story] = {}
 
 
 def _story(cli: str, version: str, tmp_path_factory: pytest.TempPathFactory) -> Story:
+    """The story's outcome, played once per session: whichever xdist worker asks first runs
+    it (tens of seconds of CPU), any other reads that outcome (`computed_once`)."""
     reason = _why_not_runnable(cli, version)
     if reason is not None:
         pytest.skip(reason)
     if (cli, version) not in _STORIES:
-        outcome = _run_scenario(cli, version, tmp_path_factory.mktemp(f"{cli}-{version}"))
+        outcome = computed_once(
+            tmp_path_factory,
+            f"cli-story-{cli}-{version}",
+            lambda: _run_scenario(cli, version, tmp_path_factory.mktemp(f"{cli}-{version}")),
+        )
         _STORIES[cli, version] = Story(
             cli, version, outcome["steps"], outcome["requests_unchanged"], outcome["agents"]
         )

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.conftest import REPO, run_cli, run_command, start_cli
+from tests.conftest import REPO, computed_once, run_cli, run_command, start_cli
 from tests.e2e.flows import set_agent_env, write_flow
 from tests.fakes.fake_upstream import FakeUpstream
 
@@ -32,15 +32,30 @@ def record(spec: Path, fake: FakeUpstream, *extra: str, **env: str):
     return run_cli("record", spec, *extra, env=variables)
 
 
+@pytest.fixture(scope="module")
+def recording(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The flow recorded once per session against a fake that is stopped before any test
+    replays it (`computed_once`): its folder, never written to again."""
+
+    def record_once() -> str:
+        spec = write_flow(tmp_path_factory.mktemp("recording"))
+        with FakeUpstream() as fake:
+            result = record(spec, fake)
+            assert result.code == 0, result.output
+            assert fake.model_requests()[0].headers["authorization"] == "Bearer sk-secret-123"
+        return str(spec.parent)
+
+    return Path(computed_once(tmp_path_factory, "core-recording", record_once))
+
+
 @pytest.fixture
-def recorded(tmp_path: Path) -> Path:
-    """A flow recorded against a fake that is stopped before the test replays it."""
-    spec = write_flow(tmp_path)
-    with FakeUpstream() as fake:
-        result = record(spec, fake)
-        assert result.code == 0, result.output
-        assert fake.model_requests()[0].headers["authorization"] == "Bearer sk-secret-123"
-    return spec
+def recorded(recording: Path, tmp_path: Path) -> Path:
+    """The test's own copy of the recorded flow and its trace: each test edits and replays
+    it as its own (a record of the same flow stores the same requests; a record twice
+    stores the same bytes: test_recording_is_deterministic)."""
+    for name in ("weather.flow.yaml", "weather.trace.yaml"):
+        shutil.copy(recording / name, tmp_path / name)
+    return tmp_path / "weather.flow.yaml"
 
 
 def trace_of(spec: Path) -> Path:

@@ -13,7 +13,7 @@ import pytest
 
 from flowproof_cli import trace as traces
 from flowproof_cli.cassette import Turn
-from tests.conftest import REPO, run_cli
+from tests.conftest import REPO, computed_once, run_cli
 from tests.e2e.flows import AGENTS, set_agent_env, write_flow
 from tests.fakes.fake_upstream import FakeUpstream
 
@@ -79,10 +79,30 @@ def trace_path(spec: Path) -> Path:
 AGENT_ENV = {"node_ai_sdk_anthropic.mjs": {"ANTHROPIC_BASE_URL": "${flowproof.proxy_url}"}}
 
 
+def recorded_once(script: str, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The agent's flow recorded once per session (`computed_once`): its folder, never
+    written to again. The record/replay test below and the red paths share it."""
+
+    def record_once() -> str:
+        spec = flow_for(tmp_path_factory.mktemp("recording"), script, env=AGENT_ENV.get(script, {}))
+        record(spec)
+        return str(spec.parent)
+
+    return Path(computed_once(tmp_path_factory, f"dialects-{script}", record_once))
+
+
+def copy_of(recording: Path, folder: Path) -> Path:
+    """A copy of the recorded flow and its trace in `folder`, to edit and replay."""
+    for name in ("weather.flow.yaml", "weather.trace.yaml"):
+        shutil.copy(recording / name, folder / name)
+    return folder / "weather.flow.yaml"
+
+
 @pytest.mark.parametrize("script", sorted(AGENT_PROTOCOLS))
-def test_real_sdk_records_and_replays_offline(tmp_path: Path, script: str) -> None:
-    spec = flow_for(tmp_path, script, env=AGENT_ENV.get(script, {}))
-    record(spec)
+def test_real_sdk_records_and_replays_offline(
+    tmp_path: Path, tmp_path_factory: pytest.TempPathFactory, script: str
+) -> None:
+    spec = copy_of(recorded_once(script, tmp_path_factory), tmp_path)
     trace = traces.load(trace_path(spec))
     assert {turn.protocol for turn in trace.turns} == {AGENT_PROTOCOLS[script]}
     assert len(trace.turns) >= 2
@@ -149,10 +169,12 @@ def _nairobi_to_paris(value: Any) -> Any:
 
 
 @pytest.fixture(params=RED_PATH_AGENTS)
-def recorded_flow(request: pytest.FixtureRequest, tmp_path: Path) -> Path:
-    spec = flow_for(tmp_path, request.param)
-    record(spec)
-    return spec
+def recorded_flow(
+    request: pytest.FixtureRequest, tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Path:
+    """The test's own copy of the agent's recording (the one its record/replay test made)."""
+    assert not AGENT_ENV.get(request.param), "the red paths edit the plain flow's recording"
+    return copy_of(recorded_once(request.param, tmp_path_factory), tmp_path)
 
 
 def test_changed_system_prompt_diverges(recorded_flow: Path) -> None:

@@ -4,6 +4,7 @@ red paths, by editing what was recorded."""
 
 from __future__ import annotations
 
+import shutil
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -13,7 +14,7 @@ import pytest
 
 from flowproof_cli import trace as traces
 from flowproof_cli.cassette import Turn
-from tests.conftest import run_cli
+from tests.conftest import computed_once, run_cli
 from tests.e2e.flows import AGENTS, write_flow
 from tests.fakes.fake_upstream import FakeUpstream
 
@@ -127,11 +128,26 @@ def edit_trace(
     traces.save(path, trace)
 
 
-@pytest.fixture(params=GEMINI_AGENTS)
-def recorded_flow(request: pytest.FixtureRequest, tmp_path: Path) -> Path:
-    spec = flow_for(tmp_path, request.param)
-    record(spec)
-    return spec
+@pytest.fixture(scope="module", params=GEMINI_AGENTS)
+def recording(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Each agent's flow recorded once per session (`computed_once`): its folder, never
+    written to again."""
+    script = request.param
+
+    def record_once() -> str:
+        spec = flow_for(tmp_path_factory.mktemp("recording"), script)
+        record(spec)
+        return str(spec.parent)
+
+    return Path(computed_once(tmp_path_factory, f"gemini-{script}", record_once))
+
+
+@pytest.fixture
+def recorded_flow(recording: Path, tmp_path: Path) -> Path:
+    """The test's own copy of the recorded flow and trace, to edit and replay."""
+    for name in ("weather.flow.yaml", "weather.trace.yaml"):
+        shutil.copy(recording / name, tmp_path / name)
+    return tmp_path / "weather.flow.yaml"
 
 
 def test_changed_system_instruction_diverges(recorded_flow: Path) -> None:

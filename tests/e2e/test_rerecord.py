@@ -21,7 +21,7 @@ from flowproof_cli.cassette import Mode
 from flowproof_cli.runner.job import plan_jobs
 from flowproof_cli.runner.parallel import run_jobs
 from flowproof_cli.runner.rerecord import commit, review
-from tests.conftest import REPO, CliResult, clean_environ, run_cli
+from tests.conftest import REPO, CliResult, clean_environ, computed_once, run_cli
 from tests.e2e.flows import set_agent_env, write_flow
 from tests.fakes.fake_upstream import FakeUpstream
 
@@ -53,15 +53,29 @@ def change_the_agent(spec: Path) -> None:
     set_agent_env(spec, AGENT_EXTRA_TOOL="check_visa", AGENT_SYSTEM="You are terse.")
 
 
+@pytest.fixture(scope="module")
+def recording(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A first record, once per session (`computed_once`): its folder, never written to
+    again."""
+
+    def record_once() -> str:
+        spec = write_flow(tmp_path_factory.mktemp("first-record"))
+        result = record(spec)
+        assert result.code == 0, result.output
+        assert f"wrote {trace_of(spec)} (2 turn(s))" in result.stdout  # a first record asks nothing
+        assert "differs from" not in result.stdout and "trajectory unchanged" not in result.stdout
+        assert not candidate_of(spec).exists()
+        return str(spec.parent)
+
+    return Path(computed_once(tmp_path_factory, "rerecord-first-record", record_once))
+
+
 @pytest.fixture
-def recorded(tmp_path: Path) -> Path:
-    spec = write_flow(tmp_path)
-    result = record(spec)
-    assert result.code == 0, result.output
-    assert f"wrote {trace_of(spec)} (2 turn(s))" in result.stdout  # a first record asks nothing
-    assert "differs from" not in result.stdout and "trajectory unchanged" not in result.stdout
-    assert not candidate_of(spec).exists()
-    return spec
+def recorded(recording: Path, tmp_path: Path) -> Path:
+    """The test's own copy of the first record's flow and trace, to re-record over."""
+    for name in ("weather.flow.yaml", "weather.trace.yaml"):
+        shutil.copy(recording / name, tmp_path / name)
+    return tmp_path / "weather.flow.yaml"
 
 
 def test_an_unchanged_trajectory_is_rewritten_without_asking(recorded: Path) -> None:

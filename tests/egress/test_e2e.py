@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.conftest import REPO
+from tests.conftest import REPO, computed_once
 
 pytestmark = [pytest.mark.egress, pytest.mark.slow, pytest.mark.usefixtures("netns")]
 
@@ -26,7 +26,13 @@ NESTED = (
 
 
 @pytest.fixture(scope="module")
-def lab() -> dict[str, Any]:
+def lab(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """Every scenario's outcome, run once per session (`computed_once`)."""
+    outcome: dict[str, Any] = computed_once(tmp_path_factory, "egress-cli-lab", _run_lab)
+    return outcome
+
+
+def _run_lab() -> dict[str, Any]:
     spec = {"outer_netns": os.readlink("/proc/self/ns/net")}
     completed = subprocess.run(
         ["unshare", "-n", sys.executable, "-m", "tests.egress.cli_lab", json.dumps(spec)],

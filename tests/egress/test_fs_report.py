@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import REPO
+from tests.conftest import REPO, computed_once
 from tests.egress.fs_report_lab import DELETED
 
 pytestmark = [pytest.mark.egress, pytest.mark.slow, pytest.mark.usefixtures("netns")]
@@ -23,7 +23,13 @@ UNLINK = re.compile(r"  unlink /\S+ at \d+ms")
 
 
 @pytest.fixture(scope="module")
-def lab() -> dict[str, Any]:
+def lab(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """Every run's outcome, once per session (`computed_once`)."""
+    outcome: dict[str, Any] = computed_once(tmp_path_factory, "egress-fs-report-lab", _run_lab)
+    return outcome
+
+
+def _run_lab() -> dict[str, Any]:
     spec = {"outer_netns": os.readlink("/proc/self/ns/net")}
     completed = subprocess.run(
         ["unshare", "-n", sys.executable, "-m", "tests.egress.fs_report_lab", json.dumps(spec)],

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 import random
+import shutil
 import signal
 import subprocess
 import time
@@ -26,7 +27,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import start_cli
+from tests.conftest import computed_once, start_cli
 from tests.e2e.flows import write_flow
 from tests.e2e.sockets_and_pids import eventually
 from tests.fakes.fake_upstream import FakeUpstream
@@ -54,13 +55,27 @@ class Ended:
         return sorted(p.name for p in self.folder.iterdir() if p.name.endswith(".tmp"))
 
 
+@pytest.fixture(scope="module")
+def recording(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The flow recorded once per session (seed 1; `computed_once`): its folder, never
+    written to again."""
+
+    def record_once() -> str:
+        spec = write_flow(tmp_path_factory.mktemp("recording"))
+        end = record(spec, seed=1)
+        assert end.code == 0, end.stderr
+        return str(spec.parent)
+
+    return Path(computed_once(tmp_path_factory, "commit-signals-recording", record_once))
+
+
 @pytest.fixture
-def recorded(tmp_path: Path) -> tuple[Path, bytes]:
-    """A flow with its trace in place (seed 1)."""
-    spec = write_flow(tmp_path)
-    ended = record(spec, seed=1)
-    assert ended.code == 0, ended.stderr
-    return spec, ended.trace
+def recorded(recording: Path, tmp_path: Path) -> tuple[Path, bytes]:
+    """A flow with its trace in place (seed 1): the test's own copy of the recording."""
+    for name in ("weather.flow.yaml", "weather.trace.yaml"):
+        shutil.copy(recording / name, tmp_path / name)
+    spec = tmp_path / "weather.flow.yaml"
+    return spec, trace_of(spec).read_bytes()
 
 
 def trace_of(spec: Path) -> Path:

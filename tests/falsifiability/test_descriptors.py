@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from flowproof_cli.trace import trace_path_for
 from tests.conftest import REPO, CliResult, clean_environ, run_cli
 from tests.e2e.flows import AGENTS, agent_command, set_agent_env, write_flow
 from tests.fakes.fake_upstream import FakeUpstream
@@ -107,10 +108,14 @@ def test_a_flow_holding_1100_idle_connections_cannot_starve_the_flow_beside_it(
 def test_running_out_of_descriptors_is_named_with_the_limit(tmp_path: Path) -> None:
     """Several flows, each under the cap, that together hold more than the process may
     open: a flow whose connection could not be accepted says why and names the limit,
-    instead of only `did not finish within`."""
-    for number in range(5):
-        hog = _hog(tmp_path, f"hog{number}", timeout=8)
-        set_agent_env(hog, HOG_CONNECTIONS="60", AGENT_HANG_AFTER="0")
+    instead of only `did not finish within`. The five hogs are one flow under five names:
+    recorded once, its trace copied beside the other four."""
+    recorded = trace_path_for(_hog(tmp_path, "hog0", timeout=8))
+    for number in range(1, 5):
+        spec = write_flow(tmp_path, name=f"hog{number}", command=agent_command(HOG), timeout=8)
+        shutil.copyfile(recorded, trace_path_for(spec))
+    for spec in sorted(tmp_path.glob("hog*.flow.yaml")):
+        set_agent_env(spec, HOG_CONNECTIONS="60", AGENT_HANG_AFTER="0")
     result = _run_limited(tmp_path, 256, jobs=5)
     assert result.code == 1, result.output
     assert (

@@ -4,7 +4,9 @@ Two base flows are recorded once against the scripted fake upstream; each case i
 with one change (a step, an agent knob, a trace edit) and must fail with its exit code and
 message, while its twin (the change undone) must pass. The cases run grouped: one
 directory run with `--json` for the replay group, one inside a network namespace, one for
-the controls and their audits, and one command per error class.
+the controls and their audits, and one command per error class. The recordings and the
+group runs happen once per session (`computed_once`): a worker that gets some of this
+module's tests after another ran them reads their results instead of running them again.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -27,7 +29,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.conftest import CliResult, run_cli, run_command, start_cli
+from tests.conftest import CliResult, computed_once, run_cli, run_command, start_cli
 from tests.e2e.sockets_and_pids import free_port
 from tests.fakes.fake_upstream import FakeUpstream, Reply, sequence
 from tests.falsifiability import cases
@@ -66,6 +68,13 @@ def _script() -> Any:
 @pytest.fixture(scope="module")
 def recordings(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]:
     """Each base flow recorded once: its trace as data, for every case to copy and edit."""
+    traces: dict[str, dict[str, Any]] = computed_once(
+        tmp_path_factory, "verdict-recordings", lambda: _record_bases(tmp_path_factory)
+    )
+    return traces
+
+
+def _record_bases(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]:
     traces = {}
     for base in cases.BASES:
         spec = tmp_path_factory.mktemp(f"recorded-{base}") / SPEC_FILE
@@ -150,10 +159,16 @@ class GroupRun:
     result: CliResult
     payload: dict[str, Any]
     flows: dict[str, dict[str, Any]]  # by case folder name
+    values: dict[str, str]  # the services' ports the cases were written with
 
     def flow(self, name: str) -> dict[str, Any]:
         assert name in self.flows, f"no result for {name}:\n{self.result.output[-3000:]}"
         return self.flows[name]
+
+
+def _stored(root: Path, result: CliResult, values: Mapping[str, str]) -> dict[str, Any]:
+    """A group run as plain data, for `computed_once`."""
+    return {"root": str(root), "result": asdict(result), "values": dict(values)}
 
 
 def _write_group(
@@ -171,23 +186,27 @@ def _write_group(
     return written
 
 
-def _parse(root: Path, result: CliResult) -> GroupRun:
+def _parse(stored: Mapping[str, Any]) -> GroupRun:
+    root, result = Path(stored["root"]), CliResult(**stored["result"])
     try:
         payload = json.loads(result.stdout)
     except ValueError:
         pytest.fail(f"the run printed no JSON (exit {result.code}):\n{result.output[-3000:]}")
     flows = {Path(flow["spec_path"]).parent.name: flow for flow in payload["flows"]}
-    return GroupRun(root, result, payload, flows)
+    return GroupRun(root, result, payload, flows, stored["values"])
 
 
 @pytest.fixture(scope="module")
 def replay_run(
     recordings: dict[str, Any], services: dict[str, str], tmp_path_factory: pytest.TempPathFactory
 ) -> GroupRun:
-    root = tmp_path_factory.mktemp("replay-group")
-    _write_group("replay", root, recordings, services)
-    result = run_cli("run", root, "--json", "-j", JOBS, env=RUN_ENV, timeout=600)
-    return _parse(root, result)
+    def run() -> dict[str, Any]:
+        root = tmp_path_factory.mktemp("replay-group")
+        _write_group("replay", root, recordings, services)
+        result = run_cli("run", root, "--json", "-j", JOBS, env=RUN_ENV, timeout=600)
+        return _stored(root, result, services)
+
+    return _parse(computed_once(tmp_path_factory, "verdict-replay-group", run))
 
 
 def _netns_problem() -> str | None:
@@ -223,9 +242,13 @@ def netns_run(recordings: dict[str, Any], tmp_path_factory: pytest.TempPathFacto
     problem = _netns_problem()
     if problem is not None:
         pytest.skip(problem)
-    root = tmp_path_factory.mktemp("netns-group")
-    _write_group("netns", root, recordings, {})
-    return _parse(root, run_in_netns("run", root, "--json", env=RUN_ENV))
+
+    def run() -> dict[str, Any]:
+        root = tmp_path_factory.mktemp("netns-group")
+        _write_group("netns", root, recordings, {})
+        return _stored(root, run_in_netns("run", root, "--json", env=RUN_ENV), {})
+
+    return _parse(computed_once(tmp_path_factory, "verdict-netns-group", run))
 
 
 # -- checks --------------------------------------------------------------------------------------
@@ -263,8 +286,8 @@ NETNS = [case for case in CASES if case.group == "netns"]
 
 
 @pytest.mark.parametrize("case", REPLAY, ids=_ids(REPLAY))
-def test_case_fails(case: Case, replay_run: GroupRun, services: dict[str, str]) -> None:
-    check_flow(case, replay_run, services)
+def test_case_fails(case: Case, replay_run: GroupRun) -> None:
+    check_flow(case, replay_run, replay_run.values)
 
 
 TWINNED = [case for case in REPLAY if case.twin is not None]
@@ -310,6 +333,7 @@ class ControlRuns:
     root: Path
     first: dict[str, Any]  # the first run's record
     audits: dict[str, CliResult]  # by stage (cases.AuditCase)
+    values: dict[str, str]  # the services' ports the controls were written with
 
 
 def _record(root: Path) -> dict[str, Any]:
@@ -328,6 +352,18 @@ def control_runs(
 ) -> ControlRuns:
     """Run the controls, audit; make one regress and remove one, run again, audit since the
     first; then change one judged file and remove another, and verify."""
+    stored = computed_once(
+        tmp_path_factory,
+        "verdict-control-runs",
+        lambda: _run_controls(recordings, services, tmp_path_factory),
+    )
+    audits = {stage: CliResult(**result) for stage, result in stored["audits"].items()}
+    return ControlRuns(Path(stored["root"]), stored["first"], audits, stored["values"])
+
+
+def _run_controls(
+    recordings: dict[str, Any], services: dict[str, str], tmp_path_factory: pytest.TempPathFactory
+) -> dict[str, Any]:
     root = tmp_path_factory.mktemp("controls-group")
     _write_group("controls", root, recordings, services)
     for extra in (_controlled("passing"), _controlled("removed")):
@@ -348,14 +384,15 @@ def control_runs(
     changed.write_text(changed.read_text() + "\n")
     (root / "control-passing" / TRACE_FILE).unlink()
     audits["verify"] = run_cli("audit", root, "--verify")
-    return ControlRuns(root, first, audits)
+    stored = {stage: asdict(result) for stage, result in audits.items()}
+    return {"root": str(root), "first": first, "audits": stored, "values": dict(services)}
 
 
 CONTROL_CASES = [case for case in CASES if case.group == "controls"]
 
 
 @pytest.mark.parametrize("case", CONTROL_CASES, ids=_ids(CONTROL_CASES))
-def test_control_fails(case: Case, control_runs: ControlRuns, services: dict[str, str]) -> None:
+def test_control_fails(case: Case, control_runs: ControlRuns) -> None:
     """The control's row in the run record: its verdict, and the reason it did not pass."""
     rows = {Path(flow["spec"]).parent.name: flow for flow in control_runs.first["flows"]}
     flow = rows[case.folder]
@@ -363,7 +400,7 @@ def test_control_fails(case: Case, control_runs: ControlRuns, services: dict[str
     assert row is not None, flow
     assert _RECORD_CODES[flow["status"]] == case.code, flow
     assert row["verdict"] == case.verdict, row
-    assert cases.expected(case.message, services).search(row["reason"] or ""), row
+    assert cases.expected(case.message, control_runs.values).search(row["reason"] or ""), row
 
 
 def test_a_passing_control_passes(control_runs: ControlRuns) -> None:

@@ -31,12 +31,20 @@ from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
 
 from flowproof_cli.process import PATH, Keeper
-from tests.conftest import REPO, clean_environ, default_signals, run_cli, start_cli
+from tests.conftest import (
+    REPO,
+    clean_environ,
+    computed_once,
+    default_signals,
+    run_cli,
+    start_cli,
+)
 from tests.e2e.flows import AGENTS, agent_command, set_agent_env, write_flow
 from tests.e2e.mcp_flows import NOTES_V2, PY
 from tests.e2e.sockets_and_pids import (
@@ -363,14 +371,27 @@ def prepare(flow: str, root: Path) -> tuple[Path, dict[tuple[str, str], Window]]
 
 @pytest.fixture(scope="module")
 def prepared(tmp_path_factory: pytest.TempPathFactory) -> Prepared:
-    """Both flows with their good traces, and the unstopped runs the moments are drawn over."""
+    """Both flows with their good traces, and the unstopped runs the moments are drawn over:
+    once per session (`computed_once`; every case copies the folders, none writes in them)."""
+    stored = computed_once(tmp_path_factory, "kills-prepared", lambda: _prepare(tmp_path_factory))
+    return Prepared(
+        {flow: Path(folder) for flow, folder in stored["folders"].items()},
+        {(mode, flow): Window(*window) for mode, flow, *window in stored["windows"]},
+    )
+
+
+def _prepare(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     root = tmp_path_factory.mktemp("pristine")
     with ThreadPoolExecutor(2) as pool:
         done = dict(zip(FLOWS, pool.map(lambda flow: prepare(flow, root), FLOWS), strict=True))
-    return Prepared(
-        {flow: folder for flow, (folder, _) in done.items()},
-        {key: window for _, windows in done.values() for key, window in windows.items()},
-    )
+    return {
+        "folders": {flow: str(folder) for flow, (folder, _) in done.items()},
+        "windows": [
+            [mode, flow, window.span, window.agent_from, window.agent_to]
+            for _, windows in done.values()
+            for (mode, flow), window in windows.items()
+        ],
+    }
 
 
 def cases_for(mode: str, sig: signal.Signals, windows: dict[tuple[str, str], Window]) -> list[Case]:
@@ -633,6 +654,7 @@ def _status_field(pid: int, name: str) -> str:
 _KILLED_WRITE = """
 import os, sys, time
 from pathlib import Path
+from typing import Any
 from flowproof_cli.trace import storage
 def hang(fd):
     print("writing", flush=True)
