@@ -74,8 +74,8 @@ def checked_base_url(environ: Mapping[str, str], name: str) -> str:
     base = environ[name]
     if not _is_base_url(base):  # its value is not shown: it may be a key exported there
         raise ConfigError(
-            f"{name} is not an http(s) URL{_port_problem(base)} (its value is not shown, in "
-            f"case it is a key). Fix: set {name} to the model's base URL, e.g. "
+            f"{name} is not an http(s) URL (its value is not shown, in case it is a key)"
+            f"{_port_problem(base)}. Fix: set {name} to the model's base URL, e.g. "
             "https://api.openai.com/v1"
         )
     return base

@@ -327,8 +327,8 @@ def test_an_upstream_port_that_is_no_port_is_refused_before_the_agent_starts(
         upstream_from_environment(environ)
         checked_base_url(environ, variable)
     assert str(info.value) == (
-        f"{variable} is not an http(s) URL: its port is not a number from 1 to 65535 (its "
-        f"value is not shown, in case it is a key). Fix: set {variable} to the model's base "
+        f"{variable} is not an http(s) URL (its value is not shown, in case it is a key): "
+        f"its port is not a number from 1 to 65535. Fix: set {variable} to the model's base "
         "URL, e.g. https://api.openai.com/v1"
     )
 
