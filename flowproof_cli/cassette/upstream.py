@@ -74,8 +74,9 @@ def checked_base_url(environ: Mapping[str, str], name: str) -> str:
     base = environ[name]
     if not _is_base_url(base):  # its value is not shown: it may be a key exported there
         raise ConfigError(
-            f"{name} is not an http(s) URL (its value is not shown, in case it is a "
-            f"key). Fix: set {name} to the model's base URL, e.g. https://api.openai.com/v1"
+            f"{name} is not an http(s) URL (its value is not shown, in case it is a key)"
+            f"{_port_problem(base)}. Fix: set {name} to the model's base URL, e.g. "
+            "https://api.openai.com/v1"
         )
     return base
 
@@ -98,13 +99,29 @@ def _is_one_token(text: str) -> bool:
 
 
 def _is_base_url(text: str) -> bool:
-    """http(s), a host, and no space or control character (each would reach a header)."""
+    """http(s), a host, a port flowproof can dial if one is given, and no space or control
+    character (each would reach a header). A port out of range passed here and failed every
+    request of the flow once the agent ran."""
     try:
         parts = urlsplit(text)
         host = parts.hostname
     except ValueError:  # `http://[::1`
         return False
+    if _port_problem(text):
+        return False
     return parts.scheme in ("http", "https") and bool(host) and _is_one_token(text)
+
+
+def _port_problem(text: str) -> str:
+    """`: its port is not a number from 1 to 65535`, or empty (no port, a good one, or a
+    URL that fails for another reason); never the value, which may be a key."""
+    try:
+        port = urlsplit(text).port
+    except ValueError as exc:
+        if "IPv6" in str(exc):  # `http://[::1`: not a port problem
+            return ""
+        port = 0
+    return ": its port is not a number from 1 to 65535" if port == 0 else ""
 
 
 def upstream_timeout(environ: Mapping[str, str]) -> float:

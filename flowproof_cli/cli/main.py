@@ -6,6 +6,7 @@ import atexit
 import contextlib
 import importlib
 import os
+import select
 import signal
 import sys
 from typing import NamedTuple, NoReturn
@@ -139,6 +140,14 @@ class Verdicts:
         return not self.owing or (self.asked is not None and self.printed == self.asked)
 
     def shortfall(self, ended_by: SystemExit | None) -> str:
+        if _output_closed():  # click ends a command whose stdout broke with SystemExit(1)
+            flows = f"each of the {self.asked} flow(s)" if self.asked is not None else "any flow"
+            return (
+                "flowproof's standard output was closed (its reader, such as `head`, went "
+                f"away) before it printed a verdict for {flows} it was asked to run: that is "
+                "no pass, so the exit code is 2. Fix: let the whole output be read (write it "
+                "to a file, or filter it with `grep`/`tail`, which read to the end)"
+            )
         if self.asked is None:
             said = "flowproof ended before it printed any verdict"
         else:
@@ -151,6 +160,17 @@ class Verdicts:
             "what ended it there (code of yours that exits in flowproof's process, or a "
             "defect of flowproof's to report)"
         )
+
+
+def _output_closed() -> bool:
+    """Standard output is a pipe or socket whose reader went away (poll says POLLERR): a
+    write there failed, and no verdict after it reached anyone."""
+    try:
+        poller = select.poll()
+        poller.register(1, select.POLLOUT)
+        return any(events & select.POLLERR for _, events in poller.poll(0))
+    except (OSError, ValueError, AttributeError):  # no descriptor 1, no poll on this platform
+        return False
 
 
 def _ended_by(exc: SystemExit | None) -> str:

@@ -31,11 +31,15 @@ def nearest_suite(spec_path: Path) -> Path | None:
 
     The walk stops at the repository root (a folder holding `.git`, itself still searched)
     or the filesystem root, so a suite never leaks in from outside the project.
+
+    Anything so named but a folder is the suite, as `discover_specs` counts a spec: a FIFO,
+    a device or a bad link is refused when it loads, saying what it is, never passed over
+    (the flows would run without its env, hooks and match rules, and could pass).
     """
     folder = Path(os.path.realpath(spec_path)).parent  # never raises, even on a link loop
     while True:
         candidate = folder / SUITE_FILE
-        if candidate.is_file():
+        if os.path.lexists(candidate) and not candidate.is_dir():
             return candidate
         if (folder / ".git").exists() or folder.parent == folder:
             return None

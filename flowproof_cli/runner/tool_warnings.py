@@ -124,15 +124,17 @@ def unintercepted_tool_warnings(
     """One warning per mocked or forbidden tool that no flowproof boundary intercepts.
 
     A tool given a `result:` under an `mcp:` server is answered by flowproof itself, at
-    record and at replay, so it never needs a warning. `turns` (the model requests) and
-    `lanes` (the MCP servers' recorded `tools/list`) tell the agent's own tools from the
-    ones an MCP server could provide.
+    record and at replay, so it never needs a warning. Nor does a look-alike name: no call
+    has it, so nothing runs for real under it, and advice to declare it would propose the
+    look-alike; `look_alike_warnings` names it by code point, with the plain name meant.
+    `turns` (the model requests) and `lanes` (the MCP servers' recorded `tools/list`) tell
+    the agent's own tools from the ones an MCP server could provide.
     """
     answered = {tool.name for server in spec.mcp for tool in server.tools if tool.is_mocked}
     warned = {
         name: roles
         for name, roles in _roles(spec).items()
-        if name not in intercepted_tools and name not in answered
+        if name not in intercepted_tools and name not in answered and _plain_meant(name) is None
     }
     if not warned:
         return []
@@ -215,6 +217,15 @@ def _tool_names(spec: FlowSpec) -> Iterator[tuple[str, str]]:
             yield step.assertion.tool, f"`{step.kind}`{line}"
 
 
+def _plain_meant(name: str) -> str | None:
+    """The plain name a look-alike one reads as (`get_we\\u0430ther` -> `get_weather`), or
+    None for a plain name, or one in another script altogether."""
+    plain = skeleton(name)
+    if plain == name or not plain.isascii() or not plain.isprintable():
+        return None
+    return plain
+
+
 def look_alike_warnings(spec: FlowSpec) -> list[str]:
     """One warning per tool name written with characters that only look like plain ones (a
     Cyrillic letter among Latin ones, a zero-width space): no call of the plain name ever
@@ -222,8 +233,8 @@ def look_alike_warnings(spec: FlowSpec) -> list[str]:
     A name in another script altogether is left alone."""
     warnings: list[str] = []
     for name, where in _tool_names(spec):
-        plain = skeleton(name)
-        if plain == name or not plain.isascii() or not plain.isprintable():
+        plain = _plain_meant(name)
+        if plain is None:
             continue
         warnings.append(
             f"{PREFIX}tool `{unmasked(name)}`{odd_note(name, plain)} in {where} is not "

@@ -271,3 +271,30 @@ def test_a_run_that_forgets_its_summary_exits_2_not_0(
         "(code of yours that exits in flowproof's process, or a defect of "
         "flowproof's to report)\n"
     )
+
+
+def test_a_closed_output_is_named_as_the_cause_not_the_users_code(tmp_path: Path) -> None:
+    """`flowproof run DIR | head -0`: the reader of stdout went away before the verdicts were
+    printed. The exit stays 2 (nothing proves a verdict was read), and the line says what
+    happened instead of blaming code that exits in flowproof's process."""
+    import subprocess
+
+    from tests.e2e.flows import write_flow
+
+    write_flow(tmp_path)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "flowproof_cli", "run", str(tmp_path)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=tmp_path,
+    )
+    assert process.stdout is not None and process.stderr is not None
+    process.stdout.close()  # the reader is gone before flowproof writes
+    err = process.stderr.read().decode()
+    assert process.wait(timeout=60) == ExitCode.ERROR, err
+    assert err == (
+        "error: flowproof's standard output was closed (its reader, such as `head`, went "
+        "away) before it printed a verdict for each of the 1 flow(s) it was asked to run: "
+        "that is no pass, so the exit code is 2. Fix: let the whole output be read (write "
+        "it to a file, or filter it with `grep`/`tail`, which read to the end)\n"
+    ), err

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from flowproof_cli.cassette import Upstream
-from flowproof_cli.cassette.upstream import upstream_from_environment
+from flowproof_cli.cassette.upstream import checked_base_url, upstream_from_environment
 from flowproof_cli.dialects.openai_chat import OpenAIChat
 from flowproof_cli.errors import ConfigError
 from flowproof_cli.process import MAX_ARG_STRLEN, working_directory
@@ -309,6 +309,27 @@ def test_non_http_upstream() -> None:
         "FLOWPROOF_AGENT_UPSTREAM is not an http(s) URL (its value is not shown, in case it "
         "is a key). Fix: set FLOWPROOF_AGENT_UPSTREAM to the model's base URL, e.g. "
         "https://api.openai.com/v1"
+    )
+
+
+@pytest.mark.parametrize(
+    "url",
+    ["http://127.0.0.1:99999/v1", "http://127.0.0.1:abc/v1", "http://[::1]:-1/v1", "http://h:0/v1"],
+)
+@pytest.mark.parametrize("variable", ["FLOWPROOF_AGENT_UPSTREAM", "FLOWPROOF_UPSTREAM_ANTHROPIC"])
+def test_an_upstream_port_that_is_no_port_is_refused_before_the_agent_starts(
+    url: str, variable: str
+) -> None:
+    """It passed, and every request of the flow was refused with `ValueError: Port out of
+    range 0-65535` once the agent ran (exit 1); as `http://[::1` is, it is refused first."""
+    environ = {"FLOWPROOF_AGENT_UPSTREAM": "http://127.0.0.1:8000/v1", variable: url}
+    with pytest.raises(ConfigError) as info:
+        upstream_from_environment(environ)
+        checked_base_url(environ, variable)
+    assert str(info.value) == (
+        f"{variable} is not an http(s) URL (its value is not shown, in case it is a key): "
+        f"its port is not a number from 1 to 65535. Fix: set {variable} to the model's base "
+        "URL, e.g. https://api.openai.com/v1"
     )
 
 

@@ -31,7 +31,7 @@ from flowproof_cli.quoting import (
     skeleton,
     unmasked,
 )
-from flowproof_cli.runner.tool_warnings import look_alike_warnings
+from flowproof_cli.runner.tool_warnings import look_alike_warnings, unintercepted_tool_warnings
 from flowproof_cli.spec import load_spec, parse_spec
 from flowproof_cli.trajectory import AssistantTurn, ToolCall, Trajectory
 from tests.conftest import REPO, run_cli
@@ -403,3 +403,23 @@ def test_a_mocked_look_alike_is_warned_about_and_plain_or_foreign_names_are_not(
         f"warning: tool `get_\\u200bweather` ({INVISIBLE_NOTE}) in `tools` is not `get_weather`: "
         "a call of `get_weather` never matches it. Fix: write it as `get_weather`"
     ]
+
+
+@pytest.mark.parametrize(("name", "escaped", "note"), LOOK_ALIKES)
+def test_a_mocked_or_forbidden_look_alike_gets_no_advice_to_declare_it(
+    name: str, escaped: str, note: str
+) -> None:
+    """The warning for a tool nothing intercepts printed the look-alike as it is (reading as
+    `get_weather`) and told the user to declare it under `mcp:`: it proposed the look-alike.
+    No call can have that name, so nothing runs for real under it; the look-alike warning
+    alone speaks for it, with its code points and the plain name. A plain mocked tool beside
+    it keeps its warning."""
+    tools = f"  - name: {json.dumps(name)}\n    result: sunny\n  - name: get_time\n    result: x\n"
+    steps = f"  - prompt: hi\n  - assert_no_tool_call: {json.dumps(name)}\n"
+    spec = parse_spec(f"{HEAD}tools:\n{tools}steps:\n{steps}", "t.flow.yaml")
+    said = unintercepted_tool_warnings(spec)
+    assert len(said) == 1, said
+    assert said[0].startswith("warning: tool `get_time` is mocked under `tools:`")
+    alike = look_alike_warnings(spec)  # one for `tools`, one for the step
+    assert len(alike) == 2
+    assert all(f"`{escaped}` ({note})" in warning and _odd_free(warning) for warning in alike)

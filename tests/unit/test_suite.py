@@ -4,7 +4,9 @@ pieces of a directory run that need no agent: skip rules, JUnit XML, the job JSO
 from __future__ import annotations
 
 import asyncio
+import os
 import xml.etree.ElementTree as ET
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -105,6 +107,36 @@ def test_nearest_suite_stops_at_the_repository_root(tmp_path: Path) -> None:
     assert nearest_suite(repo / "flows" / "x.flow.yaml") is None
     (repo / "suite.yaml").write_text("")  # the repository root itself is still searched
     assert nearest_suite(repo / "flows" / "x.flow.yaml") == (repo / "suite.yaml").resolve()
+
+
+@pytest.mark.parametrize(
+    ("make", "said"),
+    [
+        (lambda path: os.mkfifo(path), "it is a FIFO (named pipe), not a regular file"),
+        (lambda path: path.symlink_to("/dev/zero"), "a symbolic link to /dev/zero"),
+        (lambda path: path.symlink_to(path), "it is a symbolic link loop"),
+        (lambda path: path.symlink_to("gone.yaml"), "a symbolic link to gone.yaml, which does"),
+    ],
+    ids=["fifo", "device", "link-loop", "broken-link"],
+)
+def test_a_suite_file_that_is_not_a_regular_file_is_found_and_refused(
+    tmp_path: Path, make: Callable[[Path], object], said: str
+) -> None:
+    """A `suite.yaml` that is a FIFO, a device or a bad link was passed over as if there were
+    none: the flows below it ran without its env, hooks and match rules, and could pass.
+    It is the flow's suite, and loading it says what it is (exit 2 for the run)."""
+    suite = tmp_path / "suite.yaml"
+    make(suite)
+    assert nearest_suite(tmp_path / "x.flow.yaml") == suite
+    with pytest.raises(SpecError) as caught:
+        load_suite(suite)
+    assert said in str(caught.value)
+    assert str(suite) in str(caught.value)
+
+
+def test_a_folder_named_suite_yaml_is_no_suite(tmp_path: Path) -> None:
+    (tmp_path / "suite.yaml").mkdir()
+    assert nearest_suite(tmp_path / "x.flow.yaml") is None
 
 
 # --- environment -----------------------------------------------------------------------------
