@@ -25,7 +25,8 @@ from flowproof_cli.spec.grammar import (
     ToolCallAssertion,
     compile_regex,
 )
-from flowproof_cli.spec.models import FlowSpec, NoToolCallStep, ReplyStep, StepBase, ToolCallStep
+from flowproof_cli.spec.models import FlowSpec
+from flowproof_cli.spec.steps import NoToolCallStep, ReplyStep, StepBase, ToolCallStep
 from flowproof_cli.spec.variables import resolve_variables
 from flowproof_cli.trajectory import ToolCall, Trajectory
 

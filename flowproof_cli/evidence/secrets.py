@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from flowproof_cli.cassette.secret_forms import MIN_LENGTH, Needle, joined_parts, needles
 from flowproof_cli.errors import ConfigError
-from flowproof_cli.spec.models import NoSecretLeakStep
+from flowproof_cli.spec.steps import NoSecretLeakStep
 
 if TYPE_CHECKING:
     from flowproof_cli.cassette.session import CassetteSession

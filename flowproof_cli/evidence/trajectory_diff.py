@@ -80,7 +80,7 @@ class Intent:
 
 def intent_of(spec: FlowSpec) -> Intent:
     """The tools `assert_tool_call` / `assert_no_tool_call` name, and their clauses' paths."""
-    from flowproof_cli.spec.models import NoToolCallStep, ToolCallStep  # noqa: PLC0415
+    from flowproof_cli.spec.steps import NoToolCallStep, ToolCallStep  # noqa: PLC0415
 
     tools: set[str] = set()
     paths: set[tuple[str, str]] = set()

@@ -47,7 +47,7 @@ from flowproof_cli.mcp.stdio import StandinSession
 from flowproof_cli.mode import Mode
 from flowproof_cli.process import held_temp_folder, remove_held_folder, split_command
 from flowproof_cli.spec.fields import url_problem
-from flowproof_cli.spec.models import McpServerSpec
+from flowproof_cli.spec.tools import McpServerSpec
 from flowproof_cli.spec.variables import find_variables
 
 

@@ -10,6 +10,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from flowproof_cli.spec.agent import AgentSpec
     from flowproof_cli.spec.grammar import (
         Clause,
         Matcher,
@@ -19,10 +20,10 @@ if TYPE_CHECKING:
         parse_tool_assertion,
     )
     from flowproof_cli.spec.loader import load_spec, parse_spec
-    from flowproof_cli.spec.models import (
+    from flowproof_cli.spec.models import FlowSpec
+    from flowproof_cli.spec.schema import spec_json_schema
+    from flowproof_cli.spec.steps import (
         STEP_KINDS,
-        AgentSpec,
-        FlowSpec,
         NoToolCallStep,
         PromptStep,
         ReplyStep,
@@ -30,12 +31,12 @@ if TYPE_CHECKING:
         StepBase,
         ToolCallMatch,
         ToolCallStep,
-        ToolSpec,
     )
-    from flowproof_cli.spec.schema import spec_json_schema
+    from flowproof_cli.spec.tools import ToolSpec
     from flowproof_cli.spec.variables import find_variables, resolve_variables
 
 _HOMES = {
+    "AgentSpec": "agent",
     "Clause": "grammar",
     "Matcher": "grammar",
     "ReplyAssertion": "grammar",
@@ -44,18 +45,17 @@ _HOMES = {
     "parse_tool_assertion": "grammar",
     "load_spec": "loader",
     "parse_spec": "loader",
-    "STEP_KINDS": "models",
-    "AgentSpec": "models",
     "FlowSpec": "models",
-    "NoToolCallStep": "models",
-    "PromptStep": "models",
-    "ReplyStep": "models",
-    "Step": "models",
-    "StepBase": "models",
-    "ToolCallMatch": "models",
-    "ToolCallStep": "models",
-    "ToolSpec": "models",
     "spec_json_schema": "schema",
+    "STEP_KINDS": "steps",
+    "NoToolCallStep": "steps",
+    "PromptStep": "steps",
+    "ReplyStep": "steps",
+    "Step": "steps",
+    "StepBase": "steps",
+    "ToolCallMatch": "steps",
+    "ToolCallStep": "steps",
+    "ToolSpec": "tools",
     "find_variables": "variables",
     "resolve_variables": "variables",
 }

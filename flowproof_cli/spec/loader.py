@@ -19,7 +19,9 @@ from pydantic_core import ErrorDetails
 from flowproof_cli.errors import SpecError
 from flowproof_cli.quoting import closest_name, odd_note, skeleton, unmasked
 from flowproof_cli.spec import yaml_limits as limits
-from flowproof_cli.spec.models import BARE_STEP_KINDS, SPEC_ERROR_TYPE, STEP_KINDS, FlowSpec
+from flowproof_cli.spec.models import FlowSpec
+from flowproof_cli.spec.problems import SPEC_ERROR_TYPE
+from flowproof_cli.spec.steps import BARE_STEP_KINDS, STEP_KINDS
 
 _Loc = tuple[str | int, ...]
 

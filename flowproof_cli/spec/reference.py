@@ -1,7 +1,7 @@
 """The spec reference (docs/reference/spec.md), generated from the JSON Schema of the models.
 
 The schema is itself generated from the pydantic models, so a key, a type or a description
-changed in `models.py` changes this page; a unit test keeps the committed page equal to the
+changed in a spec model changes this page; a unit test keeps the committed page equal to the
 output, so it cannot drift. Regenerate with:
 
     .venv/bin/python -m flowproof_cli.spec.reference > docs/reference/spec.md

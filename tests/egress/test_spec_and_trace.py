@@ -9,7 +9,7 @@ import pytest
 from flowproof_cli.cassette import Turn
 from flowproof_cli.errors import SpecError, TraceError
 from flowproof_cli.spec import parse_spec, spec_json_schema
-from flowproof_cli.spec.models import NoEgressStep
+from flowproof_cli.spec.steps import NoEgressStep
 from flowproof_cli.trace import Trace, load, loads, save
 from flowproof_cli.trace.storage import dumps
 

@@ -30,7 +30,7 @@ from flowproof_cli.evidence import audit, controls
 from flowproof_cli.evidence.secrets import needles
 from flowproof_cli.match import rules
 from flowproof_cli.match.presets import preset_names
-from flowproof_cli.spec import grammar, models
+from flowproof_cli.spec import grammar, steps
 from flowproof_cli.spec.match import MatchSpec, NormalizeSpec
 from tests.falsifiability import cases
 from tests.falsifiability import test_websocket_verdicts as websocket_verdicts
@@ -91,7 +91,7 @@ def _file_statuses() -> list[str]:
 
 def code_forms() -> dict[str, list[str]]:
     """Every form of the code, by the prefix the cases name it with."""
-    step_kinds = [kind for kind in models.STEP_KINDS if kind != models.PromptStep.kind]
+    step_kinds = [kind for kind in steps.STEP_KINDS if kind != steps.PromptStep.kind]
     spellings = [s for s, _ in (*grammar._VALUELESS_SPELLINGS, *grammar._VALUED_SPELLINGS)]
     optional_normalize = [
         name for name, info in NormalizeSpec.model_fields.items() if not info.is_required()
@@ -101,7 +101,7 @@ def code_forms() -> dict[str, list[str]]:
         "matcher": [matcher.value for matcher in grammar.Matcher],
         "spelling": spellings,
         "reply": _reply_verbs(),
-        "key": list(models._MATCH_KEYS),
+        "key": list(steps._MATCH_KEYS),
         "check": [check.__name__ for check in divergence.CHECKS] + ["request changed"],
         "kind": [CHAT, ENDPOINT],
         "rule": [*_rule_classes(), "relocate"],

@@ -34,7 +34,10 @@ HEAVY = (
     "flowproof_cli.runner.canned",
 )
 #: Nor by a `--help`: the spec models (pydantic), and the runner, except the doctor's defaults.
-HELP_HEAVY = (*HEAVY, "pydantic", "flowproof_cli.spec.models", "flowproof_cli.runner.job")
+SPEC_MODELS = tuple(
+    f"flowproof_cli.spec.{name}" for name in ("base", "agent", "tools", "steps", "models")
+)
+HELP_HEAVY = (*HEAVY, "pydantic", *SPEC_MODELS, "flowproof_cli.runner.job")
 #: All `flowproof --help` loads of the project: the group, its error tree, nothing else.
 HELP_MODULES = [
     "flowproof_cli",

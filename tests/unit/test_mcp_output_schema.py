@@ -26,7 +26,7 @@ from flowproof_cli.mcp.mocks import (
 from flowproof_cli.mcp.replayer import Replayer
 from flowproof_cli.mcp.stdio import StandinSession, run_standin
 from flowproof_cli.runner.mcp_servers import McpServers
-from flowproof_cli.spec.models import McpServerSpec
+from flowproof_cli.spec.tools import McpServerSpec
 
 #: What npm server-filesystem declares for write_file (and most of its tools).
 FS_SCHEMA: dict[str, Any] = {

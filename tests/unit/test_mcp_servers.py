@@ -17,7 +17,7 @@ from flowproof_cli.mcp.replayer import Replayer
 from flowproof_cli.runner import mcp_servers
 from flowproof_cli.runner.environment import agent_environment
 from flowproof_cli.runner.mcp_servers import HttpServer, McpServers, StdioServer
-from flowproof_cli.spec.models import McpServerSpec
+from flowproof_cli.spec.tools import McpServerSpec
 from flowproof_cli.spec.variables import resolve_variables
 from flowproof_cli.verdict import FlowResult
 
