@@ -24,9 +24,14 @@ that sleeps or loops stopped every flow, `--timeout`, SIGTERM and Ctrl-C with it
 `ScriptCalls` words those outcomes as `MatcherAddonError`s naming the addon, the hook, what
 it raised (with the script's line) or the budget it exceeded.
 
-What no thread can contain: `os._exit()` (or a signal the code sends to its own process)
-ends the process at once, and code that holds the interpreter lock in C for long (a
-catastrophic `re` match) stops every thread until it returns (docs/matching.md).
+* `os._exit()` and the `os.exec*` calls, which would end or replace flowproof's process with
+  no verdict printed (an `os._exit(0)` was a silent exit 0), raise `ProcessEnd` instead when
+  user code calls them in its thread (`guard_process_ends`), and so fail its flow like a
+  `SystemExit`.
+
+What no thread can contain: a signal the code sends to its own process, the same calls made
+through C (`ctypes`, `posix._exit`), and code that holds the interpreter lock in C for long
+(a catastrophic `re` match), which stops every thread until it returns (docs/matching.md).
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import math
+import os
 import sys
 import threading
 import time
@@ -141,6 +147,44 @@ def exception_text(exc: BaseException) -> str:
     return f"{name}: {quoted(detail, _DETAIL_LIMIT)}" if detail else name
 
 
+# -- no ending of flowproof's process from user code ---------------------------------------------
+
+#: The calls that end or replace the process whoever calls them.
+_PROCESS_ENDS = ("_exit", "execv", "execve", "execvp", "execvpe", "execl", "execle", "execlp")
+#: Per thread: the process id in which this thread is running user code (a fork of that
+#: thread is another process, whose own `os._exit` must work).
+_in_user_code = threading.local()
+_guard_lock = threading.Lock()
+
+
+class ProcessEnd(BaseException):
+    """What `os._exit` or an `os.exec*` call raises in user code: the call, and that
+    flowproof's process is not the script's to end."""
+
+
+def _guarded(name: str, real: Callable[..., Any]) -> Callable[..., Any]:
+    def guard(*args: Any, **kwargs: Any) -> Any:
+        if getattr(_in_user_code, "pid", None) == os.getpid():
+            shown = ", ".join(repr(arg) for arg in args)
+            raise ProcessEnd(
+                f"os.{name}({shown}) was refused: a matcher script may not end flowproof's process"
+            )
+        return real(*args, **kwargs)
+
+    guard.__wrapped__ = real  # type: ignore[attr-defined]
+    return guard
+
+
+def guard_process_ends() -> None:
+    """Make `os._exit` and `os.exec*` raise `ProcessEnd` in threads running user code (once
+    per process; elsewhere they do what they always did)."""
+    with _guard_lock:
+        for name in _PROCESS_ENDS:
+            real = getattr(os, name, None)
+            if real is not None and not hasattr(real, "__wrapped__"):
+                setattr(os, name, _guarded(name, real))
+
+
 # -- one thread, calls in order, each within the budget -----------------------------------------
 
 _RETURNED, _RAISED, _FAILED = "returned", "raised", "failed"
@@ -224,6 +268,7 @@ class SerialThread:
             self._closing = False
             self._queue.append(job)
             if self._thread is None:
+                guard_process_ends()
                 self._thread = threading.Thread(
                     target=self._work, name=f"flowproof {self.name}", daemon=True
                 )
@@ -269,11 +314,14 @@ class SerialThread:
             self._run_one(job)
 
     def _run_one(self, job: _Call) -> None:
+        _in_user_code.pid = os.getpid()
         try:
             with handed_to(job.loop):  # its declared patterns run on that loop, budgeted
                 outcome: tuple[str, Any] = (_RETURNED, job.fn(*job.args))
-        except BaseException as exc:  # SystemExit and all: the outcome
+        except BaseException as exc:  # SystemExit, ProcessEnd and all: the outcome
             outcome = (_RAISED, (exc, exception_text(exc)))
+        finally:
+            _in_user_code.pid = None
         with self._cond:
             if job.outcome is None:  # not already declared past its budget
                 job.outcome = outcome

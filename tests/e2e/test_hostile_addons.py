@@ -136,6 +136,33 @@ def test_an_exit_in_an_addon_fails_its_flow_and_the_run_goes_on(
     assert "Traceback" not in result.stderr  # (the agent's own output, in the JSON, has one)
 
 
+#: Calls that end or replace the process, as user code makes them (`os` imported or not).
+PROCESS_ENDS = {
+    "__import__('os')._exit(0)": "ProcessEnd: os._exit(0) was refused",
+    "__import__('os').execv('/bin/true', ['true'])": (
+        "ProcessEnd: os.execv('/bin/true', ['true']) was refused"
+    ),
+}
+
+
+@pytest.mark.parametrize("change", list(PROCESS_ENDS))
+def test_os_exit_or_exec_in_an_addon_fails_its_flow_not_the_run(
+    tmp_path: Path, change: str
+) -> None:
+    """An outside probe's find: `os._exit(0)` in a hook ended `run DIR` with exit 0 and no
+    output (nothing is raised, so nothing was caught); an `os.execv` of `true` the same.
+    Now the call is refused in the script's thread and fails its flow like a SystemExit."""
+    root = _two_flows(tmp_path, change, HOOK_NAME)
+    result = run_cli("run", root, env=_env())
+    assert result.code == 1, result.output[-3000:]
+    assert (
+        f"flowproof: the matcher addon StripSession raised {PROCESS_ENDS[change]}" in result.stdout
+    ), result.output[-3000:]
+    assert f"PASS: {NAME} " in result.stdout
+    assert result.stdout.rstrip().endswith("1 passed, 1 failed, 0 skipped")
+    assert "Traceback" not in result.output
+
+
 def test_sys_exit_0_in_the_hook_is_no_silent_pass(tmp_path: Path) -> None:
     """The report as filed: `flowproof run DIR` ended 0 with no output at all. Now the
     verdict of each flow and the summary, exit 1."""
