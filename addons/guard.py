@@ -96,9 +96,11 @@ def routed(flow: http.HTTPFlow) -> Dialect | None:
     if name is not None:
         return dialect_named(name) if name else None
     request = flow.request
-    dialect = route(request.path, request.headers, request.method)
-    if request.method == "CONNECT":
-        dialect = None
+    dialect = (
+        None
+        if request.method == "CONNECT"
+        else route(request.path, request.headers, request.method)
+    )
     flow.metadata[ROUTED] = dialect.name if dialect is not None else ""
     return dialect
 

@@ -56,3 +56,28 @@ def test_dialect_named() -> None:
     message = info.value.args[0]
     assert message.startswith("unknown protocol 'klingon' (known: ")
     assert "openai-chat" in message
+
+
+def test_a_request_is_routed_once_as_the_agent_sent_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The guard and the model boundary share one routing of each request (`routed`), kept
+    in flow.metadata: a later rewrite of the path (record's forward) changes nothing."""
+    from mitmproxy.test import tflow
+
+    from flowproof_addons import guard
+
+    calls: list[str] = []
+
+    def counted(path: str, *args: object) -> object:
+        calls.append(path)
+        return route(path, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(guard, "route", counted)
+    flow = tflow.tflow()
+    flow.request.path = "/v1/chat/completions"
+    assert guard.routed(flow) is dialect_named(DEFAULT_PROTOCOL)
+    flow.request.path = "/upstream/elsewhere"
+    assert guard.routed(flow) is dialect_named(DEFAULT_PROTOCOL)
+    assert calls == ["/v1/chat/completions"]
+    other = tflow.tflow()
+    other.request.method = "CONNECT"
+    assert guard.routed(other) is None and calls == ["/v1/chat/completions"]

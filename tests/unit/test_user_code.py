@@ -278,3 +278,30 @@ def test_scripts_failing_at_once_in_two_threads_each_get_their_own_error(tmp_pat
         f"{tmp_path / 'one.py'}` to see the problem"
     )
     assert "RuntimeError: two." in errors["two"]
+
+
+def test_os_exit_in_user_code_raises_but_a_fork_of_its_thread_exits() -> None:
+    """`os._exit` is refused in the thread running user code (`ProcessEnd`), and only
+    there: a process forked from that thread, and every other thread, keep the real call."""
+    import os
+
+    from flowproof_cli.match.user_code import ProcessEnd
+
+    thread = SerialThread("fork probe")
+
+    def exits() -> None:
+        os._exit(0)
+
+    def forks() -> int:
+        pid = os.fork()
+        if pid == 0:
+            os._exit(7)  # the child's own exit: real
+        return os.waitpid(pid, 0)[1]
+
+    try:
+        with pytest.raises(Raised) as caught:
+            thread.call("exits", exits)
+        assert isinstance(caught.value.original, ProcessEnd)
+        assert os.waitstatus_to_exitcode(thread.call("forks", forks)) == 7
+    finally:
+        thread.close()
