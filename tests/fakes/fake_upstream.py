@@ -18,6 +18,10 @@ Every response mints random ids (``chatcmpl-``, ``call_``, ``resp_``, ``fc_``, `
 answered from the trace. With ``seed=N`` the ids come from ``random.Random(N)`` and
 ``created`` is the constant ``FIXED_CREATED``: two runs give identical bytes.
 
+The default script (``decide``) answers from the request alone: the weather tool loop, or,
+when the order tools are offered, an order-support model that holds a conversation
+(``decide_support``: the last user message picks the action, the history names the order).
+
 Importable::
 
     with FakeUpstream(seed=1) as fake:       # or FakeUpstream(script=my_script)
@@ -149,6 +153,16 @@ class Conversation:
     tools: list[str] = field(default_factory=list)
     user_texts: list[str] = field(default_factory=list)
     tool_results: list[str] = field(default_factory=list)
+    #: The tool results after the last user text: what the model has seen of this user turn.
+    turn_tool_results: list[str] = field(default_factory=list)
+
+    def add_user_text(self, text: str) -> None:
+        self.user_texts.append(text)
+        self.turn_tool_results = []
+
+    def add_tool_result(self, text: str) -> None:
+        self.tool_results.append(text)
+        self.turn_tool_results.append(text)
 
     @property
     def last_user_text(self) -> str:
@@ -188,9 +202,9 @@ def _chat_conversation(body: dict[str, Any]) -> Conversation:
         if role in ("system", "developer"):
             systems.append(_text_of(message.get("content")))
         elif role == "user":
-            conv.user_texts.append(_text_of(message.get("content")))
+            conv.add_user_text(_text_of(message.get("content")))
         elif role in ("tool", "function"):
-            conv.tool_results.append(_text_of(message.get("content")))
+            conv.add_tool_result(_text_of(message.get("content")))
     conv.system = "\n".join(systems)
     return conv
 
@@ -217,13 +231,13 @@ def _responses_conversation(body: dict[str, Any], history: list[Any]) -> Convers
             continue
         kind = item.get("type", "message")
         if kind == "function_call_output":
-            conv.tool_results.append(_text_of(item.get("output")))
+            conv.add_tool_result(_text_of(item.get("output")))
         elif kind == "message":
             role = item.get("role")
             if role in ("system", "developer"):
                 systems.append(_text_of(item.get("content")))
             elif role == "user":
-                conv.user_texts.append(_text_of(item.get("content")))
+                conv.add_user_text(_text_of(item.get("content")))
     conv.system = "\n".join(systems)
     return conv
 
@@ -238,18 +252,20 @@ def _anthropic_conversation(body: dict[str, Any]) -> Conversation:
             continue
         content = message.get("content")
         if isinstance(content, str):
-            conv.user_texts.append(content)
+            conv.add_user_text(content)
             continue
-        texts = []
+        texts, results = [], []
         for block in content if isinstance(content, list) else []:
             if not isinstance(block, dict):
                 continue
             if block.get("type") == "tool_result":
-                conv.tool_results.append(_text_of(block.get("content")))
+                results.append(_text_of(block.get("content")))
             elif block.get("type") == "text":
                 texts.append(str(block.get("text", "")))
         if texts:
-            conv.user_texts.append("".join(texts))
+            conv.add_user_text("".join(texts))
+        for result in results:
+            conv.add_tool_result(result)
     return conv
 
 
@@ -266,17 +282,19 @@ def _gemini_conversation(body: dict[str, Any]) -> Conversation:
     for content in body.get("contents") or []:
         if not isinstance(content, dict) or content.get("role", "user") not in ("user", "function"):
             continue
-        texts = []
+        texts, results = [], []
         for part in content.get("parts") or []:
             if not isinstance(part, dict):
                 continue
             result = part.get("functionResponse")
             if isinstance(result, dict):
-                conv.tool_results.append(json.dumps(result.get("response")))
+                results.append(json.dumps(result.get("response")))
             elif isinstance(part.get("text"), str):
                 texts.append(part["text"])
         if texts:
-            conv.user_texts.append("".join(texts))
+            conv.add_user_text("".join(texts))
+        for result in results:
+            conv.add_tool_result(result)
     return conv
 
 
@@ -304,6 +322,8 @@ def city_of(text: str) -> str:
 
 def decide(conv: Conversation) -> Reply:
     """The default "tool loop" behaviour, identical in every dialect."""
+    if SUPPORT_TOOLS & set(conv.tools):
+        return decide_support(conv)
     if "title" in conv.system.lower():
         return Reply(text="Weather chat")
     user_text = conv.last_user_text
@@ -324,6 +344,78 @@ def decide(conv: Conversation) -> Reply:
         text += "".join(f"Tool said: {result}. " for result in conv.tool_results)
         return Reply(text=text.strip())
     return Reply(text=f"Hello! You said: {user_text}")
+
+
+# The order-support behaviour: the conversational agents' (tests/e2e/conversation_agents/).
+# Each answer follows from the request alone, so a recorded conversation is a function of its
+# user messages: the LAST user text decides the action, tool results after it end the turn,
+# and the order number comes from the newest user text that names one (a later "cancel it"
+# finds 4711 only when the agent sent its history along).
+
+SUPPORT_TOOLS = frozenset({"lookup_order", "cancel_order", "issue_refund"})
+_ORDER = re.compile(r"\b(\d{3,})\b")
+#: A question about an order's whereabouts (or a message naming one): a lookup.
+_LOOKUP = re.compile(r"\b(\d{3,}|where|status|arriv\w*|track\w*|on its way)\b", re.IGNORECASE)
+_YES = re.compile(r"^\W*(yes|yep|sure|go ahead)\b", re.IGNORECASE)
+_NO = re.compile(r"^\W*(no|nope|don't|do not)\b", re.IGNORECASE)
+#: The system prompt of an agent that wants the model to ask before a destructive tool.
+CONFIRM_MARKER = "confirm"
+
+
+def order_of(texts: list[str]) -> str | None:
+    """The order number in the newest text that names one."""
+    for text in reversed(texts):
+        if match := _ORDER.search(text):
+            return match.group(1)
+    return None
+
+
+def _summary(result: str) -> str:
+    """One sentence for a tool result: "Order 4711 is shipped." for an order's status."""
+    with contextlib.suppress(ValueError):
+        data = json.loads(result)
+        if isinstance(data, dict) and "order_id" in data and "status" in data:
+            return f"Order {data['order_id']} is {data['status']}."
+    return f"Tool said: {result}."
+
+
+def _destructive(text: str) -> str | None:
+    lowered = text.lower()
+    if "refund" in lowered:
+        return "issue_refund"
+    if "cancel" in lowered:
+        return "cancel_order"
+    return None
+
+
+def decide_support(conv: Conversation) -> Reply:
+    """The order-support model (see above); asks "Shall I go ahead?" before a destructive tool
+    when the system prompt says `confirm`, and acts on the request before a yes."""
+    if conv.turn_tool_results:
+        return Reply(text=" ".join(_summary(result) for result in conv.turn_tool_results))
+    text = conv.last_user_text
+    order = order_of(conv.user_texts)
+    asks_first = CONFIRM_MARKER in conv.system.lower()
+    earlier = conv.user_texts[-2] if len(conv.user_texts) > 1 else ""
+    answer_yes, answer_no = _YES.search(text), _NO.search(text)
+    tool = _destructive(earlier) if asks_first and (answer_yes or answer_no) else None
+    if tool is not None and answer_no:
+        verb = "cancel" if tool == "cancel_order" else "refund"
+        return Reply(text=f"Okay, I will not {verb} order {order}.")
+    if tool is None:
+        tool = _destructive(text)
+        if tool is not None and asks_first:
+            verb = "cancel" if tool == "cancel_order" else "refund"
+            return Reply(text=f"I can {verb} order {order} for you. Shall I go ahead?")
+    if tool is None and _LOOKUP.search(text):
+        tool = "lookup_order"
+    if tool is None:
+        return Reply(text="You are welcome. Anything else about your order?")
+    if tool not in conv.tools:
+        return Reply(text=f"I cannot do that here: {tool} is not available to me.")
+    if order is None:
+        return Reply(text="Which order do you mean? Tell me its number.")
+    return Reply(tool_calls=[(tool, json.dumps({"order_id": order}))])
 
 
 def default_script(dialect: str, body: dict[str, Any]) -> Reply:
