@@ -41,6 +41,9 @@ class Divergence:
     #: The agent's `product/version` recorded and replayed, when they differ (the summary
     #: then leads with it).
     agents: tuple[str, str] | None = field(default=None, compare=False)
+    #: The conversation turn open when the request came (cassette/conversation.py); None in
+    #: a one-turn flow.
+    conversation_turn: int | None = None
 
     @property
     def message(self) -> str:
@@ -54,6 +57,8 @@ class Divergence:
             "message": self.message,
             "changes": [change.to_json() for change in self.changes],
         }
+        if self.conversation_turn is not None:
+            document["conversation_turn"] = self.conversation_turn
         if self.agents is not None:
             document["agent_changed"] = {"recorded": self.agents[0], "replayed": self.agents[1]}
         return document

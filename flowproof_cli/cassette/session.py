@@ -13,6 +13,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
+from flowproof_cli.cassette.conversation import OpenTurn
 from flowproof_cli.cassette.divergence import Divergence, explain, led_by_version, nearest_turn
 from flowproof_cli.cassette.index import TurnIndex
 from flowproof_cli.cassette.providers import no_upstream_reason
@@ -114,10 +115,19 @@ class PendingTurn:
     agent: str | None = None  # `product/version` from its User-Agent, stored with the turn
     transport: str | None = None  # "websocket" when it came as a frame; None over HTTP
     upstream: Upstream | None = None  # record: the one it was forwarded to (its provider's)
+    conversation_turn: int | None = None  # the conversation turn open when it was asked
 
     def turn(self, status: int, response: Any) -> Turn:
         """The recorded turn of this request, with the answer the trace keeps."""
-        return Turn(self.dialect.name, self.canonical, status, response, self.agent, self.transport)
+        return Turn(
+            self.dialect.name,
+            self.canonical,
+            status,
+            response,
+            self.agent,
+            self.transport,
+            self.conversation_turn,
+        )
 
 
 @dataclass(frozen=True)
@@ -135,6 +145,9 @@ class _Received:
 
 def _nothing() -> None:
     return None
+
+
+_NO_TURN = OpenTurn()  # counts the calls of a one-turn flow, which nothing reads
 
 
 #: The most of an upstream's body one message quotes.
@@ -300,6 +313,8 @@ class CassetteSession:
     on_divergence: Callable[[], None] | None = field(default=None, repr=False, compare=False)
     agents: RunAgents = field(default_factory=RunAgents)  # who sent this run's requests
     notes: list[str] = field(default_factory=list)  # how the agent was answered (a 426)
+    #: A conversation flow's open turn, which the runner moves on; None: a one-turn flow.
+    conversation: OpenTurn | None = None
 
     def __post_init__(self) -> None:
         self._mock_text = {name: mock_text(value) for name, value in self.mocks.items()}
@@ -343,6 +358,7 @@ class CassetteSession:
     def _count(self, path: str) -> str:
         """Count one request; its path (query left off) as messages quote it."""
         self.requests += 1
+        (self.conversation or _NO_TURN).call()
         clean_path = printable(path.split("?", 1)[0])
         self.routes[clean_path] = self.routes.get(clean_path, 0) + 1
         return clean_path
@@ -422,7 +438,10 @@ class CassetteSession:
         dialect, live = read.dialect, read.live
         try:
             if self.mode is Mode.RECORD:
-                pending = PendingTurn(dialect, live, relaxed, read.sent, read.agent)
+                tag = self.conversation.number if self.conversation else None
+                pending = PendingTurn(
+                    dialect, live, relaxed, read.sent, read.agent, None, None, tag
+                )
                 return _signed(self, self._forward(dialect, read.path, live, pending))
             return self._replay(read, relaxed)
         except Exception as exc:  # any bug: an answer
@@ -467,7 +486,7 @@ class CassetteSession:
         if upstream is not None and upstream.without_key_across_parts(response):
             raw = json.dumps(response, ensure_ascii=False).encode()
         position = len(self.recorded)
-        self._keep_sent(position, pending.sent, pending.canonical)
+        _keep_sent(self, position, pending.sent, pending.canonical)
         key = upstream.key if upstream else None
         problem = _answer_problem(
             status, raw, response, headers=lowered, turn=position + 1, key=key
@@ -514,11 +533,12 @@ class CassetteSession:
         if self.divergence is not None:
             message = f"flowproof: replay stopped after a divergence: {self.divergence.summary}"
             return _error(dialect, DIVERGENCE_STATUS, message, "flowproof_divergence")
-        position = self._index.claim(dialect.name, canonical)
+        tag = self.conversation.number if self.conversation else None
+        position = self._index.claim(dialect.name, canonical, tag)
         if position is not None:
             self.served.append(position)
             turn = self.recorded[position]
-            self._keep_sent(position, sent, turn.request)
+            _keep_sent(self, position, sent, turn.request)
             response = self.rules.live_response(turn.response)
             return self.render(dialect, live, turn.status, response)
         unreadable = dialect.unreadable_field(sent)
@@ -533,12 +553,6 @@ class CassetteSession:
             f"flowproof: {self.divergence.message}",
             "flowproof_divergence",
         )
-
-    def _keep_sent(self, position: int, sent: dict[str, Any], stored: dict[str, Any]) -> None:
-        """A rule may have normalized or dropped what the agent sent; keep the original
-        (computed once per request in `on_request`, never again here)."""
-        if self.rules.active and sent is not stored and sent != stored:
-            self.sent[position] = sent
 
     def render(
         self, dialect: Dialect, live: dict[str, Any], status: int, response: Any
@@ -565,6 +579,15 @@ class CassetteSession:
     def trajectory(self) -> Trajectory:
         """The served turns in recorded order, so record and replay agree."""
         return served_trajectory(self.recorded, self.used_turns(), self.rules)
+
+
+def _keep_sent(
+    session: CassetteSession, position: int, sent: dict[str, Any], stored: dict[str, Any]
+) -> None:
+    """A rule may have normalized or dropped what the agent sent; keep the original
+    (computed once per request in `on_request`, never again here)."""
+    if session.rules.active and sent is not stored and sent != stored:
+        session.sent[position] = sent
 
 
 def _target(session: CassetteSession, dialect: Dialect) -> Upstream | Rendered:
@@ -603,10 +626,24 @@ def _explained(
     session: CassetteSession, dialect: Dialect, canonical: dict[str, Any], agent: str | None
 ) -> Divergence:
     """The divergence of `canonical` from the turns not yet served, led by a version change."""
-    assert session._index is not None
-    unconsumed = session._index.unconsumed()
-    found = explain_divergence(session._matched, unconsumed, dialect, canonical)
-    return led_by_version(found, session._matched, agent, session.record_command)
+    index, turn = session._index, session.conversation
+    assert index is not None
+    if turn is None:
+        found = explain_divergence(session._matched, index.unconsumed(), dialect, canonical)
+        return led_by_version(found, session._matched, agent, session.record_command)
+    free = index.unconsumed(turn.number)
+    found = explain_divergence(session._matched, free, dialect, canonical)
+    found = led_by_version(found, session._matched, agent, session.record_command)
+    recorded = sum(1 for each in session._matched if each.conversation_turn == turn.number)
+    elsewhere = index.elsewhere(dialect.name, canonical, turn.number)
+    return turn.worded(found, turn.calls, recorded, elsewhere)
+
+
+def turn_trajectory(session: CassetteSession, number: int) -> Trajectory:
+    """The trajectory of one conversation turn: the calls served (record: made) while it
+    was open, in recorded order."""
+    used = [p for p in session.used_turns() if session.recorded[p].conversation_turn == number]
+    return served_trajectory(session.recorded, used, session.rules)
 
 
 def served_trajectory(recorded: list[Turn], used: list[int], rules: MatchRules) -> Trajectory:
@@ -663,18 +700,14 @@ def matchable_turns(recorded: list[Turn], rules: MatchRules) -> list[Turn]:
     """The recorded turns with the requests as today's rules match them (replay matches
     against these, so a rule added after recording works on an existing trace)."""
     return [
-        Turn(
-            turn.protocol,
-            rules.matched(
+        replace(
+            turn,
+            request=rules.matched(
                 turn.protocol,
                 turn.request,
                 count=False,
                 subject=f"the recorded request of turn {position}",
             ),
-            turn.status,
-            turn.response,
-            turn.agent,
-            turn.transport,
         )
         for position, turn in enumerate(recorded, start=1)
     ]

@@ -24,6 +24,10 @@ class Turn:
     #: "websocket" for a turn recorded over a WebSocket (dialects/websocket.py); None over
     #: HTTP. Not matched: it says how the agent asked, so replay knows to accept the upgrade.
     transport: str | None = None
+    #: The conversation turn (1-based) that was open when the agent made this call; 0 for
+    #: a call before the first message; None in a one-turn flow. Not part of the match key:
+    #: replay serves a call only from the turn open now (cassette/index.py).
+    conversation_turn: int | None = None
 
     @cached_property
     def match_key(self) -> bytes:

@@ -40,6 +40,7 @@ from flowproof_cli.spec.variables import hold_handles, release_handles, resolve_
 
 if TYPE_CHECKING:
     from flowproof_cli.egress import Launch
+    from flowproof_cli.runner.conversation import Dialogue
 
 KILL_GRACE_S = 2.0
 #: Seconds an agent may go on after the first divergence of a replay before it is stopped.
@@ -58,6 +59,8 @@ class AgentOutcome:
     stderr: str
     duration_s: float
     stopped: bool = False  # stopped by flowproof once the verdict was settled (`settled`)
+    #: A conversation's failure (runner/conversation.py `Dialogue.problem`), if any.
+    conversation_problem: str | None = None
 
     def stderr_tail(self, lines: int = TAIL_LINES) -> str:
         return tail_lines(self.stderr, lines)
@@ -152,8 +155,9 @@ async def _spawn(
     env: Mapping[str, str],
     cwd: Path,
     launch: Launch | None,
-    outputs: tuple[IO[bytes], IO[bytes]],
+    outputs: tuple[IO[bytes] | int, IO[bytes]],
     cgroup: AgentCgroup | None = None,
+    stdin: int = asyncio.subprocess.DEVNULL,
 ) -> asyncio.subprocess.Process:
     """Start the agent in its own session (and `cgroup`), contained when `launch` is given.
     What exec cannot carry (a NUL, a name with `=`, a string over MAX_ARG_STRLEN) is refused
@@ -168,7 +172,7 @@ async def _spawn(
             *(launch.wrap(argv) if launch is not None else argv),
             env=dict(env),
             cwd=cwd,
-            stdin=asyncio.subprocess.DEVNULL,
+            stdin=stdin,
             stdout=outputs[0],
             stderr=outputs[1],
             start_new_session=True,
@@ -219,8 +223,10 @@ async def run_agent(
     launch: Launch | None = None,
     settled: asyncio.Event | None = None,
     grace_s: float = DIVERGENCE_GRACE_S,
+    dialogue: Dialogue | None = None,
 ) -> AgentOutcome:
-    """Run the agent; with `launch`, under egress containment (see flowproof_cli.egress).
+    """Run the agent; with `launch`, under egress containment (see flowproof_cli.egress);
+    with `dialogue`, as a conversation over its stdin and stdout.
 
     Once `settled` is set (the replay's first divergence settled the verdict), the agent has
     `grace_s` to exit by itself; then it is stopped the way a timeout stops it."""
@@ -240,9 +246,19 @@ async def run_agent(
         cgroup = AgentCgroup.make()  # held by the keeper from before it exists
         try:
             process = await _spawn(
-                argv, env=env, cwd=cwd, launch=launch, outputs=(stdout, stderr), cgroup=cgroup
+                argv,
+                env=env,
+                cwd=cwd,
+                launch=launch,
+                outputs=(dialogue.child_stdout if dialogue else stdout, stderr),
+                cgroup=cgroup,
+                stdin=dialogue.child_stdin if dialogue else asyncio.subprocess.DEVNULL,
             )
+            if dialogue is not None:
+                await dialogue.start(stdout)
         except BaseException:
+            if dialogue is not None:
+                dialogue.close()
             await _end_cgroup(cgroup)
             raise
         pgid = process.pid
@@ -260,6 +276,8 @@ async def run_agent(
                 await _end_cgroup(cgroup)  # what left the group, its environment cleared
             if adopts_orphans:
                 await _end_own_orphans(env, children_before, process.pid)
+            if dialogue is not None:
+                dialogue.close()
         stdout_text, stderr_text = _tail(stdout), _tail(stderr)
     return AgentOutcome(
         exit_code=process.returncode if ending == "exited" else None,
@@ -268,4 +286,7 @@ async def run_agent(
         stderr=stderr_text,
         duration_s=loop.time() - started,
         stopped=ending == "stopped",
+        conversation_problem=(
+            dialogue.problem(ending, timeout_s, process.returncode) if dialogue else None
+        ),
     )

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
@@ -32,6 +33,12 @@ from flowproof_cli.runner.command import (
     AgentOutcome,
     resolve_argv,
     run_agent,
+)
+from flowproof_cli.runner.conversation import (
+    TurnOutcome,
+    conversation_of,
+    converse_service,
+    unbuffered,
 )
 from flowproof_cli.runner.environment import (
     agent_environment,
@@ -69,6 +76,7 @@ class Driven:
     notes: list[str] = field(default_factory=list)
     egress: EgressReport | None = None  # the containment this run ran under, and its report
     service: Service | None = None  # a url agent's trigger; None for a command agent
+    turns: list[TurnOutcome] = field(default_factory=list)  # a conversation's, as they went
 
 
 def _spec_name(spec: FlowSpec) -> str:
@@ -159,17 +167,26 @@ async def drive_command(
                 prompt_file=prompt_file,
                 cwd=cwd,
             )
+            dialogue = conversation_of(spec, session)
+            env = unbuffered(env) if dialogue is not None else env
             launch = egress.launch_for(spec, environ)
             try:
                 with _settled_by_divergence(session, keep_going) as settled:
                     outcome = await run_agent(
-                        argv, env=env, cwd=cwd, timeout_s=timeout_s, launch=launch, settled=settled
+                        argv,
+                        env=env,
+                        cwd=cwd,
+                        timeout_s=timeout_s,
+                        launch=launch,
+                        settled=settled,
+                        dialogue=dialogue,
                     )
             finally:
                 report = launch.finish()  # the process group has ended: stop the supervisor
 
     driven = _driven(outcome, session, timeout_s)
     driven.egress = report
+    driven.turns = dialogue.turns if dialogue is not None else []
     note = prompt_note(prompt)
     if note is not None:
         driven.notes.append(note)
@@ -181,6 +198,8 @@ def _driven(outcome: AgentOutcome, session: CassetteSession, timeout_s: float) -
     driven = Driven(exit_code=outcome.exit_code, stdout=outcome.stdout, stderr=outcome.stderr)
     if outcome.stopped:  # the divergence is the verdict; the stop is no failure of its own
         driven.notes.append(stopped_note())
+    elif outcome.conversation_problem is not None:
+        driven.failure = f"{outcome.conversation_problem}; {_calls_made(session)}"
     elif outcome.timed_out:
         driven.failure = (
             f"the agent did not finish within {timeout_s:g} s and was killed; "
@@ -216,13 +235,18 @@ async def drive_service(
                 f"{_spec_name(spec)}: agent.headers.{name} resolves to a value that cannot be "
                 f"sent: {problem} (it comes from {variables}). {HEADER_FIX}"
             )
+    turns: list[TurnOutcome] = []
     async with contextlib.AsyncExitStack() as stack:
         await _listen_at_proxy_port(stack, wiring.listen(session, port), port)
-        answer = await trigger(url, spec.task_prompt, headers=headers, timeout_s=timeout_s)
+        if spec.is_conversation:
+            post = functools.partial(trigger, url, headers=headers, timeout_s=timeout_s)
+            answer = await converse_service(spec, session, post, turns)
+        else:
+            answer = await trigger(url, spec.task_prompt, headers=headers, timeout_s=timeout_s)
     service = Service(url, port, answer)
-    driven = Driven(stdout=answer.body, egress=egress.url_report(), service=service)
+    driven = Driven(stdout=answer.body, egress=egress.url_report(), service=service, turns=turns)
     driven.failure = _service_failure(service, session, timeout_s)
-    if answer.status is not None and not answer.answered_ok:
+    if answer.status is not None and not answer.answered_ok and not turns:
         driven.notes.append(
             f"the service at {url} answered the trigger with HTTP {answer.status}; flowproof "
             "judges the trajectory its model calls made, not that status"

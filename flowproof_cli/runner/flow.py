@@ -35,6 +35,11 @@ from flowproof_cli.mode import Mode
 from flowproof_cli.providers import upstream_signers
 from flowproof_cli.runner import orphans
 from flowproof_cli.runner.boundaries import ProxyHub
+from flowproof_cli.runner.conversation_trace import (
+    conversation_state,
+    recorded_conversation,
+    recorded_turns,
+)
 from flowproof_cli.runner.drivers import Driven, Wiring, drive_command, drive_service
 from flowproof_cli.runner.judge import judge
 from flowproof_cli.runner.mcp_servers import McpServers, McpVerdict
@@ -92,9 +97,11 @@ def _open_session(
             upstream=upstream,
             rules=rules,
             signers=upstream_signers(environ),
+            conversation=conversation_state(spec, None),
         )
         return session, None
     trace = traces.load(trace_path)
+    recorded_turns(spec, trace, trace_path, spec_path)
     session = CassetteSession(
         Mode.REPLAY,
         mocks=spec.mocks,
@@ -103,6 +110,7 @@ def _open_session(
         # Recorded under exactly these rules: the stored requests are already as matched.
         recorded_as_matched=trace.match == rules.snapshot(),
         record_command=_record_command(spec_path),
+        conversation=conversation_state(spec, trace),
     )
     return session, trace
 
@@ -372,6 +380,7 @@ def _keep_recording(setup: _Setup, result: FlowResult, driven: Driven, mcp: McpV
         match=setup.rules.snapshot(),
         egress_blocked=driven.egress.trace_section() if driven.egress else [],
         mcp=mcp.lanes,
+        conversation=recorded_conversation(setup.session, driven.turns),
     )
     # The old trace may predate the spec's secrets: its values are redacted first.
     scrub = (lambda value: secret_scan.redact_json(value, secrets)) if secrets else None

@@ -21,6 +21,7 @@ import socket
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 from urllib.parse import urlsplit
 
 from flowproof_cli.errors import ConfigError
@@ -63,12 +64,18 @@ def _shutdown(connection: http.client.HTTPConnection) -> None:
 
 
 async def trigger(
-    url: str, prompt: str, *, headers: Mapping[str, str], timeout_s: float
+    url: str,
+    prompt: str,
+    *,
+    headers: Mapping[str, str],
+    timeout_s: float,
+    fields: Mapping[str, Any] | None = None,
 ) -> TriggerOutcome:
-    """POST {"prompt": prompt} to url and wait (at most timeout_s) for the answer."""
+    """POST {"prompt": prompt, **fields} to url and wait (at most timeout_s) for the answer
+    (`fields`: a conversation turn's `conversation_id` and `turn`)."""
     loop = asyncio.get_running_loop()
     connection, target = _connection(url, timeout_s)
-    body = json.dumps({"prompt": prompt}, ensure_ascii=False).encode()
+    body = json.dumps({"prompt": prompt, **(fields or {})}, ensure_ascii=False).encode()
     sent = {"content-type": "application/json", "accept": "application/json", **headers}
     answer: asyncio.Future[tuple[int, str]] = loop.create_future()
 

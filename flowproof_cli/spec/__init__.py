@@ -11,6 +11,11 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from flowproof_cli.spec.agent import AgentSpec
+    from flowproof_cli.spec.conversation import (
+        ConversationSpec,
+        ConversationTurnSpec,
+        SimulatedUser,
+    )
     from flowproof_cli.spec.grammar import (
         Clause,
         Matcher,
@@ -31,6 +36,7 @@ if TYPE_CHECKING:
         StepBase,
         ToolCallMatch,
         ToolCallStep,
+        UserStep,
     )
     from flowproof_cli.spec.tools import ToolSpec
     from flowproof_cli.spec.variables import find_variables, resolve_variables
@@ -38,6 +44,9 @@ if TYPE_CHECKING:
 _HOMES = {
     "AgentSpec": "agent",
     "Clause": "grammar",
+    "ConversationSpec": "conversation",
+    "ConversationTurnSpec": "conversation",
+    "SimulatedUser": "conversation",
     "Matcher": "grammar",
     "ReplyAssertion": "grammar",
     "ToolCallAssertion": "grammar",
@@ -55,6 +64,7 @@ _HOMES = {
     "StepBase": "steps",
     "ToolCallMatch": "steps",
     "ToolCallStep": "steps",
+    "UserStep": "steps",
     "ToolSpec": "tools",
     "find_variables": "variables",
     "resolve_variables": "variables",
@@ -64,18 +74,22 @@ __all__ = [
     "STEP_KINDS",
     "AgentSpec",
     "Clause",
+    "ConversationSpec",
+    "ConversationTurnSpec",
     "FlowSpec",
     "Matcher",
     "NoToolCallStep",
     "PromptStep",
     "ReplyAssertion",
     "ReplyStep",
+    "SimulatedUser",
     "Step",
     "StepBase",
     "ToolCallAssertion",
     "ToolCallMatch",
     "ToolCallStep",
     "ToolSpec",
+    "UserStep",
     "find_variables",
     "load_spec",
     "parse_reply_assertion",

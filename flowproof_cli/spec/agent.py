@@ -15,6 +15,7 @@ from flowproof_cli.process import (
     fits_one_string,
 )
 from flowproof_cli.spec.base import _Model
+from flowproof_cli.spec.conversation import ConversationSpec
 from flowproof_cli.spec.fields import (
     HEADER_FIX,
     header_problem,
@@ -24,7 +25,7 @@ from flowproof_cli.spec.fields import (
     url_problem,
 )
 from flowproof_cli.spec.problems import spec_problem
-from flowproof_cli.spec.variables import resolve_variables
+from flowproof_cli.spec.variables import MESSAGE_HANDLES, find_handles, resolve_variables
 
 
 class AgentSpec(_Model):
@@ -62,6 +63,14 @@ class AgentSpec(_Model):
             "supervisor): `host:port`, `ip:port`, `cidr:port`, `[ipv6]:port`, a bare `host` or "
             "`ip` (any port but 53), `${VAR}:port`. Loopback is always allowed. Stored as "
             "written; add the `assert_no_egress` step to certify it."
+        ),
+    )
+    conversation: ConversationSpec | None = Field(
+        default=None,
+        description=(
+            "A `command` agent in a conversation (a flow with `user:` steps): `send` (what is "
+            "written to stdin per turn), `until` (the regex of the line that ends a turn; "
+            "required) and `wait_first`. A `url` agent needs none: each turn is one POST."
         ),
     )
 
@@ -158,6 +167,14 @@ class AgentSpec(_Model):
                         (key,),
                     )
         else:
+            if self.conversation is not None:
+                raise spec_problem(
+                    "`agent.conversation` only applies to a `command` agent: `send`, `until` "
+                    "and `wait_first` say how to talk to a process over stdin and stdout, and a "
+                    "`url` agent gets each turn as its own POST. Fix: remove "
+                    "`agent.conversation`; the `user:` steps alone make the flow a conversation",
+                    ("conversation",),
+                )
             if self.declares_egress:
                 raise spec_problem(
                     "`agent.allow_egress` only applies to a `command` agent: flowproof contains "
@@ -180,6 +197,26 @@ class AgentSpec(_Model):
                     "`proxy_port: 4646`",
                     ("url",),
                 )
+        return self
+
+    @model_validator(mode="after")
+    def _message_handles_only_in_send(self) -> Self:
+        """A turn's text exists only while the turn is sent: `agent.command`, `agent.env`
+        and `agent.headers` are resolved once, before any turn."""
+        places: list[tuple[str, tuple[str, ...], str]]
+        places = [("agent.command", ("command",), self.command or "")]
+        places += [(f"agent.env.{k}", ("env", k), v) for k, v in self.env.items()]
+        places += [(f"agent.headers.{k}", ("headers", k), v) for k, v in self.headers.items()]
+        for where, at, text in places:
+            for name in find_handles(text):
+                if name in MESSAGE_HANDLES:
+                    raise spec_problem(
+                        f"`{where}` uses `${{flowproof.{name}}}`, a conversation turn's text, "
+                        "which is filled only in `agent.conversation.send` (written to the "
+                        "agent's stdin for each `user:` turn). Fix: remove it here and put it "
+                        "in `agent.conversation.send`",
+                        at,
+                    )
         return self
 
     def resolved_command(

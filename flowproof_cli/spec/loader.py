@@ -21,7 +21,7 @@ from flowproof_cli.quoting import closest_name, odd_note, skeleton, unmasked
 from flowproof_cli.spec import yaml_limits as limits
 from flowproof_cli.spec.models import FlowSpec
 from flowproof_cli.spec.problems import SPEC_ERROR_TYPE
-from flowproof_cli.spec.steps import BARE_STEP_KINDS, STEP_KINDS
+from flowproof_cli.spec.steps import BARE_STEP_KINDS, STEP_KINDS, UserStep
 
 _Loc = tuple[str | int, ...]
 
@@ -253,6 +253,40 @@ def _check_steps(node: yaml.Node, path: str) -> None:
                 path=path,
                 line=_line(item.value[0][0]),
             )
+        if keys[0] == UserStep.kind:
+            _check_user_text(item.value[0][0], item.value[0][1], path)
+
+
+_YAML_TAG = "tag:yaml.org,2002:"
+
+
+def _check_user_text(key_node: yaml.Node, node: yaml.Node, path: str) -> None:
+    """A `user:` message YAML reads as something else than text (`no` is false), named as
+    written with the quoting fix; the model refuses the same values without the spelling."""
+    if not isinstance(node, yaml.ScalarNode) or node.tag not in (
+        f"{_YAML_TAG}bool",
+        f"{_YAML_TAG}int",
+        f"{_YAML_TAG}float",
+        f"{_YAML_TAG}null",
+    ):
+        return
+    written = str(node.value)
+    if node.tag.endswith("null"):
+        problem = (
+            f"`user:` has no text (YAML read {f'`{written}`' if written else 'it'} as null). "
+            "Fix: write the message after `user:`, e.g. `user: My order 4711 has not arrived.`"
+        )
+    else:
+        read = (
+            f"the boolean {str(written.lower() in ('yes', 'true', 'on')).lower()}"
+            if node.tag.endswith("bool")
+            else "a number"
+        )
+        problem = (
+            f"`user:` must be text; YAML read `{written}` as {read}. Fix: quote it: "
+            f'user: "{written}"'
+        )
+    raise SpecError(problem, path=path, line=_line(key_node))
 
 
 def _did_you_mean(key: str, allowed: Any) -> str:

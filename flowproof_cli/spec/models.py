@@ -1,7 +1,7 @@
 """The `*.flow.yaml` data model (pydantic v2, unknown keys forbidden everywhere): the flow
 itself, its top-level keys and the rules across them. Each key with a model of its own lives
 in its module: `agent:` in agent.py, `tools:` and `mcp:` in tools.py, `steps:` in steps.py,
-`match:` in match.py.
+`match:` in match.py; a conversation's keys and turns in conversation.py.
 
 Validation is split in two so every error can carry a YAML line: pydantic checks shapes and
 the prose grammar in the models, raising errors whose `loc` the loader maps to a line; checks
@@ -28,6 +28,11 @@ from pydantic import (
 from flowproof_cli.process import ARG_LIMIT, BIG_DATA_FIX, encoded_size, fits_one_string
 from flowproof_cli.spec.agent import AgentSpec
 from flowproof_cli.spec.base import _Model
+from flowproof_cli.spec.conversation import (
+    ConversationTurnSpec,
+    check_conversation,
+    group_turns,
+)
 from flowproof_cli.spec.fields import (
     listed,
     not_a_variable_name,
@@ -44,6 +49,7 @@ from flowproof_cli.spec.steps import (
     PromptStep,
     Step,
     ToolCallStep,
+    UserStep,
 )
 from flowproof_cli.spec.tools import (
     McpServerSpec,
@@ -52,7 +58,7 @@ from flowproof_cli.spec.tools import (
     mcp_variable_suffix,
     undeclared_tool,
 )
-from flowproof_cli.spec.variables import PROMPT_HANDLE, find_handles
+from flowproof_cli.spec.variables import PROMPT_FILE_HANDLE, PROMPT_HANDLE, find_handles
 
 DEFAULT_TIMEOUT = 300.0
 
@@ -133,9 +139,10 @@ class FlowSpec(_Model):
     )
     steps: list[Step] = Field(
         description=(
-            "One-key mappings, in order: `prompt`, `assert_tool_call`, `assert_no_tool_call`, "
-            "`assert`, `assert_no_secret_leak`; or the bare step `assert_no_egress`. At least "
-            "one `prompt`."
+            "One-key mappings, in order: `prompt`, `user`, `assert_tool_call`, "
+            "`assert_no_tool_call`, `assert`, `assert_no_secret_leak`; or the bare step "
+            "`assert_no_egress`. At least one `prompt` (a one-turn flow) or `user` (a "
+            "conversation: each `user` opens a turn), never both."
         ),
         json_schema_extra={"minItems": 1},
     )
@@ -148,12 +155,15 @@ class FlowSpec(_Model):
             raise spec_problem(
                 "`steps` is empty. Fix: add at least a `- prompt: ...` step", ("steps",)
             )
-        if not any(isinstance(step, PromptStep) for step in self.steps):
+        if not any(isinstance(step, PromptStep | UserStep) for step in self.steps):
             raise spec_problem(
                 "no `prompt` step, so there is no task for the agent. Fix: add a step "
-                "`- prompt: <what the agent should do>`",
+                "`- prompt: <what the agent should do>` (or, for a conversation, one "
+                "`- user: <message>` step per turn)",
                 ("steps",),
             )
+        check_conversation(self.agent, self.steps)
+        self._check_task_handles()
         _refuse_repeated_tools(self.tools, "`tools`")
         self._check_mcp()
         seen = {tool.name: 0 for tool in self.tools}
@@ -210,6 +220,26 @@ class FlowSpec(_Model):
                     ("agent", *at),
                 )
         return self
+
+    def _check_task_handles(self) -> None:
+        """A conversation has no task given up front: `${flowproof.prompt}` (and its file)
+        would be empty, so a spec that writes them is told where the messages go instead."""
+        if not self.is_conversation:
+            return
+        agent = self.agent
+        places: list[tuple[str, tuple[str, ...], str]]
+        places = [("agent.command", ("command",), agent.command or "")]
+        places += [(f"agent.env.{k}", ("env", k), v) for k, v in agent.env.items()]
+        for where, at, text in places:
+            for name in find_handles(text):
+                if name in (PROMPT_HANDLE, PROMPT_FILE_HANDLE):
+                    raise spec_problem(
+                        f"`{where}` uses `${{flowproof.{name}}}`, the task given up front, and "
+                        "this flow is a conversation (`user:` steps), which has none: each "
+                        "message is sent as its own turn. Fix: remove it; the agent reads the "
+                        "messages from its stdin, as `agent.conversation.send` writes them",
+                        ("agent", *at),
+                    )
 
     def _check_mcp(self) -> None:
         """Across `mcp` entries, and between `mcp` and the rest of the spec."""
@@ -287,8 +317,26 @@ class FlowSpec(_Model):
 
     @property
     def task_prompt(self) -> str:
-        """Every `prompt` step joined with newlines, wherever it appears in `steps`."""
+        """Every `prompt` step joined with newlines, wherever it appears in `steps` ("" in a
+        conversation, whose messages are its `user:` steps, one per turn)."""
         return "\n".join(step.prompt for step in self.steps if isinstance(step, PromptStep))
+
+    @property
+    def is_conversation(self) -> bool:
+        """The flow has `user:` steps: its agent is talked to turn by turn."""
+        return any(isinstance(step, UserStep) for step in self.steps)
+
+    @property
+    def conversation(self) -> tuple[ConversationTurnSpec, ...]:
+        """One turn per `user:` step, with the assertion steps that judge it (empty when
+        the flow is not a conversation)."""
+        return group_turns(self.steps)[1]
+
+    @property
+    def conversation_steps(self) -> tuple[Step, ...]:
+        """The steps before the first `user:`: they judge the whole conversation (empty
+        when the flow is not a conversation)."""
+        return group_turns(self.steps)[0]
 
     @property
     def mocks(self) -> dict[str, Any]:

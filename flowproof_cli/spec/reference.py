@@ -9,6 +9,7 @@ output, so it cannot drift. Regenerate with:
 
 from __future__ import annotations
 
+import json
 import sys
 from typing import Any
 
@@ -112,6 +113,8 @@ def _type(spec: dict[str, Any]) -> str:
 def _literal(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
+    if isinstance(value, str) and not value.isprintable():
+        return json.dumps(value)  # as YAML's double quotes write it: "...\\n", on one row
     return str(value)
 
 

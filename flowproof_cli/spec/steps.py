@@ -30,6 +30,7 @@ from pydantic import (
 from flowproof_cli.errors import SpecError
 from flowproof_cli.quoting import closest_name, odd_note, skeleton, unmasked
 from flowproof_cli.spec.base import _Model
+from flowproof_cli.spec.conversation import SimulatedUser, simulated_user
 from flowproof_cli.spec.grammar import (
     ReplyAssertion,
     ToolCallAssertion,
@@ -72,6 +73,77 @@ class PromptStep(StepBase):
 
     kind: ClassVar[str] = "prompt"
     prompt: str = Field(description="Text of the task; every `prompt` step is joined with \\n.")
+
+
+def _not_text_fix(value: Any) -> str:
+    """Why a `user:` value that YAML did not read as text is refused, with the quoting fix."""
+    if value is None:
+        return (
+            "`user:` has no text (YAML read it as null). Fix: write the message after "
+            "`user:`, e.g. `user: My order 4711 has not arrived.`"
+        )
+    if isinstance(value, bool):
+        written = "no" if value is False else "yes"
+        return (
+            f"`user:` must be text; YAML read `{written}` as the boolean {str(value).lower()}. "
+            f'Fix: quote it: user: "{written}"'
+        )
+    if isinstance(value, int | float):
+        return (
+            f'`user:` must be text; YAML read `{value}` as a number. Fix: quote it: user: "{value}"'
+        )
+    return (
+        f"`user:` must be text (the message) or a mapping (a simulated user), got a "
+        f"{type(value).__name__}. Fix: write `user: TEXT`, or `user: {{simulate: ..., "
+        "until: ...}}`"
+    )
+
+
+class UserStep(StepBase):
+    """Opens a conversation turn: the message sent to the agent (or a simulated user that
+    writes the messages). The assertion steps after it, up to the next `user:`, judge that
+    turn."""
+
+    kind: ClassVar[str] = "user"
+    user: Annotated[str, Field(min_length=1)] | SimulatedUser = Field(
+        description=(
+            "The turn's message, as text; or a simulated user, `{simulate, until, max_turns?, "
+            "sees?}`, whose turns the steps after it judge together."
+        ),
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _text_or_simulated(cls, value: Any) -> Any:
+        if not isinstance(value, dict) or cls.kind not in value:
+            return value
+        user = value[cls.kind]
+        if isinstance(user, dict):
+            return {cls.kind: simulated_user(user)}
+        if not isinstance(user, str):
+            raise spec_problem(_not_text_fix(user), (cls.kind,))
+        if not user.strip():
+            raise spec_problem(
+                "`user:` is empty text, and a turn needs a message. Fix: write the message "
+                "the user sends, e.g. `user: My order 4711 has not arrived.`",
+                (cls.kind,),
+            )
+        return value
+
+    @property
+    def message(self) -> str | None:
+        """The turn's text; None for a simulated user (its messages come at run time)."""
+        return self.user if isinstance(self.user, str) else None
+
+    @property
+    def simulated(self) -> SimulatedUser | None:
+        return self.user if isinstance(self.user, SimulatedUser) else None
+
+    @property
+    def text(self) -> str:
+        if isinstance(self.user, SimulatedUser):
+            return f"simulated user: {self.user.simulate}"
+        return self.user
 
 
 ToolAssertionText = Annotated[str, AfterValidator(_check_tool_assertion)]
@@ -393,6 +465,7 @@ BARE_STEP_KINDS: tuple[str, ...] = (NoEgressStep.kind,)
 
 STEP_TYPES: tuple[type[StepBase], ...] = (
     PromptStep,
+    UserStep,
     ToolCallStep,
     NoToolCallStep,
     ReplyStep,
@@ -416,6 +489,7 @@ def _step_tag(value: Any) -> str | None:
 
 Step = Annotated[
     Annotated[PromptStep, Tag("prompt")]
+    | Annotated[UserStep, Tag("user")]
     | Annotated[ToolCallStep, Tag("assert_tool_call")]
     | Annotated[NoToolCallStep, Tag("assert_no_tool_call")]
     | Annotated[ReplyStep, Tag("assert")]

@@ -8,7 +8,9 @@ Only the `${NAME}` form is substituted (NAME = letters, digits, `_`, not startin
 flowproof itself provides (e.g. `${flowproof.proxy_url}`), never an environment variable.
 `${FLOWPROOF_PROMPT}` is refused: flowproof sets that variable for the agent, it never reads
 it, and a spec that wants the task writes `${flowproof.prompt}` (likewise
-`${FLOWPROOF_PROMPT_FILE}` and `${flowproof.prompt_file}`).
+`${FLOWPROOF_PROMPT_FILE}` and `${flowproof.prompt_file}`). In a conversation,
+`${flowproof.message}` and `${flowproof.message_json}` (a turn's text, raw or as a JSON
+string literal) are filled in `agent.conversation.send` only.
 """
 
 from __future__ import annotations
@@ -24,6 +26,10 @@ PROMPT_HANDLE = "prompt"  # `${flowproof.prompt}`: the joined task
 PROMPT_VARIABLE = "FLOWPROOF_PROMPT"  # what the agent reads; a spec cannot
 PROMPT_FILE_HANDLE = "prompt_file"  # `${flowproof.prompt_file}`: the file holding the task
 PROMPT_FILE_VARIABLE = "FLOWPROOF_PROMPT_FILE"  # the same file, for the agent
+MESSAGE_HANDLE = "message"  # `${flowproof.message}`: a conversation turn's text
+MESSAGE_JSON_HANDLE = "message_json"  # `${flowproof.message_json}`: it as a JSON string literal
+#: The handles of a conversation turn, filled only in `agent.conversation.send`.
+MESSAGE_HANDLES: tuple[str, ...] = (MESSAGE_HANDLE, MESSAGE_JSON_HANDLE)
 _SET_FOR_THE_AGENT = {
     PROMPT_VARIABLE: "the task",
     PROMPT_FILE_VARIABLE: "the path of the file holding the task",

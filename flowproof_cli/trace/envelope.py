@@ -7,10 +7,14 @@ Layout (YAML; docs/trace-format.md is the reference):
     mocks: {tool: result}       # the spec's tools: mocks, snapshotted
     mock_results: {tool: [...]} # the `results:` sequences, snapshotted; omitted when none
     match: [{ignore: path}, ...] # the match rules in force, snapshotted; omitted when none
+    conversation:               # a conversation flow's user side; omitted in one turn
+      id: <conversation_id>     # what a url agent's turns carried (trace/conversation.py)
+      turns: [{user: <message>}, ...]
     turns:                      # model turns in recorded order
       - protocol: <tag>         # omitted for openai-chat, the default
         agent: <product/version> # who sent it, from its User-Agent; omitted when unknown
         transport: websocket    # asked as a WebSocket frame; omitted over HTTP
+        conversation_turn: 2    # the conversation turn it was made in; omitted in one turn
         request: {...}          # canonical request, keys sorted
         response: {status: 200, body: {...}}
     egress:                     # omitted unless a contained run refused something
@@ -37,6 +41,11 @@ from flowproof_cli.dialects.websocket import WEBSOCKET
 from flowproof_cli.errors import TraceError
 from flowproof_cli.mcp.lane import Lane, lane_from_document, lane_to_document
 from flowproof_cli.routes import DEFAULT_PROTOCOL
+from flowproof_cli.trace.conversation import (
+    RecordedConversation,
+    conversation_from_document,
+    conversation_to_document,
+)
 from flowproof_cli.trajectory import EndpointCall
 
 FORMAT_VERSION = 2
@@ -68,6 +77,8 @@ class Trace:
     mcp: dict[str, Lane] = field(default_factory=dict)
     #: The match rules in force when recorded (like mocks); empty: no `match` key.
     match: list[dict[str, Any]] = field(default_factory=list)
+    #: A conversation flow's messages and id; None: recorded as a one-turn flow.
+    conversation: RecordedConversation | None = None
 
 
 @dataclass(frozen=True)
@@ -133,6 +144,8 @@ def to_document(trace: Trace) -> dict[str, Any]:
             entry["agent"] = turn.agent
         if turn.transport is not None:  # absent over HTTP, so older traces stay byte-identical
             entry["transport"] = turn.transport
+        if turn.conversation_turn is not None:  # absent in a one-turn flow
+            entry["conversation_turn"] = turn.conversation_turn
         entry["request"] = sorted_keys(turn.request)
         entry["response"] = {"status": turn.status, "body": sorted_keys(turn.response)}
         turns.append(entry)
@@ -145,6 +158,8 @@ def to_document(trace: Trace) -> dict[str, Any]:
     }
     if sequences:  # absent without `results:`, so older traces stay byte-identical
         document["mock_results"] = sorted_keys({k: list(v) for k, v in sequences.items()})
+    if trace.conversation is not None:  # absent in a one-turn flow
+        document["conversation"] = conversation_to_document(trace.conversation)
     document["turns"] = turns
     if trace.match:  # absent without rules, so older traces stay byte-identical
         document["match"] = [sorted_keys(rule) for rule in trace.match]
@@ -196,7 +211,17 @@ def from_document(document: Any, source: str, lines: Lines | None = None) -> Tra
         egress_blocked=_egress_blocked(document.get("egress"), where),
         mcp=_mcp_lanes(document.get("mcp"), where),
         match=_match_rules(document.get("match"), where),
+        conversation=_conversation(document.get("conversation"), where),
     )
+
+
+def _conversation(section: Any, where: _Where) -> RecordedConversation | None:
+    if section is None:
+        return None
+    try:
+        return conversation_from_document(section, where.key("conversation"))
+    except TraceError as exc:
+        raise TraceError(f"{exc}. {FIX}") from None
 
 
 def _versions() -> str:
@@ -248,6 +273,15 @@ def _turn(entry: Any, number: int, where: _Where) -> Turn:
             f"turn {number} is malformed: its `transport` is {transport!r}; flowproof writes "
             f"`transport: {WEBSOCKET}` for a turn asked over a WebSocket, and nothing over HTTP",
         )
+    conversation_turn = entry.get("conversation_turn")
+    if conversation_turn is not None and (
+        type(conversation_turn) is not int or conversation_turn < 0
+    ):
+        raise trace_error(
+            at,
+            f"turn {number} is malformed: its `conversation_turn` is {conversation_turn!r}, "
+            "not the number of a conversation turn (0 before the first message, then 1, 2, ...)",
+        )
     try:
         _read_by_dialect(dialect, request, status, body, number)
     except Exception as exc:  # a hand edit can break the dialect anywhere
@@ -256,7 +290,7 @@ def _turn(entry: Any, number: int, where: _Where) -> Turn:
             f"turn {number} is malformed: the {protocol} dialect cannot read its request or "
             f"response ({type(exc).__name__}: {exc})",
         ) from None
-    return Turn(protocol, request, status, body, agent, transport)
+    return Turn(protocol, request, status, body, agent, transport, conversation_turn)
 
 
 def _read_by_dialect(

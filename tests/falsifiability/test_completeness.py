@@ -91,7 +91,9 @@ def _file_statuses() -> list[str]:
 
 def code_forms() -> dict[str, list[str]]:
     """Every form of the code, by the prefix the cases name it with."""
-    step_kinds = [kind for kind in steps.STEP_KINDS if kind != steps.PromptStep.kind]
+    # `prompt` and `user` give the agent its messages; they are not verdicts of their own
+    given = (steps.PromptStep.kind, steps.UserStep.kind)
+    step_kinds = [kind for kind in steps.STEP_KINDS if kind not in given]
     spellings = [s for s, _ in (*grammar._VALUELESS_SPELLINGS, *grammar._VALUED_SPELLINGS)]
     optional_normalize = [
         name for name, info in NormalizeSpec.model_fields.items() if not info.is_required()

@@ -1,0 +1,74 @@
+"""The conversation turn a session is in, and divergences worded by it.
+
+The runner opens turn k when it sends the user's k-th message and the next one only after
+the agent ended turn k, so which turn a model call belongs to is a fact, never a guess from
+timing. Record tags each recorded call with it; replay serves a call only from the recorded
+calls of the turn open now (`TurnIndex`), and names the turn and its message when it
+cannot: `conversation turn 2 ("Then cancel it, please."), model call 1: ...`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+from flowproof_cli.cassette.divergence import Divergence
+from flowproof_cli.quoting import quoted
+
+#: The most of a turn's message a divergence quotes.
+MESSAGE_SHOWN = 80
+
+
+def turn_label(number: int, message: str | None) -> str:
+    """`conversation turn 2 ("Then cancel it, please.")`, or the time before the first."""
+    if number == 0:
+        return "the conversation, before its first message"
+    said = f' ("{quoted(message, MESSAGE_SHOWN)}")' if message else ""
+    return f"conversation turn {number}{said}"
+
+
+@dataclass
+class OpenTurn:
+    """The conversation turn open now: its number (0 before the first message), its message
+    and the model calls the agent made in it so far; and the conversation's id."""
+
+    number: int = 0
+    message: str = ""
+    calls: int = 0
+    #: The `conversation_id` a url agent's turns carry: new at record, the trace's at replay.
+    id: str = ""
+    #: Every turn opened so far: its message, by number (for the judge's wording).
+    messages: dict[int, str] = field(default_factory=dict)
+
+    def open(self, number: int, message: str) -> None:
+        self.number, self.message, self.calls = number, message, 0
+        self.messages[number] = message
+
+    def call(self) -> int:
+        """Count one model call of this turn; its number within the turn."""
+        self.calls += 1
+        return self.calls
+
+    @property
+    def label(self) -> str:
+        return turn_label(self.number, self.message)
+
+    def worded(
+        self, divergence: Divergence, call: int, recorded: int, elsewhere: int | None
+    ) -> Divergence:
+        """`divergence` (worded by recorded position) worded by this turn instead."""
+        _, _, said = divergence.summary.partition(": ")  # after "turn N"
+        if divergence.turn == 0:  # nothing left to compare with in this turn
+            said = (
+                f"extra call: the agent made a model call beyond the {recorded} recorded in "
+                "this turn"
+            )
+        if elsewhere is not None:
+            said = (
+                f"this call was recorded in {turn_label(elsewhere, self.messages.get(elsewhere))}"
+                f", not in this one; {said}"
+            )
+        return replace(
+            divergence,
+            summary=f"{self.label}, model call {call}: {said}",
+            conversation_turn=self.number,
+        )

@@ -1,0 +1,123 @@
+"""The command agent's side of a conversation (runner/conversation.py): each message written
+to stdin only after the agent ended the turn before, turns ended by its `until` line (or an
+unterminated prompt), and every way it goes wrong named by turn, message and pattern."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import sys
+from pathlib import Path
+
+from flowproof_cli.cassette.conversation import OpenTurn
+from flowproof_cli.runner.command import run_agent
+from flowproof_cli.runner.conversation import Dialogue, UserMessage, rendered, scripted
+
+ECHO = """
+import sys
+print("hello, say something")
+while True:
+    try:
+        line = input("> ")
+    except EOFError:
+        break
+    print(f"you said {line}")
+print("bye")
+"""
+
+
+def _dialogue(messages: list[str], until: str = r"^> $", **kwargs: object) -> Dialogue:
+    said = [UserMessage(text, number) for number, text in enumerate(messages, start=1)]
+    return Dialogue(
+        next_message=scripted(said),
+        send="${flowproof.message}\n",
+        until=re.compile(until),
+        turn=OpenTurn(),
+        **kwargs,  # type: ignore[arg-type]
+    )
+
+
+def _run(tmp_path: Path, source: str, dialogue: Dialogue, timeout_s: float = 20.0):  # type: ignore[no-untyped-def]
+    script = tmp_path / "agent.py"
+    script.write_text(source)
+    argv = [sys.executable, str(script)]
+    env = {"PATH": "/usr/bin:/bin", "PYTHONUNBUFFERED": "1"}
+    return asyncio.run(
+        run_agent(argv, env=env, cwd=tmp_path, timeout_s=timeout_s, dialogue=dialogue)
+    )
+
+
+def test_each_turn_gets_its_message_after_the_prompt_and_the_agent_exits_at_eof(
+    tmp_path: Path,
+) -> None:
+    dialogue = _dialogue(["first", "second"], wait_first=True)
+    outcome = _run(tmp_path, ECHO, dialogue)
+    assert outcome.exit_code == 0, outcome.stderr
+    assert outcome.conversation_problem is None
+    assert [turn.output for turn in dialogue.turns] == [["you said first"], ["you said second"]]
+    assert all(turn.ended for turn in dialogue.turns)
+    assert dialogue.turn.number == 2 and dialogue.turn.messages == {1: "first", 2: "second"}
+    assert "bye" in outcome.stdout and "you said second" in outcome.stdout
+
+
+def test_without_wait_first_the_start_up_prompt_is_no_turn_of_its_own(tmp_path: Path) -> None:
+    # The agent's first "> " may arrive before or after message 1 was sent: without
+    # wait_first it can end turn 1 early; this agent prints it only once asked.
+    agent = ECHO.replace('print("hello, say something")', "")
+    agent = agent.replace('input("> ")', "input()").replace(
+        'print(f"you said {line}")', 'print(f"you said {line}"); print("> ", end="")'
+    )
+    dialogue = _dialogue(["one"])
+    outcome = _run(tmp_path, agent, dialogue)
+    assert outcome.conversation_problem is None, outcome.conversation_problem
+    assert dialogue.turns[0].output == ["you said one"]
+
+
+def test_a_turn_that_never_ends_names_the_turn_message_pattern_and_last_lines(
+    tmp_path: Path,
+) -> None:
+    dialogue = _dialogue(["first", "Then cancel it, please."], until=r"^DONE$", wait_first=False)
+    agent = ECHO.replace('input("> ")', "input()")
+    agent = agent.replace(
+        'print(f"you said {line}")',
+        'print(f"you said {line}"); print("DONE" if line == "first" else "thinking")',
+    )
+    outcome = _run(tmp_path, agent, dialogue, timeout_s=3)
+    problem = outcome.conversation_problem or ""
+    assert outcome.timed_out
+    assert 'conversation turn 2 ("Then cancel it, please.") did not end within 3 s' in problem
+    assert "until '^DONE$'" in problem
+    assert "thinking" in problem
+
+
+def test_an_agent_that_exits_mid_conversation_is_named_by_the_open_turn(tmp_path: Path) -> None:
+    agent = "line = input()\nprint('answer')\nprint('> ')\n"  # one turn, then it leaves
+    dialogue = _dialogue(["a", "b", "c"])
+    outcome = _run(tmp_path, agent, dialogue)
+    problem = outcome.conversation_problem or ""
+    assert outcome.exit_code == 0
+    assert problem.startswith('the agent exited with code 0 during conversation turn 2 ("b")')
+
+
+def test_an_agent_that_reads_no_stdin_times_out_on_turn_one(tmp_path: Path) -> None:
+    agent = "import time\ntime.sleep(30)\n"
+    dialogue = _dialogue(["hello"])
+    outcome = _run(tmp_path, agent, dialogue, timeout_s=2)
+    problem = outcome.conversation_problem or ""
+    assert 'conversation turn 1 ("hello") did not end within 2 s' in problem
+    assert "it printed nothing" in problem
+
+
+def test_an_agent_that_does_not_exit_at_eof_is_told_apart_from_a_stuck_turn(
+    tmp_path: Path,
+) -> None:
+    agent = "import time\ninput()\nprint('> ')\ntime.sleep(30)\n"
+    dialogue = _dialogue(["only"])
+    outcome = _run(tmp_path, agent, dialogue, timeout_s=3)
+    problem = outcome.conversation_problem or ""
+    assert "did not exit within 3 s after the conversation's last turn" in problem
+
+
+def test_send_renders_the_message_and_its_json_form() -> None:
+    template = '{"content":${flowproof.message_json}}|${flowproof.message}\n'
+    assert rendered(template, 'say "hi"') == b'{"content":"say \\"hi\\""}|say "hi"\n'
