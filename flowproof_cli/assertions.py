@@ -59,6 +59,7 @@ def evaluate(
     handles: Mapping[str, str] | None = None,
     *,
     steps: Sequence[StepBase] | None = None,
+    strict: bool | None = None,
 ) -> list[AssertionFailure]:
     """Every failed assertion of `spec` (or of `steps`, some of its steps) against
     `trajectory`, in step order."""
@@ -96,7 +97,7 @@ def evaluate(
         except PatternBudgetExceeded as exc:  # the flow fails here; no later pattern runs
             failures.append(_stopped(spec, step, exc))
             return failures
-    if spec.strict:
+    if spec.strict if strict is None else strict:
         unexpected = next((i for i in range(len(calls)) if i not in consumed), None)
         if unexpected is not None:
             failures.append(AssertionFailure(None, _explain_unexpected(calls, unexpected)))

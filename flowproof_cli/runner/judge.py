@@ -29,6 +29,7 @@ from flowproof_cli.mode import Mode
 from flowproof_cli.runner.drivers import Driven, Service
 from flowproof_cli.runner.environment import service_wiring_hint, wiring_hint
 from flowproof_cli.runner.mcp_servers import McpVerdict
+from flowproof_cli.runner.turn_judge import judge_turns, unserved_turns
 from flowproof_cli.spec import FlowSpec
 from flowproof_cli.spec.steps import StepBase
 from flowproof_cli.trajectory import Trajectory
@@ -76,7 +77,11 @@ def judge(
     (None when no agent ran), `leaks` what the secret scan found, `replayed` the trace a
     replay judged against (None at record)."""
     unsound = soundness(session=session, driven=driven, mode=mode, mcp=mcp)
-    judgement = Judgement(unsound or assertions(spec, spec.steps, session.trajectory(), environ))
+    if unsound or not spec.is_conversation:
+        judged = unsound or assertions(spec, spec.steps, session.trajectory(), environ)
+    else:  # one loop over the turns
+        judged = judge_turns(spec, session, driven.turns, environ)
+    judgement = Judgement(judged)
     if egress is not None:
         _judge_egress(judgement, spec, egress)
     judgement.failures.extend(leak_failures(leaks))
@@ -88,25 +93,33 @@ def judge(
 def soundness(
     *, session: CassetteSession, driven: Driven, mode: Mode, mcp: McpVerdict | None = None
 ) -> list[Failure]:
-    """Why the run itself is unsound, the first kind found (empty when it is sound)."""
-    return [Failure(message) for message in _unsound(session, driven, mode, mcp)]
+    """Why the run itself is unsound, the first kind found (empty when it is sound); in a
+    conversation each failure names its turn."""
+    turn = session.divergence.conversation_turn if session.divergence else None
+    return [
+        found if isinstance(found, Failure) else Failure(found, turn=turn)
+        for found in _unsound(session, driven, mode, mcp)
+    ]
 
 
 def _unsound(
     session: CassetteSession, driven: Driven, mode: Mode, mcp: McpVerdict | None
-) -> list[str]:
+) -> Sequence[str | Failure]:
     recorded = len(session.recorded)
     mcp = mcp or McpVerdict.none()
     if session.errors:
         return list(dict.fromkeys(session.errors))
     if session.divergence is not None:
-        return [f"divergence at {session.divergence.message}"]
+        where = "in" if session.divergence.conversation_turn is not None else "at"
+        return [f"divergence {where} {session.divergence.message}"]
     if mcp.hard:  # an MCP divergence explains a crash that followed it, like a model one
         return mcp.hard
     if driven.failure is not None:  # an MCP call left unanswered may be why it timed out
         return [driven.failure, *mcp.waiting]
     if session.requests == 0 and (mcp.soft or mcp.calls == 0 or recorded):
         return mcp.soft or [_no_requests(driven, recorded if mode is Mode.REPLAY else None)]
+    if mode is Mode.REPLAY and len(session.served) != recorded and session.conversation:
+        return unserved_turns(session, driven.turns)
     if mode is Mode.REPLAY and len(session.served) != recorded:
         unused = sorted(set(range(recorded)) - set(session.served))
         turns = ", ".join(str(position + 1) for position in unused)

@@ -32,10 +32,10 @@ def judge_turns(
 ) -> list[Failure]:
     """Every failed assertion of a conversation, the whole conversation's steps first, then
     turn by turn in spec order."""
-    failures = [
-        Failure(failure.message, failure.step_line)
-        for failure in evaluate(spec, session.trajectory(), environ, steps=spec.conversation_steps)
-    ]
+    whole = evaluate(
+        spec, session.trajectory(), environ, steps=spec.conversation_steps, strict=False
+    )  # `strict` holds turn by turn: each turn's calls against its own steps
+    failures = [Failure(failure.message, failure.step_line) for failure in whole]
     for user in spec.conversation:
         opened = [turn for turn in turns if turn.step == user.number]
         if not opened:  # never sent: the driver's failure (an exit, a timeout) says why
@@ -78,14 +78,14 @@ def unserved_turns(session: CassetteSession, turns: Sequence[TurnOutcome]) -> li
     messages = {turn.number: turn.message for turn in turns}
     failures = []
     for number, positions in sorted(missing.items()):
-        recorded = sum(1 for each in session.recorded if each.conversation_turn == number)
-        made = recorded - len(positions)
+        held = sum(1 for each in session.recorded if each.conversation_turn == number)
+        made = held - len(positions)
         label = turn_label(number, messages.get(number) or _recorded_message(session, number))
         listed = ", ".join(map(str, positions))
         failures.append(
             Failure(
                 f"{label}: the agent made {made} model call(s) in this turn, the recording has "
-                f"{recorded} (recorded turn(s) never requested: {listed})",
+                f"{held} (recorded turn(s) never requested: {listed})",
                 turn=number,
             )
         )
