@@ -26,6 +26,7 @@ from benchmarks.groups import (
     bedrock_turn,
     cold_start,
     containment,
+    conversation,
     endpoints,
     large_answer,
     per_flow,
@@ -46,6 +47,7 @@ GROUPS: dict[str, Callable[[harness.Settings], list[harness.Row]]] = {
     "cold-start": cold_start.run,
     "large-answer": large_answer.run,
     "endpoints": endpoints.run,
+    "conversation": conversation.run,
 }
 
 

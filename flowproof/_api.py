@@ -65,7 +65,7 @@ class FlowRun:
 
     @property
     def failures(self) -> list[str]:
-        return list(self.result.failures)
+        return self.result.failure_texts
 
     @property
     def error(self) -> str | None:

@@ -57,15 +57,19 @@ def evaluate(
     trajectory: Trajectory,
     environ: Mapping[str, str],
     handles: Mapping[str, str] | None = None,
+    *,
+    steps: Sequence[StepBase] | None = None,
+    strict: bool | None = None,
 ) -> list[AssertionFailure]:
-    """Every failed assertion of `spec` against `trajectory`, in step order."""
+    """Every failed assertion of `spec` (or of `steps`, some of its steps) against
+    `trajectory`, in step order."""
     resolver = _Resolver(spec, environ, handles)
     calls = trajectory.tool_calls
     failures: list[AssertionFailure] = []
     position = 0  # first call the next assert_tool_call may consume
     previous: tuple[int, StepBase] | None = None  # (step number, step) of the last match
     consumed: set[int] = set()
-    for number, step in enumerate(spec.steps, start=1):
+    for number, step in enumerate(spec.steps if steps is None else steps, start=1):
         try:
             if isinstance(step, ToolCallStep):
                 assertion = resolver.tool_assertion(step)
@@ -93,7 +97,7 @@ def evaluate(
         except PatternBudgetExceeded as exc:  # the flow fails here; no later pattern runs
             failures.append(_stopped(spec, step, exc))
             return failures
-    if spec.strict:
+    if spec.strict if strict is None else strict:
         unexpected = next((i for i in range(len(calls)) if i not in consumed), None)
         if unexpected is not None:
             failures.append(AssertionFailure(None, _explain_unexpected(calls, unexpected)))

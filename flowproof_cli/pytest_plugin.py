@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import re
 from collections.abc import Callable, Generator, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -33,7 +32,6 @@ if TYPE_CHECKING:
     from flowproof_cli.verdict import FlowResult
 
 COLLECT_MODES = ("explicit", "always", "never")
-_STEP_LINE = re.compile(r"\(step at line (\d+)\)")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -308,9 +306,8 @@ def _shown(path: Path, invocation_dir: Path) -> Path:
 def _failure_line(result: FlowResult) -> int:
     """The spec line a failure points at: its step's, else the first prompt's, else 1."""
     for failure in result.failures:
-        match = _STEP_LINE.search(failure)
-        if match:
-            return int(match.group(1))
+        if failure.line:
+            return failure.line
     try:
         from flowproof_cli.spec import load_spec  # noqa: PLC0415
 
@@ -328,7 +325,7 @@ def _report(result: FlowResult, *, all_changes: bool = False) -> str:
     lines = [f"flow {result.name!r} {result.status}"]
     if result.error is not None:
         lines.append(f"  error: {result.error}")
-    failures = result.failures
+    failures = result.failure_texts
     if all_changes:
         from flowproof_cli.cli.output import shown_failures  # noqa: PLC0415
 

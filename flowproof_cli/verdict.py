@@ -2,6 +2,9 @@
 
 Plain data below every layer that reads it: the runner fills it, evidence records it, the
 CLI prints it, and a `-j N` worker sends it to its parent as JSON.
+
+A failure keeps its spec line (and, in a conversation, its turn) as data: the text users read
+is rendered from it here, in one place, and nothing parses that text back.
 """
 
 from __future__ import annotations
@@ -13,13 +16,48 @@ from typing import Any, Self
 from flowproof_cli.errors import ExitCode
 
 
+@dataclass(frozen=True)
+class Failure:
+    """Why a flow failed: the message, the spec line of the step that failed (None for a
+    flow-wide failure) and the conversation turn it belongs to (None outside one)."""
+
+    message: str
+    line: int | None = None
+    turn: int | None = None
+
+    @property
+    def text(self) -> str:
+        """The failure as users read it (text output, JUnit, pytest, the run record's
+        message): the message and, when it has one, its step's line."""
+        return f"{self.message} (step at line {self.line})" if self.line else self.message
+
+    def __str__(self) -> str:
+        return self.text
+
+    def to_json(self) -> dict[str, Any]:
+        return {"message": self.message, "line": self.line, "turn": self.turn}
+
+    @classmethod
+    def from_json(cls, data: Any) -> Failure:
+        """The inverse of `to_json`, and the plain text an older result or run record holds
+        (its line, if any, is already in that text: read as a message, it renders the same)."""
+        if isinstance(data, str):
+            return cls(data)
+        line, turn = data.get("line"), data.get("turn")
+        return cls(
+            str(data.get("message", "")),
+            line if isinstance(line, int) else None,
+            turn if isinstance(turn, int) else None,
+        )
+
+
 @dataclass
 class FlowResult:
     name: str
     spec_path: Path
     mode: str  # "record" | "replay"
     trace_path: Path
-    failures: list[str] = field(default_factory=list)
+    failures: list[Failure] = field(default_factory=list)
     error: str | None = None  # set when flowproof could not run the flow (exit 2)
     skipped: str | None = None
     duration_s: float = 0.0
@@ -59,6 +97,11 @@ class FlowResult:
     control: dict[str, Any] | None = None
 
     @property
+    def failure_texts(self) -> list[str]:
+        """The failures as users read them (`Failure.text`)."""
+        return [failure.text for failure in self.failures]
+
+    @property
     def passed(self) -> bool:
         return self.error is None and not self.failures
 
@@ -78,6 +121,7 @@ class FlowResult:
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
+        data["failures"] = [failure.to_json() for failure in self.failures]
         data["spec_path"] = str(self.spec_path)
         data["trace_path"] = str(self.trace_path)
         data["candidate_path"] = str(self.candidate_path) if self.candidate_path else None
@@ -93,6 +137,7 @@ class FlowResult:
         values = {key: value for key, value in data.items() if key in known}
         values["spec_path"] = Path(values["spec_path"])
         values["trace_path"] = Path(values["trace_path"])
+        values["failures"] = [Failure.from_json(item) for item in values.get("failures") or ()]
         if values.get("candidate_path") is not None:
             values["candidate_path"] = Path(values["candidate_path"])
         return cls(**values)

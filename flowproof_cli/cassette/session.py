@@ -639,11 +639,12 @@ def _explained(
     return turn.worded(found, turn.calls, recorded, elsewhere)
 
 
-def turn_trajectory(session: CassetteSession, number: int) -> Trajectory:
-    """The trajectory of one conversation turn: the calls served (record: made) while it
-    was open, in recorded order."""
-    used = [p for p in session.used_turns() if session.recorded[p].conversation_turn == number]
-    return served_trajectory(session.recorded, used, session.rules)
+def turn_trajectory(session: CassetteSession, *numbers: int) -> Trajectory:
+    """The trajectory of conversation turns `numbers`: the calls served (record: made)
+    while they were open, in recorded order."""
+    recorded = session.recorded
+    used = [p for p in session.used_turns() if recorded[p].conversation_turn in numbers]
+    return served_trajectory(recorded, used, session.rules)
 
 
 def served_trajectory(recorded: list[Turn], used: list[int], rules: MatchRules) -> Trajectory:

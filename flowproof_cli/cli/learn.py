@@ -173,7 +173,7 @@ def _failed(runs: list[LearnRun]) -> list[str]:
             continue
         result = run.result
         skipped = f"it was skipped: {result.skipped}" if result.skipped else ""
-        text = result.error or "\n".join(result.failures) or skipped or "it failed"
+        text = result.error or "\n".join(result.failure_texts) or skipped or "it failed"
         head, *rest = [printable(line) for line in text.splitlines()] or ["it failed"]
         lines.append(f"# run {run.number} failed: {head}")
         lines += [f"#     {line}" for line in rest]
@@ -286,7 +286,7 @@ def learned_json(
                 "date": run.date,
                 "status": run.result.status,
                 "model_calls": run.result.model_calls,
-                "failures": run.result.failures,
+                "failures": run.result.failure_texts,
                 "error": run.result.error,
             }
             for run in runs

@@ -127,14 +127,14 @@ def shown_failures(result: FlowResult, *, all_changes: bool) -> list[str]:
     many more (`--json` carries them all in any case, whole)."""
     divergence = result.divergence
     if not all_changes or not divergence or not divergence.get("changes"):
-        return result.failures
+        return result.failure_texts
     from flowproof_cli.cassette.diff import FieldChange, with_every_change  # noqa: PLC0415
 
     message = str(divergence.get("message", ""))
     every = with_every_change(message, [FieldChange.from_json(c) for c in divergence["changes"]])
     return [
         failure.replace(message, every, 1) if message and message in failure else failure
-        for failure in result.failures
+        for failure in result.failure_texts
     ]
 
 

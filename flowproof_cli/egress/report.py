@@ -123,6 +123,21 @@ class EgressReport:
         """Contained, and nothing undeclared was attempted."""
         return self.containment.enforced and not self.blocked
 
+    @property
+    def uncontained_reason(self) -> str | None:
+        """Why this run was not contained (None when it was): why it cannot certify."""
+        if self.containment.enforced:
+            return None
+        return self.containment.reason or "not contained"
+
+    def refused_attempts(self) -> list[str]:
+        """What containment refused, in time order, each with how and when:
+        `tcp 203.0.113.9:443 (connect at 12ms)`."""
+        return [
+            f"{item.attempt} ({item.via} at {item.at_ms}ms)"
+            for item in sorted(self.blocked, key=lambda blocked: blocked.at_ms)
+        ]
+
     def trace_section(self) -> list[dict[str, Any]]:
         """Blocked destinations for the trace; only a contained run has any to offer."""
         if not self.containment.enforced:

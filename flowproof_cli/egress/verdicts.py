@@ -1,5 +1,6 @@
-"""What a flow's runner needs from egress containment: the launch, the tier of a run that is
-not contained, the `assert_no_egress` verdict and the allow-list warning."""
+"""What a flow's runner needs from egress containment: the launch, and the report of a url
+agent's run (not contained). What the report means for a flow (`assert_no_egress`, the
+allow-list warning) is the judge's (runner/judge.py): this package reports facts only."""
 
 from __future__ import annotations
 
@@ -32,50 +33,3 @@ def launch_for(spec: FlowSpec, environ: Mapping[str, str]) -> Launch:
 
 def url_report() -> EgressReport:
     return EgressReport(Containment(False, URL_AGENT))
-
-
-def _line(spec: FlowSpec) -> str:
-    lines = [step.line for step in spec.steps if step.kind == "assert_no_egress"]
-    return f" (step at line {lines[0]})" if lines and lines[0] is not None else ""
-
-
-def cannot_certify(spec: FlowSpec, report: EgressReport) -> str | None:
-    """Why `assert_no_egress` cannot certify this run (it was not contained), or None: the
-    flag a control row turns into `capability-error`, rather than a plain fail."""
-    if not spec.asserts_no_egress or report.containment.enforced:
-        return None
-    return report.containment.reason or "not contained"
-
-
-def failures(spec: FlowSpec, report: EgressReport) -> list[str]:
-    """`assert_no_egress`: a capability claim, never vacuous."""
-    if not spec.asserts_no_egress:
-        return []
-    reason = cannot_certify(spec, report)
-    if reason is not None:
-        return [f"assert_no_egress: cannot certify: {reason}{_line(spec)}"]
-    if not report.blocked:
-        return []
-    attempts = ", ".join(
-        f"{item.attempt} ({item.via} at {item.at_ms}ms)"
-        for item in sorted(report.blocked, key=lambda blocked: blocked.at_ms)
-    )
-    count = len(report.blocked)
-    return [
-        f"assert_no_egress: the agent attempted {count} undeclared destination(s): "
-        f"{attempts}{_line(spec)}"
-    ]
-
-
-def notes(spec: FlowSpec, report: EgressReport) -> list[str]:
-    """The warning for a declaration that restricted nothing, naming the step to add."""
-    if not spec.agent.declares_egress or spec.asserts_no_egress:
-        return []
-    if report.containment.enforced:
-        return []
-    entries = ", ".join(spec.agent.allow_egress) or "(empty)"
-    return [
-        f"warning: agent.allow_egress [{entries}] was not applied ({report.containment.reason}), "
-        "so this run reached whatever it liked; add the step `- assert_no_egress` to make "
-        "containment a requirement of this flow"
-    ]

@@ -58,7 +58,7 @@ def verdict(result: FlowResult) -> tuple[str, str | None]:
         return "fail", f"not run: skipped ({result.skipped})"
     if result.status == "error":
         return "fail", f"error: {_first_line(result.error)}"
-    return "fail", _first_line(result.failures[0] if result.failures else None)
+    return "fail", _first_line(result.failures[0].text if result.failures else None)
 
 
 def containment_tier(result: FlowResult) -> str | None:

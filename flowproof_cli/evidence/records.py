@@ -215,6 +215,7 @@ def flow_row(result: FlowResult, root: Path) -> dict[str, Any]:
         "status": STATUSES[result.status],
         "duration_s": round(result.duration_s, 3),
         "message": _message(result),
+        "failures": [failure.to_json() for failure in result.failures],
         "agent_exit_code": result.agent_exit_code,
         "stdout_tail": result.stdout_tail,
         "stderr_tail": result.stderr_tail,
@@ -298,7 +299,7 @@ def _fill_unloaded_controls(results: Sequence[FlowResult]) -> None:
 
 def _message(result: FlowResult) -> str | None:
     if result.status == "failed":
-        return "\n".join(result.failures)
+        return "\n".join(result.failure_texts)
     if result.status == "error":
         return result.error
     if result.status == "skipped":

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -270,34 +270,50 @@ def scan(secrets: Sequence[Secret], scopes: Iterable[Scope | Unit]) -> Findings:
     return findings
 
 
-def failure_lines(secrets: Sequence[Secret], findings: Findings) -> list[str]:
-    """One line per leaked variable: its name and where, never what."""
-    lines = []
+@dataclass(frozen=True)
+class Leak:
+    """One leaked variable, as data: its name, where it was found (at most MAX_LOCATIONS
+    places, each with its encodings), how many places more, and the line of the first
+    `assert_no_secret_leak` step naming it. The judge makes it a failure."""
+
+    name: str
+    places: tuple[str, ...]
+    more: int = 0
+    line: int | None = None
+
+    @property
+    def message(self) -> str:
+        """Its name and where, never what."""
+        line = f"secret ${{{self.name}}} leaked: {'; '.join(self.places)}"
+        if self.more:
+            line += f"; and {self.more} more location(s)"
+        return line
+
+
+def leaks_of(secrets: Sequence[Secret], findings: Findings) -> list[Leak]:
+    """One leak per leaked variable, in the order the variables were declared."""
+    leaks = []
     for secret in secrets:
         places = findings.get(secret.name)
         if not places:
             continue
-        shown = [
+        shown = tuple(
             f"{where} ({' and '.join(encodings)})"
             for where, encodings in list(places.items())[:MAX_LOCATIONS]
-        ]
-        line = f"secret ${{{secret.name}}} leaked: {'; '.join(shown)}"
-        if len(places) > MAX_LOCATIONS:
-            line += f"; and {len(places) - MAX_LOCATIONS} more location(s)"
-        if secret.line:
-            line += f" (step at line {secret.line})"
-        lines.append(line)
-    return lines
+        )
+        more = max(0, len(places) - MAX_LOCATIONS)
+        leaks.append(Leak(secret.name, shown, more, secret.line))
+    return leaks
 
 
-def leak_failures(
+def find_leaks(
     secrets: Sequence[Secret],
     session: CassetteSession,
     lanes: Mapping[str, Lane],
     mcp_mocks: Mapping[str, Mapping[str, Any]] | None = None,
-) -> list[str]:
-    """The flow's failures for `assert_no_secret_leak`: the model turns, the model requests'
-    headers, then the MCP lanes."""
+) -> list[Leak]:
+    """What `assert_no_secret_leak` scans: the model turns, the model requests' headers,
+    then the MCP lanes. Runs before record writes its trace, so a leak writes none."""
     if not secrets:
         return []
     corpus: list[Scope | Unit] = [
@@ -305,22 +321,7 @@ def leak_failures(
         *header_units(session),
         *mcp_units(lanes, mcp_mocks),
     ]
-    return failure_lines(secrets, scan(secrets, corpus))
-
-
-def judge_leaks(
-    result: FlowResult,
-    secrets: Sequence[Secret],
-    session: CassetteSession,
-    *,
-    lanes: Mapping[str, Lane],
-    mocks: Mapping[str, Mapping[str, Any]] | None = None,
-) -> None:
-    """Add the leak failures to a verdict, then take every value out of its text. Runs
-    before record writes its trace, so a leak writes none."""
-    if secrets:
-        result.failures.extend(leak_failures(secrets, session, lanes, mocks))
-        redact_result(result, secrets)
+    return leaks_of(secrets, scan(secrets, corpus))
 
 
 # -- keeping values out of the verdict ------------------------------------------------------
@@ -353,7 +354,9 @@ def redact_result(result: FlowResult, secrets: Sequence[Secret]) -> None:
     agent's own output or a reply quoted in a failure must not carry a value either."""
     if not secrets:
         return
-    result.failures = [redact(text, secrets) for text in result.failures]
+    result.failures = [
+        replace(failure, message=redact(failure.message, secrets)) for failure in result.failures
+    ]
     result.notes = [redact(text, secrets) for text in result.notes]
     result.egress_report = [redact(text, secrets) for text in result.egress_report]
     result.stdout_tail = redact(result.stdout_tail, secrets)

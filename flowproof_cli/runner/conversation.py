@@ -80,8 +80,16 @@ def scripted(messages: Sequence[UserMessage]) -> NextMessage:
     return next_message
 
 
+#: The escapes `send` may be written with, so that a single-quoted YAML value (which keeps a
+#: backslash as written) ends its line as a double-quoted one does.
+_ESCAPES = re.compile(r"\\[nrt\\]")
+_ESCAPED = {"\\n": "\n", "\\r": "\r", "\\t": "\t", "\\\\": "\\"}
+
+
 def rendered(send: str, message: str) -> bytes:
-    """`agent.conversation.send` with the turn's message in it."""
+    """`agent.conversation.send` with the turn's message in it: its `\\n`, `\\r`, `\\t`
+    and `\\\\` escapes read first (in the template, never in the message)."""
+    send = _ESCAPES.sub(lambda escape: _ESCAPED[escape.group(0)], send)
     handles = {
         MESSAGE_HANDLE: message,
         MESSAGE_JSON_HANDLE: json.dumps(message, ensure_ascii=False),

@@ -20,8 +20,6 @@ from typing import cast
 from flowproof_cli import trace as traces
 from flowproof_cli.cassette import CassetteSession
 from flowproof_cli.cassette.upstreams import Upstreams, upstreams_from_environment
-from flowproof_cli.egress import EgressReport
-from flowproof_cli.egress import verdicts as egress
 from flowproof_cli.errors import TraceError
 from flowproof_cli.evidence import secrets as secret_scan
 from flowproof_cli.evidence.records import file_sha256
@@ -41,7 +39,7 @@ from flowproof_cli.runner.conversation_trace import (
     recorded_turns,
 )
 from flowproof_cli.runner.drivers import Driven, Wiring, drive_command, drive_service
-from flowproof_cli.runner.judge import judge
+from flowproof_cli.runner.judge import Replayed, judge
 from flowproof_cli.runner.mcp_servers import McpServers, McpVerdict
 from flowproof_cli.runner.rerecord import place_recording
 from flowproof_cli.runner.termination import cancelled_by_sigterm
@@ -113,34 +111,6 @@ def _open_session(
         conversation=conversation_state(spec, trace),
     )
     return session, trace
-
-
-def _snapshot_notes(
-    spec: FlowSpec, trace: traces.Trace, rules: MatchRules, spec_path: Path
-) -> list[str]:
-    """A failing replay whose mocks or match rules moved since recording says so."""
-    changed = []
-    if trace.mocks != dict(spec.mocks):
-        changed.append("the spec's tools: mocks differ from the ones")
-    if trace.match != rules.snapshot():
-        changed.append("the match rules in force differ from the ones")
-    return [
-        f"{what} snapshotted in the trace; re-record with `{_record_command(spec_path)}` if "
-        "that change is intended"
-        for what in changed
-    ]
-
-
-def _judge_egress(result: FlowResult, spec: FlowSpec, report: EgressReport) -> None:
-    """The tier, the report, `assert_no_egress` and, for the run record, whether it could
-    certify at all and what THIS run refused (never what a trace recorded elsewhere holds)."""
-    result.containment = report.containment.line
-    result.egress_report = report.stderr_lines()
-    result.notes.extend(egress.notes(spec, report))
-    result.failures.extend(egress.failures(spec, report))
-    result.capability_error = egress.cannot_certify(spec, report)
-    if report.containment.enforced:
-        result.egress_blocked = report.trace_section()
 
 
 async def run_flow(
@@ -345,25 +315,38 @@ def _observed(setup: _Setup, driven: Driven, mcp: McpVerdict, *, duration_s: flo
 
 
 def _judge(setup: _Setup, result: FlowResult, driven: Driven, mcp: McpVerdict) -> None:
-    """The failures, the egress verdict, the secret leaks (before any trace is written: a
-    leak means none is), and what moved since recording when a replay failed."""
+    """The run's facts to the judge (before any trace is written: a leak means none is),
+    its judgement into the verdict, then every secret value out of the verdict's text."""
     spec, session, trace = setup.spec, setup.session, setup.trace
-    result.failures = judge(
-        spec, session=session, driven=driven, mode=setup.mode, environ=setup.environ, mcp=mcp
-    )
-    if driven.egress is not None:
-        _judge_egress(result, spec, driven.egress)
-    secret_scan.judge_leaks(
-        result,
+    leaks = secret_scan.find_leaks(
         setup.secrets,
         session,
-        lanes=trace.mcp if trace is not None else mcp.lanes,
-        mocks=spec.mcp_mocks if trace is not None else None,
+        trace.mcp if trace is not None else mcp.lanes,
+        spec.mcp_mocks if trace is not None else None,
     )
-    if result.failures and trace is not None:
-        other_flow = traces.other_flow_note(trace, spec.name, str(setup.trace_path))
-        result.notes.extend([other_flow] if other_flow else [])
-        result.notes.extend(_snapshot_notes(spec, trace, setup.rules, setup.spec_path))
+    replayed = (
+        Replayed(trace, setup.trace_path, setup.rules, _record_command(setup.spec_path))
+        if trace is not None
+        else None
+    )
+    judgement = judge(
+        spec,
+        session=session,
+        driven=driven,
+        mode=setup.mode,
+        environ=setup.environ,
+        mcp=mcp,
+        egress=driven.egress,
+        leaks=leaks,
+        replayed=replayed,
+    )
+    result.failures = judgement.failures
+    result.notes.extend(judgement.notes)
+    result.containment = judgement.containment
+    result.egress_report = judgement.egress_report
+    result.capability_error = judgement.capability_error
+    result.egress_blocked = judgement.egress_blocked
+    secret_scan.redact_result(result, setup.secrets)
 
 
 def _keep_recording(setup: _Setup, result: FlowResult, driven: Driven, mcp: McpVerdict) -> None:

@@ -1,21 +1,64 @@
-"""A flow's failures, most fundamental first; assertions only once the run itself is sound.
+"""Every verdict of a flow, in one place: the facts of the run in, a `Judgement` out.
 
-The order matters: a divergence explains a crash that followed it (the agent choked on the
-409), and a run that made no model call has no trajectory worth asserting on. Whichever
-driver ran the agent, what it did is judged from what the proxy saw.
+The run's soundness first, most fundamental first, and the assertions only once the run is
+sound: a divergence explains a crash that followed it (the agent choked on the 409), and a
+run that made no model call has no trajectory worth asserting on. Whichever driver ran the
+agent, what it did is judged from what the proxy saw. Then, whatever came before,
+`assert_no_egress` against what containment refused, the secret leaks the scan found, and
+for a failed replay what moved since recording.
+
+The modules that observe (the session, the drivers, egress/, evidence/secrets.py) report
+facts; only this one reads the spec's assertions against them and words the failures, each
+with its step's line as data (`Failure.line`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
 
+from flowproof_cli import trace as traces
 from flowproof_cli.assertions import evaluate
 from flowproof_cli.cassette import CassetteSession
+from flowproof_cli.egress.report import EgressReport
+from flowproof_cli.evidence.secrets import Leak
+from flowproof_cli.match.rules import MatchRules
 from flowproof_cli.mode import Mode
 from flowproof_cli.runner.drivers import Driven, Service
 from flowproof_cli.runner.environment import service_wiring_hint, wiring_hint
 from flowproof_cli.runner.mcp_servers import McpVerdict
+from flowproof_cli.runner.turn_judge import judge_turns, unserved_turns
 from flowproof_cli.spec import FlowSpec
+from flowproof_cli.spec.steps import StepBase
+from flowproof_cli.trajectory import Trajectory
+from flowproof_cli.verdict import Failure
+
+
+@dataclass(frozen=True)
+class Replayed:
+    """What a failed replay's notes compare the flow against: the trace it replayed, the
+    match rules in force, and the command that records it again."""
+
+    trace: traces.Trace
+    trace_path: Path
+    rules: MatchRules
+    record_command: str
+
+
+@dataclass
+class Judgement:
+    """The verdict's judged part, copied into the FlowResult as it is."""
+
+    failures: list[Failure] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # printed on success too
+    containment: str | None = None  # "egress containment: ..." for every run of an agent
+    egress_report: list[str] = field(default_factory=list)  # stderr: blocked, local, fs
+    # Why `assert_no_egress` could not certify this run (containment was not enforced).
+    capability_error: str | None = None
+    # What THIS run's containment refused; None when it was not contained.
+    egress_blocked: list[dict[str, Any]] | None = None
 
 
 def judge(
@@ -26,19 +69,57 @@ def judge(
     mode: Mode,
     environ: Mapping[str, str],
     mcp: McpVerdict | None = None,
-) -> list[str]:
+    egress: EgressReport | None = None,
+    leaks: Sequence[Leak] = (),
+    replayed: Replayed | None = None,
+) -> Judgement:
+    """The flow's verdict from the run's facts: `egress` is the report of an agent run
+    (None when no agent ran), `leaks` what the secret scan found, `replayed` the trace a
+    replay judged against (None at record)."""
+    unsound = soundness(session=session, driven=driven, mode=mode, mcp=mcp)
+    if unsound or not spec.is_conversation:
+        judged = unsound or assertions(spec, spec.steps, session.trajectory(), environ)
+    else:  # one loop over the turns
+        judged = judge_turns(spec, session, driven.turns, environ)
+    judgement = Judgement(judged)
+    if egress is not None:
+        _judge_egress(judgement, spec, egress)
+    judgement.failures.extend(leak_failures(leaks))
+    if judgement.failures and replayed is not None:
+        judgement.notes.extend(_replay_notes(spec, replayed))
+    return judgement
+
+
+def soundness(
+    *, session: CassetteSession, driven: Driven, mode: Mode, mcp: McpVerdict | None = None
+) -> list[Failure]:
+    """Why the run itself is unsound, the first kind found (empty when it is sound); in a
+    conversation each failure names its turn."""
+    turn = session.divergence.conversation_turn if session.divergence else None
+    return [
+        found if isinstance(found, Failure) else Failure(found, turn=turn)
+        for found in _unsound(session, driven, mode, mcp)
+    ]
+
+
+def _unsound(
+    session: CassetteSession, driven: Driven, mode: Mode, mcp: McpVerdict | None
+) -> Sequence[str | Failure]:
     recorded = len(session.recorded)
     mcp = mcp or McpVerdict.none()
     if session.errors:
         return list(dict.fromkeys(session.errors))
     if session.divergence is not None:
-        return [f"divergence at {session.divergence.message}"]
+        where = "in" if session.divergence.conversation_turn is not None else "at"
+        return [f"divergence {where} {session.divergence.message}"]
     if mcp.hard:  # an MCP divergence explains a crash that followed it, like a model one
         return mcp.hard
     if driven.failure is not None:  # an MCP call left unanswered may be why it timed out
         return [driven.failure, *mcp.waiting]
     if session.requests == 0 and (mcp.soft or mcp.calls == 0 or recorded):
         return mcp.soft or [_no_requests(driven, recorded if mode is Mode.REPLAY else None)]
+    if mode is Mode.REPLAY and len(session.served) != recorded and session.conversation:
+        return unserved_turns(session, driven.turns)
     if mode is Mode.REPLAY and len(session.served) != recorded:
         unused = sorted(set(range(recorded)) - set(session.served))
         turns = ", ".join(str(position + 1) for position in unused)
@@ -46,14 +127,87 @@ def judge(
             f"the agent made {session.requests} model call(s), the recording has {recorded} "
             f"(turn(s) never requested: {turns})"
         ]
-    if mcp.soft:
-        return mcp.soft
-    failures = evaluate(spec, session.trajectory(), environ)
+    return mcp.soft
+
+
+def assertions(
+    spec: FlowSpec,
+    steps: Sequence[StepBase],
+    trajectory: Trajectory,
+    environ: Mapping[str, str],
+) -> list[Failure]:
+    """The failed assertions among `steps` against `trajectory`, in step order, each with
+    its step's line (the flow's `strict` check has none)."""
     return [
-        f"{failure.message} (step at line {failure.step_line})"
-        if failure.step_line
-        else failure.message
-        for failure in failures
+        Failure(failure.message, failure.step_line)
+        for failure in evaluate(spec, trajectory, environ, steps=steps)
+    ]
+
+
+def leak_failures(leaks: Sequence[Leak]) -> list[Failure]:
+    """`assert_no_secret_leak`: one failure per leaked variable, at its step's line."""
+    return [Failure(leak.message, leak.line) for leak in leaks]
+
+
+def _judge_egress(judgement: Judgement, spec: FlowSpec, report: EgressReport) -> None:
+    """The tier, the report, `assert_no_egress` and, for the run record, whether it could
+    certify at all and what THIS run refused (never what a trace recorded elsewhere holds)."""
+    judgement.containment = report.containment.line
+    judgement.egress_report = report.stderr_lines()
+    judgement.notes.extend(allow_list_warning(spec, report))
+    judgement.failures.extend(no_egress_failures(spec, report))
+    judgement.capability_error = report.uncontained_reason if spec.asserts_no_egress else None
+    if report.containment.enforced:
+        judgement.egress_blocked = report.trace_section()
+
+
+def no_egress_failures(spec: FlowSpec, report: EgressReport) -> list[Failure]:
+    """`assert_no_egress`: a capability claim, never vacuous; at its step's line."""
+    if not spec.asserts_no_egress:
+        return []
+    line = next((step.line for step in spec.steps if step.kind == "assert_no_egress"), None)
+    reason = report.uncontained_reason
+    if reason is not None:
+        return [Failure(f"assert_no_egress: cannot certify: {reason}", line)]
+    if not report.blocked:
+        return []
+    attempts = ", ".join(report.refused_attempts())
+    count = len(report.blocked)
+    message = f"assert_no_egress: the agent attempted {count} undeclared destination(s): "
+    return [Failure(message + attempts, line)]
+
+
+def allow_list_warning(spec: FlowSpec, report: EgressReport) -> list[str]:
+    """The warning for a declaration that restricted nothing, naming the step to add."""
+    if not spec.agent.declares_egress or spec.asserts_no_egress:
+        return []
+    if report.containment.enforced:
+        return []
+    entries = ", ".join(spec.agent.allow_egress) or "(empty)"
+    return [
+        f"warning: agent.allow_egress [{entries}] was not applied ({report.containment.reason}), "
+        "so this run reached whatever it liked; add the step `- assert_no_egress` to make "
+        "containment a requirement of this flow"
+    ]
+
+
+def _replay_notes(spec: FlowSpec, replayed: Replayed) -> list[str]:
+    """A failing replay of another flow's trace, or one whose mocks or match rules moved
+    since recording, says so."""
+    trace = replayed.trace
+    other_flow = traces.other_flow_note(trace, spec.name, str(replayed.trace_path))
+    changed = []
+    if trace.mocks != dict(spec.mocks):
+        changed.append("the spec's tools: mocks differ from the ones")
+    if trace.match != replayed.rules.snapshot():
+        changed.append("the match rules in force differ from the ones")
+    return [
+        *([other_flow] if other_flow else []),
+        *(
+            f"{what} snapshotted in the trace; re-record with `{replayed.record_command}` if "
+            "that change is intended"
+            for what in changed
+        ),
     ]
 
 

@@ -58,7 +58,7 @@ def _testcase(result: FlowResult, root: Path) -> ET.Element:
         error = ET.SubElement(case, "error", {"message": _text(result.error)})
         error.text = _text(result.error)
     elif result.status == "failed":
-        text = _text("\n".join(result.failures))
+        text = _text("\n".join(result.failure_texts))
         failure = ET.SubElement(case, "failure", {"message": text})
         failure.text = text
     if result.status in ("failed", "error"):

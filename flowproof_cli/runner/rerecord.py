@@ -42,7 +42,7 @@ from flowproof_cli.trace.storage import (
     stage,
     write_atomic,
 )
-from flowproof_cli.verdict import FlowResult
+from flowproof_cli.verdict import Failure, FlowResult
 
 CANDIDATE_SUFFIX = ".trace.candidate.yaml"
 
@@ -145,7 +145,7 @@ def review(results: Sequence[FlowResult], *, yes: bool, ask: Ask | None, echo: E
         if yes:
             _accept(result, candidate)
         elif ask is None:
-            result.failures.append(_how_to_accept(result, candidate))
+            result.failures.append(Failure(_how_to_accept(result, candidate)))
         elif ask(f"Replace {result.trace_path} with this recording?"):
             _accept(result, candidate)
         else:
@@ -153,7 +153,9 @@ def review(results: Sequence[FlowResult], *, yes: bool, ask: Ask | None, echo: E
                 candidate.unlink()
             result.candidate_path = None
             result.failures.append(
-                f"re-record refused: kept {result.trace_path} and discarded the new recording"
+                Failure(
+                    f"re-record refused: kept {result.trace_path} and discarded the new recording"
+                )
             )
 
 

@@ -23,7 +23,7 @@ import pytest
 import yaml
 
 from flowproof_cli.evidence.records import RUNS, RunRecord, file_sha256, load_run, run_ids
-from flowproof_cli.verdict import FlowResult
+from flowproof_cli.verdict import Failure, FlowResult
 from tests.conftest import REPO, CliResult, clean_environ, run_cli
 from tests.e2e.flows import write_flow
 from tests.e2e.test_url_driver import Service, start_service, write_url_flow  # noqa: F401
@@ -42,7 +42,7 @@ def row(control_id: str, verdict: str, **extra: Any) -> FlowResult:
         f"{control_id} flow", Path(f"{control_id}.flow.yaml"), "replay", Path("t.trace.yaml")
     )
     if verdict != "pass":
-        result.failures = [extra.pop("reason", f"{control_id} went wrong")]
+        result.failures = [Failure(extra.pop("reason", f"{control_id} went wrong"))]
     result.control = {
         "id": control_id,
         "title": None,

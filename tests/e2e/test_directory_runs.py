@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from flowproof_cli.verdict import Failure
 from tests.conftest import REPO, clean_environ, run_cli
 from tests.e2e.flows import write_flow
 from tests.fakes.fake_upstream import FakeUpstream
@@ -149,7 +150,13 @@ def test_bad_spec_is_an_error_row_and_the_others_still_run(mixed: Path) -> None:
 
 def _flows(stdout: str) -> list[tuple[object, ...]]:
     return [
-        (flow["name"], flow["status"], flow["failures"], flow["skipped"], flow["error"])
+        (
+            flow["name"],
+            flow["status"],
+            [Failure.from_json(failure).text for failure in flow["failures"]],
+            flow["skipped"],
+            flow["error"],
+        )
         for flow in json.loads(stdout)["flows"]
     ]
 

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from flowproof_cli.verdict import Failure
 from tests.conftest import run_cli
 from tests.e2e.flows import AGENTS, agent_command, set_agent_env, write_flow
 from tests.fakes.fake_upstream import FakeUpstream
@@ -55,7 +56,7 @@ def test_a_retrying_agent_is_stopped_after_the_grace(diverging: Path) -> None:
     result = run_cli("run", diverging, "--json", timeout=TIMEOUT_S)
     assert result.code == 1, result.output
     (flow,) = json.loads(result.stdout)["flows"]
-    assert flow["failures"] == [DIVERGED]
+    assert [Failure.from_json(failure).text for failure in flow["failures"]] == [DIVERGED]
     assert flow["divergence"]["summary"].startswith("turn 1: model changed")
     assert flow["duration_s"] < STOPPED_BY_S, flow
     assert flow["agent_exit_code"] is None
@@ -86,6 +87,8 @@ def test_keep_going_lets_it_run_to_its_end(diverging: Path) -> None:
     result = run_cli("run", diverging, "--keep-going", "--timeout", "5", "--json")
     assert result.code == 1, result.output
     (flow,) = json.loads(result.stdout)["flows"]
-    assert flow["failures"] == [DIVERGED]  # the divergence explains the timeout after it
+    assert [Failure.from_json(failure).text for failure in flow["failures"]] == [
+        DIVERGED
+    ]  # the divergence explains the timeout after it
     assert flow["duration_s"] >= 5
     assert not any("agent stopped" in note for note in flow["notes"])

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from flowproof_cli.verdict import Failure
 from tests.conftest import run_cli
 from tests.e2e.flows import set_agent_env, write_flow
 from tests.fakes.fake_upstream import FakeUpstream
@@ -75,7 +76,7 @@ def test_json_carries_the_full_recorded_and_replayed_values(recorded: Path) -> N
     assert payload["exit_code"] == 1
     flow = payload["flows"][0]
     assert flow["status"] == "failed"
-    assert flow["failures"][0].startswith(
+    assert Failure.from_json(flow["failures"][0]).text.startswith(
         "divergence at turn 1: message 0 (system) content changed\n  differs at char 920 of 926"
     )
     divergence = flow["divergence"]

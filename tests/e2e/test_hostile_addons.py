@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 
+from flowproof_cli.verdict import Failure
 from tests.conftest import REPO, CliResult, run_cli, start_cli
 
 pytestmark = pytest.mark.slow
@@ -102,7 +103,8 @@ def _json(result: CliResult) -> dict[str, dict[str, object]]:
 def _said(flow: dict[str, object]) -> str:
     failures = flow["failures"]
     assert isinstance(failures, list)
-    return "\n".join([*map(str, failures), str(flow["error"] or "")])
+    texts = [Failure.from_json(failure).text for failure in failures]
+    return "\n".join([*texts, str(flow["error"] or "")])
 
 
 # -- an exit or an interrupt raised by user code ----------------------------------------------

@@ -22,6 +22,7 @@ import pytest
 import yaml
 
 from flowproof_cli.match.presets import load_preset
+from flowproof_cli.verdict import Failure
 from tests.conftest import REPO, clean_environ, run_cli
 from tests.e2e.sockets_and_pids import free_port
 from tests.fakes.fake_upstream import FakeUpstream
@@ -401,7 +402,7 @@ def test_a_replay_by_another_agent_version_that_diverges_says_so_first(tmp_path:
     result = run_cli("run", newer.name, "--json", env=_env(tmp_path), cwd=newer.parent)
     assert result.code == 1, result.output
     [flow] = json.loads(result.stdout)["flows"]
-    assert flow["failures"] == [
+    assert [Failure.from_json(failure).text for failure in flow["failures"]] == [
         "divergence at turn 1: the agent changed version: recorded claude-cli/2.1.197, "
         "replayed claude-cli/2.1.332; re-record (flowproof record hi.flow.yaml)\n"
         "  message 0 (user) content changed\n"

@@ -21,6 +21,7 @@ from flowproof_cli.cassette import Mode
 from flowproof_cli.runner.job import plan_jobs
 from flowproof_cli.runner.parallel import run_jobs
 from flowproof_cli.runner.rerecord import commit, review
+from flowproof_cli.verdict import Failure
 from tests.conftest import REPO, CliResult, clean_environ, computed_once, run_cli
 from tests.e2e.flows import set_agent_env, write_flow
 from tests.fakes.fake_upstream import FakeUpstream
@@ -156,7 +157,7 @@ def test_json_never_asks_and_carries_the_candidate_and_its_diff(recorded: Path) 
     assert flow["candidate_path"] == str(candidate_of(recorded))
     assert "  tools offered:" in flow["trajectory_diff"]
     assert flow["trace_written"] is False
-    assert flow["failures"][0].startswith("re-record not approved")
+    assert Failure.from_json(flow["failures"][0]).text.startswith("re-record not approved")
 
 
 def test_a_custom_output_path_names_it_in_the_advice(recorded: Path, tmp_path: Path) -> None:

@@ -265,6 +265,7 @@ def _spec(agent: str, steps: str = "  - assert_no_egress\n"):
 
 def test_url_agent_cannot_be_certified() -> None:
     from flowproof_cli.egress import verdicts
+    from flowproof_cli.runner.judge import no_egress_failures
 
     spec = _spec("  url: http://127.0.0.1:9/\n  proxy_port: 4646\n")
     report = verdicts.url_report()
@@ -272,32 +273,42 @@ def test_url_agent_cannot_be_certified() -> None:
         "egress containment: not contained (a url agent is a running service that flowproof "
         "did not start)"
     )
-    assert verdicts.failures(spec, report) == [
+    assert [failure.text for failure in no_egress_failures(spec, report)] == [
         "assert_no_egress: cannot certify: a url agent is a running service that flowproof "
         "did not start (step at line 8)"
     ]
 
 
 def test_verdicts_and_warning() -> None:
+    """egress/ reports what was refused; the judge applies the spec's `assert_no_egress`
+    step to it, with the step's line as data."""
     from flowproof_cli.egress import verdicts
+    from flowproof_cli.runner.judge import allow_list_warning, no_egress_failures
+    from flowproof_cli.verdict import Failure
 
     certified = _spec("  command: a\n  allow_egress: [198.51.100.1:443]\n")
     clean = EgressReport(Containment(True))
-    assert verdicts.failures(certified, clean) == []
-    assert verdicts.notes(certified, clean) == []
+    assert no_egress_failures(certified, clean) == []
+    assert allow_list_warning(certified, clean) == []
     leaky = EgressReport(Containment(True))
     leaky.add_blocked(Blocked("203.0.113.7:443", "tcp", 40))
-    assert verdicts.failures(certified, leaky) == [
-        "assert_no_egress: the agent attempted 1 undeclared destination(s): "
-        "tcp 203.0.113.7:443 (connect at 40ms) (step at line 8)"
+    assert leaky.refused_attempts() == ["tcp 203.0.113.7:443 (connect at 40ms)"]
+    assert no_egress_failures(certified, leaky) == [
+        Failure(
+            "assert_no_egress: the agent attempted 1 undeclared destination(s): "
+            "tcp 203.0.113.7:443 (connect at 40ms)",
+            line=8,
+        )
     ]
     declared = _spec("  command: a\n  allow_egress: [198.51.100.1:443]\n", steps="")
-    assert verdicts.failures(declared, leaky) == []  # declared, not asserted: recorded only
+    assert no_egress_failures(declared, leaky) == []  # declared, not asserted: recorded only
     uncontained = EgressReport(Containment(False, "egress containment is Linux-only"))
-    [warning] = verdicts.notes(declared, uncontained)
+    assert uncontained.uncontained_reason == "egress containment is Linux-only"
+    assert clean.uncontained_reason is None
+    [warning] = allow_list_warning(declared, uncontained)
     assert warning.startswith("warning: agent.allow_egress [198.51.100.1:443] was not applied")
     assert "`- assert_no_egress`" in warning
-    assert verdicts.notes(declared, clean) == []
+    assert allow_list_warning(declared, clean) == []
     plain = _spec("  command: a\n", steps="")
     assert not plain.engages_egress
     launch = verdicts.launch_for(plain, {})

@@ -180,7 +180,12 @@ MESSAGE_SITES: dict[str, tuple[str, ...]] = {
     "flowproof_cli.cassette.providers": ("no_upstream_reason",),
     "flowproof_cli.dialects.base": ("ResultsExhausted.__init__",),
     "flowproof_addons.guard": ("RequestGuard.request",),
-    "flowproof_cli.runner.judge": ("judge", "_no_requests", "_how_it_answered"),
+    "flowproof_cli.runner.judge": (
+        "_unsound",
+        "no_egress_failures",
+        "_no_requests",
+        "_how_it_answered",
+    ),
     "flowproof_cli.runner.drivers": ("_driven", "_service_failure", "_listen_at_proxy_port"),
     "flowproof_cli.runner.command": ("_cannot_start",),
     "flowproof_cli.runner.descriptors": ("ConnectionCap._over", "AcceptWatch.handled"),
@@ -199,14 +204,13 @@ MESSAGE_SITES: dict[str, tuple[str, ...]] = {
     "flowproof_cli.match.patterns": ("PatternBudgetExceeded.__init__",),
     "flowproof_cli.match.addons": ("load_matcher_script", "_import_failure", "_not_imported"),
     "flowproof_cli.match.user_code": ("ScriptCalls.worded",),
-    "flowproof_cli.evidence.secrets": ("resolve_secrets", "failure_lines"),
+    "flowproof_cli.evidence.secrets": ("resolve_secrets", "Leak.message"),
     "flowproof_cli.providers.aws_signing": (
         "missing_credentials_message",
         "signer_from_environment",
         "AwsSigner.region_for",
         "BedrockSigning.headers_for",
     ),
-    "flowproof_cli.egress.verdicts": ("failures",),
     "flowproof_addons.websocket": (
         "on_upgrade_answered",
         "Frames.from_client",
@@ -313,6 +317,8 @@ def _strings(node: ast.AST) -> list[str]:
         return _strings(node.elt)
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "_headed":
         return _strings(node.args[0])
+    if isinstance(node, ast.Call) and _name_of(node.func) == "Failure" and node.args:
+        return _strings(node.args[0])  # a failure's message (its line is data, not text)
     text = _template(node)
     return [text] if text is not None else []
 
@@ -349,6 +355,8 @@ def message_templates() -> set[str]:
             target: Any = module
             for part in dotted.split("."):
                 target = getattr(target, part)
+            if isinstance(target, property):  # a message a fact words about itself
+                target = target.fget
             templates.update(_site_templates(target))
     return templates
 

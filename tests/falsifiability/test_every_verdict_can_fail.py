@@ -29,6 +29,7 @@ from typing import Any
 import pytest
 import yaml
 
+from flowproof_cli.verdict import Failure
 from tests.conftest import CliResult, computed_once, run_cli, run_command, start_cli
 from tests.e2e.sockets_and_pids import free_port
 from tests.fakes.fake_upstream import FakeUpstream, Reply, sequence
@@ -257,7 +258,8 @@ def netns_run(recordings: dict[str, Any], tmp_path_factory: pytest.TempPathFacto
 def _where(case: Case, flow: Mapping[str, Any]) -> str:
     if case.look == "stdout":
         return str(flow["stdout_tail"])
-    return "\n".join([*flow["failures"], flow["error"] or ""])
+    failures = [Failure.from_json(failure).text for failure in flow["failures"]]
+    return "\n".join([*failures, flow["error"] or ""])
 
 
 def check_flow(case: Case, group: GroupRun, values: Mapping[str, str]) -> None:

@@ -19,7 +19,7 @@ from flowproof_cli.evidence.controls import (
     unloaded_row,
 )
 from flowproof_cli.spec import parse_spec
-from flowproof_cli.verdict import FlowResult
+from flowproof_cli.verdict import Failure, FlowResult
 
 SPEC = """\
 name: egress control
@@ -135,7 +135,7 @@ def test_a_contained_failure_lists_what_this_run_blocked() -> None:
     blocked = [{"destination": "10.77.0.2:8080", "protocol": "tcp", "at_ms": 12}]
     failure = "assert_no_egress: the agent attempted 1 undeclared destination(s): tcp ..."
     row = control_row(
-        spec_of(), result(containment=ENFORCED, egress_blocked=blocked, failures=[failure])
+        spec_of(), result(containment=ENFORCED, egress_blocked=blocked, failures=[Failure(failure)])
     )
     assert row is not None
     assert (row["verdict"], row["reason"]) == ("fail", failure)
@@ -150,7 +150,7 @@ def test_an_uncontained_run_never_shows_blocked_destinations() -> None:
         result(
             containment=f"egress containment: not contained ({URL_REASON})",
             capability_error=URL_REASON,
-            failures=[f"assert_no_egress: cannot certify: {URL_REASON} (step at line 11)"],
+            failures=[Failure(f"assert_no_egress: cannot certify: {URL_REASON}", line=11)],
         ),
     )
     assert row is not None
@@ -162,13 +162,17 @@ def test_an_uncontained_run_never_shows_blocked_destinations() -> None:
 
 def test_capability_error_outranks_other_failures() -> None:
     row = control_row(
-        spec_of(), result(capability_error="Linux-only", failures=["divergence at turn 1: x"])
+        spec_of(),
+        result(capability_error="Linux-only", failures=[Failure("divergence at turn 1: x")]),
     )
     assert row is not None and row["verdict"] == "capability-error"
 
 
 def test_a_failure_gives_its_first_line() -> None:
-    row = control_row(spec_of(), result(failures=["divergence at turn 1: model\n  more", "also"]))
+    row = control_row(
+        spec_of(),
+        result(failures=[Failure("divergence at turn 1: model\n  more"), Failure("also")]),
+    )
     assert row is not None
     assert (row["verdict"], row["reason"]) == ("fail", "divergence at turn 1: model")
 

@@ -28,7 +28,7 @@ from flowproof_cli.cassette.turn import Turn
 from flowproof_cli.cli.learn import learned_json, learned_text
 from flowproof_cli.match.shapes import DATES, literal, shape_of
 from flowproof_cli.runner.learn import Dating, LearnRun, faketime_dating
-from flowproof_cli.verdict import FlowResult
+from flowproof_cli.verdict import Failure, FlowResult
 
 CHAT = "openai-chat"
 ONE = Place("/tmp/learn/one/home/work/app", "/tmp/learn/one/home")
@@ -320,7 +320,7 @@ def test_verification_applies_the_rules_as_a_replay_does() -> None:
 def _run(number: int, place: Place, requests: list[Turn] | None) -> LearnRun:
     result = FlowResult("weather", Path("w.flow.yaml"), "record", Path("w.trace.yaml"))
     if requests is None:
-        result.failures = ["the agent exited with code 3"]
+        result.failures = [Failure("the agent exited with code 3")]
     return LearnRun(number, place, "today", result, requests, [])
 
 

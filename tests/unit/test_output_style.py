@@ -11,7 +11,7 @@ import pytest
 
 from flowproof_cli.cli import output
 from flowproof_cli.cli.output import Settings, painted, wants_colour
-from flowproof_cli.verdict import FlowResult
+from flowproof_cli.verdict import Failure, FlowResult
 
 GREEN_PASS = "\x1b[32m\x1b[1mPASS:\x1b[0m"
 RED_FAIL = "\x1b[31m\x1b[1mFAIL:\x1b[0m"
@@ -69,7 +69,7 @@ def test_labels_are_painted_by_verdict() -> None:
 
 
 def test_a_pipe_gets_no_escape_codes(capsys: pytest.CaptureFixture[str]) -> None:
-    output.print_flow(_result(failures=["divergence at turn 1"]), with_time=False)
+    output.print_flow(_result(failures=[Failure("divergence at turn 1")]), with_time=False)
     out = capsys.readouterr().out
     assert out.startswith("FAIL: weather - divergence at turn 1\n")
     assert "\x1b" not in out
@@ -88,7 +88,7 @@ def test_quiet_keeps_only_verdicts_and_failures(
 ) -> None:
     fresh_settings.quiet = True
     output.print_flow(_result(), with_time=False)
-    output.print_flow(_result(failures=["first", "second"]), with_time=False)
+    output.print_flow(_result(failures=[Failure("first"), Failure("second")]), with_time=False)
     assert capsys.readouterr().out == ("PASS: weather\nFAIL: weather - first\n    also: second\n")
 
 
@@ -133,7 +133,7 @@ def test_a_directory_run_shows_a_passing_flows_tier_only_when_verbose(
     tier = "    egress containment: enforced (linux seccomp)\n"
     output.print_flow(_result(), with_time=True)
     assert tier not in capsys.readouterr().out
-    output.print_flow(_result(failures=["boom"]), with_time=True)  # failing: always shown
+    output.print_flow(_result(failures=[Failure("boom")]), with_time=True)  # failing: always shown
     assert tier in capsys.readouterr().out
     fresh_settings.verbose = True
     output.print_flow(_result(), with_time=True)
@@ -154,7 +154,7 @@ def _diverged() -> FlowResult:
     replayed = {**recorded, **{f"p{n}": n for n in range(6)}}
     divergence = explain(1, Turn("openai-chat", recorded, 200, {}), "openai-chat", replayed)
     return _result(
-        failures=[f"divergence at {divergence.message}"], divergence=divergence.to_json()
+        failures=[Failure(f"divergence at {divergence.message}")], divergence=divergence.to_json()
     )
 
 
@@ -182,5 +182,5 @@ def test_all_changes_lists_every_changed_field(fresh_settings: Settings) -> None
 
 def test_all_changes_leaves_other_failures_alone(fresh_settings: Settings) -> None:
     fresh_settings.all_changes = True
-    result = _result(failures=["reply does not contain sunny"])
+    result = _result(failures=[Failure("reply does not contain sunny")])
     assert output.verdict_line(result) == "FAIL: weather - reply does not contain sunny"

@@ -357,3 +357,20 @@ def test_an_addon_that_exits_is_its_items_failure_not_the_sessions_end(
     counted = {kind: n for kind, n in outcomes(result).items() if kind != "warnings"}
     assert counted == {"failed": 1, "passed": 1}, result.stdout.str()
     assert said in result.stdout.str()
+
+
+def test_the_failure_line_is_the_failures_data_never_its_text(tmp_path: Path) -> None:
+    """The item points at `Failure.line`; text that merely reads like a line is not parsed
+    (a reply quoting "(step at line 99)" points at the prompt, the flow's own fallback)."""
+    from flowproof_cli.pytest_plugin import _failure_line
+    from flowproof_cli.verdict import Failure, FlowResult
+
+    spec = tmp_path / "f.flow.yaml"
+    spec.write_text("name: f\napp: agent\nagent: {command: a}\nsteps:\n  - prompt: go\n")
+    result = FlowResult("f", spec, "replay", tmp_path / "f.trace.yaml")
+    result.failures = [Failure("divergence at turn 1"), Failure("reply was wrong", line=7)]
+    assert _failure_line(result) == 7
+    result.failures = [Failure('the reply was "see (step at line 99)"')]
+    assert _failure_line(result) == 5
+    result.failures = [Failure("x", line=3, turn=2)]
+    assert _failure_line(result) == 3

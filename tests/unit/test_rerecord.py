@@ -19,7 +19,7 @@ from flowproof_cli.runner.rerecord import (
 )
 from flowproof_cli.trace import save
 from flowproof_cli.trace.storage import dumps
-from flowproof_cli.verdict import FlowResult
+from flowproof_cli.verdict import Failure, FlowResult
 from tests.unit.trace_builders import TIME, chat_trace
 
 PARIS = chat_trace(calls=(("get_weather", '{"city": "Paris"}'), TIME), ids="b")
@@ -150,7 +150,7 @@ def test_review_asks_and_a_refusal_discards_the_candidate(tmp_path: Path) -> Non
     review([result], yes=False, ask=no, echo=None)
     assert asked == [f"Replace {result.trace_path} with this recording?"]
     assert result.failures == [
-        f"re-record refused: kept {result.trace_path} and discarded the new recording"
+        Failure(f"re-record refused: kept {result.trace_path} and discarded the new recording")
     ]
     assert candidate is not None and not candidate.exists()
     assert result.trace_path.read_text() == dumps(chat_trace())
@@ -160,7 +160,7 @@ def test_review_without_anyone_to_ask_keeps_both_files(tmp_path: Path) -> None:
     result = waiting(tmp_path)
     review([result], yes=False, ask=None, echo=None)
     assert result.candidate_path is not None and result.candidate_path.exists()
-    assert result.failures[0].startswith("re-record not approved (no terminal to ask on)")
+    assert result.failures[0].text.startswith("re-record not approved (no terminal to ask on)")
     assert result.exit_code == 1
 
 

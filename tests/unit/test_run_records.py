@@ -25,7 +25,7 @@ from flowproof_cli.evidence.records import (
 )
 from flowproof_cli.runner.job import FlowJob
 from flowproof_cli.runner.suite import Hooks
-from flowproof_cli.verdict import FlowResult
+from flowproof_cli.verdict import Failure, FlowResult
 
 T0 = datetime(2026, 12, 1, 12, 10, 30, 123456, tzinfo=UTC)
 CONTROLLED = """\
@@ -99,7 +99,10 @@ def test_the_record_holds_the_run_and_each_flow(tmp_path: Path) -> None:
     record.results = [
         result(
             tmp_path,
-            failures=["divergence at turn 1: model changed", "also this"],
+            failures=[
+                Failure("divergence at turn 1: model changed"),
+                Failure("assert_no_egress: cannot certify: not contained", line=9),
+            ],
             duration_s=1.23456,
             model_calls=1,
             recorded_turns=2,
@@ -133,7 +136,16 @@ def test_the_record_holds_the_run_and_each_flow(tmp_path: Path) -> None:
         "mode": "replay",
         "status": "fail",
         "duration_s": 1.235,
-        "message": "divergence at turn 1: model changed\nalso this",
+        "message": "divergence at turn 1: model changed\n"
+        "assert_no_egress: cannot certify: not contained (step at line 9)",
+        "failures": [
+            {"message": "divergence at turn 1: model changed", "line": None, "turn": None},
+            {
+                "message": "assert_no_egress: cannot certify: not contained",
+                "line": 9,
+                "turn": None,
+            },
+        ],
         "agent_exit_code": 1,
         "stdout_tail": "out",
         "stderr_tail": "err",
@@ -154,7 +166,7 @@ def test_the_record_holds_the_run_and_each_flow(tmp_path: Path) -> None:
     ("fields", "status", "message"),
     [
         ({}, "pass", None),
-        ({"failures": ["x"]}, "fail", "x"),
+        ({"failures": [Failure("x")]}, "fail", "x"),
         ({"skipped": "not set: K (skip_unless_env)"}, "skipped", "not set: K (skip_unless_env)"),
         ({"error": "before_each failed"}, "error", "before_each failed"),
     ],
@@ -294,7 +306,7 @@ def test_an_unwritable_record_warns_once_and_changes_nothing(
 ) -> None:
     (tmp_path / ".flowproof").write_text("a file where the record folder would go")
     with pytest.raises(SystemExit) as stopped, RunRecord(tmp_path, []) as record:
-        record.results = [result(tmp_path, failures=["x"])]
+        record.results = [result(tmp_path, failures=[Failure("x")])]
         sys.exit(1)
     assert stopped.value.code == 1  # the exit code is the run's
     assert record.path is None
@@ -338,3 +350,23 @@ def test_flow_result_round_trips_with_its_evidence(tmp_path: Path) -> None:
         FlowResult.from_json(json.loads(json.dumps(result(tmp_path).to_json()))).egress_blocked
         is None
     )
+
+
+def test_a_record_written_before_failures_were_data_is_still_audited(tmp_path: Path) -> None:
+    """A record holds each failure as `{message, line, turn}`; an older one has only the
+    joined `message`, and `flowproof audit` reads it as before."""
+    from flowproof_cli.evidence.audit import audit
+
+    spec = tmp_path / "a.flow.yaml"
+    spec.write_text("name: a\n")
+    record = RunRecord(tmp_path, [job(tmp_path)])
+    control = {"id": "sec.a", "verdict": "fail", "reason": "x (step at line 9)"}
+    record.results = [result(tmp_path, failures=[Failure("x", line=9)], control=control)]
+    path = record.write(1)
+    assert path is not None
+    document = json.loads(path.read_text())
+    assert document["flows"][0]["failures"] == [{"message": "x", "line": 9, "turn": None}]
+    del document["flows"][0]["failures"]  # as a record of an older flowproof holds it
+    path.write_text(json.dumps(document))
+    (row,) = audit(tmp_path).failing
+    assert row["id"] == "sec.a" and row["reason"] == "x (step at line 9)"

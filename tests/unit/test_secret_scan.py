@@ -19,22 +19,32 @@ from flowproof_cli.evidence.secrets import (
     Scope,
     Secret,
     Unit,
-    failure_lines,
+    find_leaks,
     header_units,
-    judge_leaks,
-    leak_failures,
+    leaks_of,
     mcp_units,
     model_scopes,
     redact,
+    redact_result,
     resolve_secrets,
     scan,
 )
 from flowproof_cli.match.rules import MatchRules, NormalizeRule
 from flowproof_cli.mcp.lane import Call, Lane, ServerEvent
+from flowproof_cli.runner import judge
 from flowproof_cli.spec.loader import load_spec
-from flowproof_cli.verdict import FlowResult
+from flowproof_cli.verdict import Failure, FlowResult
 
 VALUE = "sk-live-4eC39HqLyjWDarjtT1zdp7dc"
+
+
+def leak_failures(
+    secrets: list[Secret], session: CassetteSession, lanes: dict[str, Lane]
+) -> list[str]:
+    """The leaks the scan finds, as the judge words them and users read them."""
+    return [failure.text for failure in judge.leak_failures(find_leaks(secrets, session, lanes))]
+
+
 # '>>>' and '???' encode to base64 holding '+' and '/', so the URL-safe form differs.
 URLSAFE_VALUE = "tok>>>???>>>???x"
 TRICKY_VALUE = 'pa"ss\\wörd/42-✓'
@@ -366,7 +376,7 @@ def test_one_line_per_variable_with_both_kinds_of_location() -> None:
 
 
 def test_failure_lines_for_no_findings_are_empty() -> None:
-    assert failure_lines([secret()], {}) == []
+    assert leaks_of([secret()], {}) == []
     assert scan([], [Scope("x", VALUE)]) == {}
 
 
@@ -444,26 +454,38 @@ def test_redact_takes_out_raw_and_encoded_forms() -> None:
     assert cleaned.startswith("reply: [redacted ${STRIPE_KEY}] / ")
 
 
-def test_judge_leaks_fails_the_verdict_and_redacts_everything_it_prints() -> None:
+def test_a_leak_is_data_with_its_step_line_and_the_judge_makes_it_a_failure() -> None:
+    session = recorded_session((chat_request(VALUE), chat_response("ok")))
+    (leak,) = find_leaks([Secret.of("STRIPE_KEY", VALUE, line=9)], session, {})
+    assert (leak.name, leak.places, leak.more, leak.line) == (
+        "STRIPE_KEY",
+        ("turn 1 request, message 3 (tool) (raw)",),
+        0,
+        9,
+    )
+    assert judge.leak_failures([leak]) == [
+        Failure("secret ${STRIPE_KEY} leaked: turn 1 request, message 3 (tool) (raw)", line=9)
+    ]
+
+
+def test_redact_result_takes_every_value_out_of_what_it_prints() -> None:
     result = FlowResult("f", Path("f.flow.yaml"), "record", Path("f.trace.yaml"))
-    result.failures = [f"line 9: the reply was {VALUE}"]
+    result.failures = [Failure(f"the reply was {VALUE}", line=9)]
     result.stdout_tail = f"final answer: {VALUE}\n"
     result.notes = [f"note {VALUE}"]
     result.divergence = {"changes": [{"recorded": "a", "replayed": VALUE}]}
-    session = recorded_session((chat_request(VALUE), chat_response("ok")))
-    judge_leaks(result, [secret()], session, lanes={})
-    assert result.failures[-1] == (
-        "secret ${STRIPE_KEY} leaked: turn 1 request, message 3 (tool) (raw)"
-    )
+    redact_result(result, [secret()])
+    assert result.failures == [Failure("the reply was [redacted ${STRIPE_KEY}]", line=9)]
     assert VALUE not in json.dumps(result.to_json())
     assert result.stdout_tail == "final answer: [redacted ${STRIPE_KEY}]\n"
 
 
-def test_judge_leaks_without_secrets_changes_nothing() -> None:
+def test_without_secrets_nothing_is_found_or_redacted() -> None:
     result = FlowResult("f", Path("f.flow.yaml"), "record", Path("f.trace.yaml"))
     result.stdout_tail = VALUE
-    judge_leaks(result, [], recorded_session((chat_request(VALUE), chat_response("ok"))), lanes={})
-    assert result.failures == []
+    session = recorded_session((chat_request(VALUE), chat_response("ok")))
+    assert find_leaks([], session, {}) == []
+    redact_result(result, [])
     assert result.stdout_tail == VALUE
 
 

@@ -21,7 +21,7 @@ from flowproof_cli.runner.parallel import execute
 from flowproof_cli.runner.suite import Hooks, _in_own_group, prepare_suite, run_hook
 from flowproof_cli.spec import parse_spec
 from flowproof_cli.spec.suite import load_suite, parse_suite
-from flowproof_cli.verdict import FlowResult
+from flowproof_cli.verdict import Failure, FlowResult
 
 SPEC = """\
 name: needs keys
@@ -287,7 +287,10 @@ def _results(tmp_path: Path) -> list[FlowResult]:
     passed = FlowResult("ok", tmp_path / "a" / "ok.flow.yaml", "replay", tmp_path / "t")
     passed.duration_s = 1.25
     failed = FlowResult("bad <one>", tmp_path / "bad.flow.yaml", "replay", tmp_path / "t")
-    failed.failures = ["divergence at turn 1: model changed\n  recorded x\x1b[0m", "also this"]
+    failed.failures = [
+        Failure("divergence at turn 1: model changed\n  recorded x\x1b[0m"),
+        Failure("also this"),
+    ]
     failed.stderr_tail = "Traceback\n"
     skipped = FlowResult("later", tmp_path / "s.flow.yaml", "replay", tmp_path / "t")
     skipped.skipped = "no trace; record it: flowproof record s.flow.yaml"
