@@ -145,6 +145,9 @@ def recorded_case(name: str, factory: pytest.TempPathFactory, tmp_path: Path) ->
         with FakeUpstream() as fake:
             result = record(write_conversation(folder, case), fake)
             assert result.code == 0, result.output
+        if case.mcp:  # the real server ran the calls, in the flow's folder
+            assert (folder / "orders.log").read_text() == "lookup_order 4711\ncancel_order 4711\n"
+            (folder / "orders.log").unlink()
         return str(folder)
 
     recording = Path(computed_once(factory, f"conversation-{name}", record_once))
@@ -173,19 +176,25 @@ def test_conversation_records_replays_and_names_the_turn_that_changed(
     say_in_turn(spec, 2, case.turn_two)
     result = run_cli("run", spec)
     assert result.code == 1, result.output
-    assert f'divergence in conversation turn 2 ("{case.turn_two}")' in result.stdout
+    assert f'divergence in conversation turn 2 ("{case.turn_two}"), model call 1: ' in result.stdout
+    assert f"replayed: {case.turn_two}" in result.stdout
 
 
 # ---- per-turn verdicts that can fail ---------------------------------------------------------
 
 
 def test_guard_with_the_destructive_tool_offered_fails_turn_3(tmp_path: Path) -> None:
+    """The same conversation, the agent's read-only mode off: the model complies with the
+    injected instruction, and turn 3's assertions fail naming the turn and its message."""
     spec = write_conversation(tmp_path, CASES["read-only-guard"], GUARD_READ_ONLY="0")
     with FakeUpstream() as fake:
         result = record(spec, fake)
     assert result.code == 1, result.output
-    assert "conversation turn 3" in result.stdout
-    assert "issue_refund" in result.stdout
+    assert result.stdout.startswith(
+        f'FAIL: guard.py holds a conversation - conversation turn 3 ("{INJECTED}"): '
+        "assert_no_tool_call issue_refund: issue_refund was called"
+    ), result.stdout
+    assert 'the reply was: "Order 4711 is refunded."' in result.stdout
     assert not (tmp_path / TRACE).exists()
 
 
@@ -195,54 +204,74 @@ def test_ask_first_agent_told_yes_fails_the_no_call_assertion_of_turn_2(tmp_path
     with FakeUpstream() as fake:
         result = record(spec, fake)
     assert result.code == 1, result.output
-    assert "conversation turn 2" in result.stdout
-    assert "cancel_order" in result.stdout
+    assert result.stdout.startswith(
+        'FAIL: confirm_first.py holds a conversation - conversation turn 2 ("Yes, go ahead."): '
+        "assert_no_tool_call cancel_order: cancel_order was called"
+    ), result.stdout
 
 
 # ---- red paths -------------------------------------------------------------------------------
+
+TURN_1 = 'conversation turn 1 ("Where is my order 4711?")'
+
+
+def guard_replay(factory: pytest.TempPathFactory, tmp_path: Path, **changes: Any) -> CliResult:
+    """Replay a copy of the guard's recording with `changes` to its flow: `until`,
+    `timeout`, or agent environment variables."""
+    spec = recorded_case("read-only-guard", factory, tmp_path)
+
+    def change(loaded: dict[str, Any]) -> None:
+        for key, value in changes.items():
+            if key == "until":
+                loaded["agent"]["conversation"]["until"] = value
+            elif key == "timeout":
+                loaded["timeout"] = value
+            else:
+                loaded["agent"]["env"][key] = value
+
+    edit(spec, change)
+    return run_cli("run", spec)
 
 
 def test_an_until_that_never_matches_times_out_naming_the_turn(
     tmp_path_factory: pytest.TempPathFactory, tmp_path: Path
 ) -> None:
-    spec = recorded_case("anthropic", tmp_path_factory, tmp_path)
-
-    def change(loaded: dict[str, Any]) -> None:
-        loaded["agent"]["conversation"]["until"] = "^>>> $"
-        loaded["timeout"] = 3
-
-    edit(spec, change)
-    result = run_cli("run", spec)
+    result = guard_replay(tmp_path_factory, tmp_path, until="^>>> $", timeout=5)
     assert result.code == 1, result.output
-    for part in ("conversation turn 1", ORDER, "^>>> $", "Order 4711 is shipped."):
-        assert part in result.stdout, result.stdout
+    assert f"{TURN_1} did not end within 5 s" in result.stdout, result.stdout
+    assert "matched until '^>>> $'; the last lines it printed:" in result.stdout
+    assert "    Order 4711 is shipped.\n" in result.stdout
 
 
 def test_an_agent_that_exits_mid_conversation_fails_turn_2(
     tmp_path_factory: pytest.TempPathFactory, tmp_path: Path
 ) -> None:
-    spec = recorded_case("anthropic", tmp_path_factory, tmp_path)
-    edit(spec, lambda loaded: loaded["agent"]["env"].update(CONVERSE_EXIT_AFTER="1"))
-    result = run_cli("run", spec)
+    result = guard_replay(tmp_path_factory, tmp_path, CONVERSE_EXIT_AFTER="1")
     assert result.code == 1, result.output
-    assert "conversation turn 2" in result.stdout, result.stdout
-    assert CANCEL in result.stdout
+    assert (
+        'the agent exited with code 0 during conversation turn 2 ("Is it still on its way?"), '
+        "before it ended the turn (no line matched until '^> $')"
+    ) in result.stdout, result.stdout
 
 
 def test_an_agent_that_reads_no_stdin_fails_turn_1(
     tmp_path_factory: pytest.TempPathFactory, tmp_path: Path
 ) -> None:
-    spec = recorded_case("anthropic", tmp_path_factory, tmp_path)
+    result = guard_replay(tmp_path_factory, tmp_path, CONVERSE_DEAF="1", timeout=3)
+    assert result.code == 1, result.output
+    assert f"{TURN_1} did not end within 3 s" in result.stdout, result.stdout
+    # Its greeting may come before or after the message was written: either way no turn's.
+    assert "it made 0 model call(s) of 5 recorded" in result.stdout
 
-    def change(loaded: dict[str, Any]) -> None:
-        loaded["agent"]["env"]["CONVERSE_DEAF"] = "1"
-        loaded["timeout"] = 3
 
-    edit(spec, change)
+def test_an_agent_that_forgets_its_history_diverges_in_turn_2(
+    tmp_path_factory: pytest.TempPathFactory, tmp_path: Path
+) -> None:
+    spec = recorded_case("openai", tmp_path_factory, tmp_path)
+    edit(spec, lambda loaded: loaded["agent"]["env"].update(AGENT_FORGET="1"))
     result = run_cli("run", spec)
     assert result.code == 1, result.output
-    assert "conversation turn 1" in result.stdout, result.stdout
-    assert "Hello! How can I help?" in result.stdout
+    assert f'divergence in conversation turn 2 ("{CANCEL}"), model call 1:' in result.stdout
 
 
 def test_a_one_turn_trace_replayed_as_a_conversation_is_a_clear_error(tmp_path: Path) -> None:
@@ -251,11 +280,15 @@ def test_a_one_turn_trace_replayed_as_a_conversation_is_a_clear_error(tmp_path: 
     with FakeUpstream() as fake:
         result = record(one_turn, fake)
         assert result.code == 0, result.output
-    spec = write_conversation(tmp_path, CASES["anthropic"])
-    result = run_cli("run", spec, "-t", one_turn.with_name("weather.trace.yaml"))
+    spec = write_conversation(tmp_path, CASES["read-only-guard"])
+    trace = one_turn.with_name("weather.trace.yaml")
+    result = run_cli("run", spec, "-t", trace)
     assert result.code == 2, result.output
-    assert "Traceback" not in result.output
-    assert "conversation" in result.output
+    assert result.output.startswith(
+        f"error: {trace} was recorded as a one-turn flow, but {spec} is a conversation "
+        "(it has `user:` steps): its calls belong to no conversation turn. "
+        f"Fix: re-record it: flowproof record {spec}"
+    ), result.output
 
 
 # ---- a url service that keeps a history per conversation_id ----------------------------------
@@ -334,5 +367,9 @@ def test_url_service_failing_turn_2_names_the_turn_and_status(
     with FakeUpstream() as fake:
         result = record(spec, fake)
     assert result.code == 1, result.output
-    assert "conversation turn 2" in result.stdout
-    assert "500" in result.stdout
+    assert result.stdout.startswith(
+        f'FAIL: url service holds a conversation - conversation turn 2 ("{CANCEL}"): '
+        "assert_tool_call cancel_order where order_id equals 4711: cancel_order was never "
+        "called; the agent made no tool calls (the service answered turn 2's POST with HTTP "
+        '500: {"error": "turn 2 failed on purpose"})'
+    ), result.stdout
