@@ -44,6 +44,8 @@ from flowproof_cli.spec.conversation import (
     SimulatedUser,
 )
 
+#: The lane a divergence of the simulated user's is on (`Divergence.lane`).
+USER_LANE = "user"
 #: What the simulated user answers when its goal holds.
 DONE = "DONE"
 #: The first message of every simulator request: the model is asked to speak first.
@@ -267,6 +269,7 @@ class UserSide:
                     f"{at}: {_who(turn)} asked the model after turn {len(done)}, beyond the "
                     f"{len(lane.user_lane)} call(s) of the simulated user recorded",
                     conversation_turn=len(done),
+                    lane=USER_LANE,
                 )
             )
         recorded = lane.user_lane[number - 1]
@@ -344,7 +347,7 @@ def told_differently(
             f"the model that plays the simulated user changed: recorded {recorded.protocol} "
             f"{old_model}, now {protocol} {new_model}"
         )
-        return Divergence(0, f"{at}: {said}", conversation_turn=len(done))
+        return Divergence(0, f"{at}: {said}", conversation_turn=len(done), lane=USER_LANE)
     old, new = _texts(protocol, recorded.request), _texts(protocol, request)
     if old[:1] != new[:1]:
         said = "its persona or goal changed (`simulate` or `until` of the `user:` step)"
@@ -356,7 +359,7 @@ def told_differently(
             f"it was asked after {(len(new) - 2) // 2} turn(s), the recording asked it after "
             f"{(len(old) - 2) // 2}"
         )
-        return Divergence(0, f"{at}: {said}", conversation_turn=len(done))
+        return Divergence(0, f"{at}: {said}", conversation_turn=len(done), lane=USER_LANE)
     number, seen = (first - 2) // 2 + 1, (first - 2) % 2 == 1
     what = "the agent's reply changed" if seen else "the user's message changed"
     said = f"the simulated user was told something different in turn {number}: {what}"
@@ -364,7 +367,9 @@ def told_differently(
 
 
 def _worded(at: str, said: str, turn: int, recorded: str, now: str) -> Divergence:
-    return Divergence(0, f"{at}: {said}", tuple(read_diff(recorded, now)), conversation_turn=turn)
+    return Divergence(
+        0, f"{at}: {said}", tuple(read_diff(recorded, now)), conversation_turn=turn, lane=USER_LANE
+    )
 
 
 def read_diff(recorded: str, now: str) -> list[str]:

@@ -264,6 +264,7 @@ def test_a_changed_reply_diverges_on_the_user_lane_naming_the_turn(tmp_path: Pat
         "+ Which order, sir?",
     )
     assert divergence.conversation_turn == 2
+    assert divergence.to_json()["lane"] == "user"
 
 
 def test_a_changed_persona_model_or_length_is_worded(tmp_path: Path) -> None:
