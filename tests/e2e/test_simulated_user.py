@@ -8,6 +8,7 @@ an agent whose printed reply changed fails on the user lane, naming the turn.
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 from typing import Any
@@ -136,17 +137,25 @@ def test_replays_offline_twice_with_the_same_messages(recorded: Path) -> None:
 
 
 def test_a_changed_agent_reply_fails_on_the_user_lane_naming_the_turn(recorded: Path) -> None:
+    # From its third answer on the agent prints more: its model calls still match (their
+    # history holds the model's answers), what the simulated user reads does not.
     spec = yaml.safe_load(recorded.read_text())
-    spec["agent"]["env"]["AGENT_SIGNATURE"] = "(v2)"
+    spec["agent"]["env"].update(AGENT_SIGNATURE="(v2)", AGENT_SIGNATURE_FROM="3")
     recorded.write_text(yaml.safe_dump(spec, sort_keys=False))
-    result = run_cli("run", recorded)
+    result = run_cli("run", recorded, "--json")
     assert result.code == 1, result.output
-    assert (
-        "divergence at the user lane, call 1: the simulated user was told something "
-        "different in turn 1: the agent's reply changed" in result.stdout
-    ), result.output
-    assert "- Noted: Hello." in result.stdout
-    assert "+ Noted: Hello. (v2)" in result.stdout
+    (flow,) = json.loads(result.stdout)["flows"]
+    divergence = flow["divergence"]
+    assert divergence["summary"] == (
+        "the user lane, call 3: the simulated user was told something different in turn 3: "
+        "the agent's reply changed"
+    )
+    assert divergence["details"] == [
+        "what it read (- recorded, + now):",
+        f"- Noted: {USER_MESSAGES[1]}",
+        f"+ Noted: {USER_MESSAGES[1]} (v2)",
+    ]
+    assert divergence["lane"] == "user" and divergence["conversation_turn"] == 3
 
 
 def test_max_turns_reached_fails_naming_the_goal(tmp_path: Path) -> None:
