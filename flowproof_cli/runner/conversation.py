@@ -29,6 +29,7 @@ from flowproof_cli.cassette import CassetteSession
 from flowproof_cli.cassette.conversation import OpenTurn, turn_label
 from flowproof_cli.match.patterns import compile_pattern
 from flowproof_cli.process import tail_lines
+from flowproof_cli.runner.simulated_user import UserSide
 from flowproof_cli.runner.url_driver import TriggerOutcome
 from flowproof_cli.spec import FlowSpec
 from flowproof_cli.spec.variables import resolve_handles
@@ -294,6 +295,19 @@ _BUFFER_HINT = (
 )
 
 
+def user_side(spec: FlowSpec, session: CassetteSession, turn: OpenTurn) -> NextMessage:
+    """The user's side of `spec`'s conversation: its written `user:` messages in order, a
+    simulated `user:` played by a model at record and from the trace's user lane at replay
+    (runner/simulated_user.py)."""
+    side = UserSide(spec, session, turn)
+
+    async def next_message(done: Sequence[TurnOutcome]) -> UserMessage | None:
+        said = await side.next_message(done)
+        return None if said is None else UserMessage(*said)
+
+    return next_message
+
+
 def user_messages(spec: FlowSpec) -> list[UserMessage]:
     """The spec's written `user:` messages, in order."""
     return [
@@ -311,7 +325,7 @@ def conversation_of(spec: FlowSpec, session: CassetteSession) -> Dialogue | None
     if session.conversation is None:
         session.conversation = OpenTurn()
     return Dialogue(
-        next_message=scripted(user_messages(spec)),
+        next_message=user_side(spec, session, session.conversation),
         send=settings.send,
         until=compile_pattern(settings.until),
         turn=session.conversation,
@@ -336,7 +350,7 @@ async def converse_service(
     next sent only after it; `turns` filled as they go. The last answer is returned (the
     first that failed to arrive ends the conversation there)."""
     turn = session.conversation = session.conversation or OpenTurn()
-    next_message = scripted(user_messages(spec))
+    next_message = user_side(spec, session, turn)
     answer = TriggerOutcome(None, "", timed_out=False, error="no turn was sent")
     while (message := await next_message(turns)) is not None:
         outcome = TurnOutcome(len(turns) + 1, message.text, message.step, message.simulated)
