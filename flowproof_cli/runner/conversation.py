@@ -283,6 +283,8 @@ class Dialogue:
                 f"the agent exited {code} during {turn.label}, before it ended the turn (no "
                 f"line matched {pattern}){self._last_lines()}"
             )
+        if not self.turns:
+            return f"the agent exited {code} before the conversation's first turn was sent"
         return (
             f"the agent exited {code} after {len(self.turns)} of the conversation's turns, "
             f"before flowproof sent the next one{self._last_lines()}"

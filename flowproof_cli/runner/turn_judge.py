@@ -10,6 +10,7 @@ recording holds names that turn. Every failure carries its step's line and its t
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 from flowproof_cli.assertions import evaluate
 from flowproof_cli.cassette import CassetteSession
@@ -95,3 +96,28 @@ def unserved_turns(session: CassetteSession, turns: Sequence[TurnOutcome]) -> li
 def _recorded_message(session: CassetteSession, number: int) -> str | None:
     conversation = session.conversation
     return conversation.messages.get(number) if conversation is not None else None
+
+
+def turn_verdicts(
+    session: CassetteSession, turns: Sequence[TurnOutcome], failures: Sequence[Failure]
+) -> list[dict[str, Any]]:
+    """Each turn as it went and its verdict, for `--json`, the run record and the views."""
+    used = session.used_turns()
+    verdicts = []
+    for turn in turns:
+        own = [failure for failure in failures if failure.turn == turn.number]
+        calls = sum(1 for p in used if session.recorded[p].conversation_turn == turn.number)
+        verdicts.append(
+            {
+                "turn": turn.number,
+                "message": turn.message,
+                "step": turn.step,
+                "simulated": turn.simulated,
+                "model_calls": calls,
+                "status": turn.status,
+                "ended": turn.ended,
+                "passed": not own,
+                "failures": [failure.to_json() for failure in own],
+            }
+        )
+    return verdicts
