@@ -76,17 +76,20 @@ def unserved_turns(session: CassetteSession, turns: Sequence[TurnOutcome]) -> li
     for position, recorded in enumerate(session.recorded):
         if position not in served and recorded.conversation_turn is not None:
             missing.setdefault(recorded.conversation_turn, []).append(position + 1)
-    messages = {turn.number: turn.message for turn in turns}
+    by_number = {turn.number: turn for turn in turns}
     failures = []
     for number, positions in sorted(missing.items()):
         held = sum(1 for each in session.recorded if each.conversation_turn == number)
         made = held - len(positions)
-        label = turn_label(number, messages.get(number) or _recorded_message(session, number))
+        turn = by_number.get(number)
+        message = turn.message if turn is not None else _recorded_message(session, number)
         listed = ", ".join(map(str, positions))
+        answered = _answered([turn]) if turn is not None else ""
         failures.append(
             Failure(
-                f"{label}: the agent made {made} model call(s) in this turn, the recording has "
-                f"{held} (recorded turn(s) never requested: {listed})",
+                f"{turn_label(number, message)}: the agent made {made} model call(s) in this "
+                f"turn, the recording has {held} (recorded turn(s) never requested: {listed})"
+                f"{answered}",
                 turn=number,
             )
         )
