@@ -95,6 +95,9 @@ class FlowResult:
     egress_blocked: list[dict[str, Any]] | None = None
     # The control row of a flow with `control:` (flowproof_cli.evidence.controls).
     control: dict[str, Any] | None = None
+    # A conversation's turns, each with its verdict: {turn, message, step, simulated,
+    # model_calls, status (a url agent's answer), ended, passed, failures}; None for one turn.
+    conversation: list[dict[str, Any]] | None = None
 
     @property
     def failure_texts(self) -> list[str]:

@@ -10,6 +10,7 @@ cannot: `conversation turn 2 ("Then cancel it, please."), model call 1: ...`.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from flowproof_cli.cassette.divergence import Divergence
 from flowproof_cli.quoting import quoted
@@ -26,6 +27,18 @@ def turn_label(number: int, message: str | None) -> str:
     return f"conversation turn {number}{said}"
 
 
+@dataclass(frozen=True)
+class UserCall:
+    """One call of a simulated user to the model (the trace's user lane): the request as
+    flowproof built it, in its dialect's normalized form, and the text the model answered
+    (`DONE` when the goal held)."""
+
+    step: int  # the `user:` step it played (1-based among them)
+    protocol: str  # the dialect it was asked in
+    request: dict[str, Any]
+    answer: str
+
+
 @dataclass
 class OpenTurn:
     """The conversation turn open now: its number (0 before the first message), its message
@@ -38,6 +51,10 @@ class OpenTurn:
     id: str = ""
     #: Every turn opened so far: its message, by number (for the judge's wording).
     messages: dict[int, str] = field(default_factory=dict)
+    #: The simulated user's calls: at record those made so far, at replay the trace's.
+    user_lane: list[UserCall] = field(default_factory=list)
+    #: Replay: how many of `user_lane` were answered so far.
+    user_served: int = 0
 
     def open(self, number: int, message: str) -> None:
         self.number, self.message, self.calls = number, message, 0

@@ -44,6 +44,9 @@ class Divergence:
     #: The conversation turn open when the request came (cassette/conversation.py); None in
     #: a one-turn flow.
     conversation_turn: int | None = None
+    #: "user": a simulated user's call to the model (runner/simulated_user.py), not the
+    #: agent's; None for the agent's calls.
+    lane: str | None = None
 
     @property
     def message(self) -> str:
@@ -59,6 +62,8 @@ class Divergence:
         }
         if self.conversation_turn is not None:
             document["conversation_turn"] = self.conversation_turn
+        if self.lane is not None:
+            document["lane"] = self.lane
         if self.agents is not None:
             document["agent_changed"] = {"recorded": self.agents[0], "replayed": self.agents[1]}
         return document

@@ -12,6 +12,7 @@ from flowproof_cli.dialects.base import (
     Dialect,
     MessageOutline,
     MockLookup,
+    PlainMessages,
     bare_key,
     text_of,
 )
@@ -27,6 +28,9 @@ _DELTA_USAGE_FIELDS = (
     "output_tokens_details",
     "server_tool_use",
 )
+
+#: `max_tokens` of flowproof's own requests (the API requires one): a user's message.
+PLAIN_MAX_TOKENS = 1024
 
 
 def _blocks(content: Any) -> list[JSON]:
@@ -266,6 +270,11 @@ class AnthropicMessages(Dialect):
             except ValueError:
                 blocks[index]["input"] = raw
         return {**message, "content": [blocks[i] for i in sorted(blocks)]}
+
+    def plain_request(self, model: str, system: str, messages: PlainMessages) -> tuple[str, JSON]:
+        entries = [{"role": role, "content": text} for role, text in messages]
+        body = {"model": model, "max_tokens": PLAIN_MAX_TOKENS, "system": system}
+        return "/v1/messages", {**body, "messages": entries}
 
     def canned_response(self, request: JSON, text: str) -> JSON:
         return {

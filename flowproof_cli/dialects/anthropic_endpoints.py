@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from typing import ClassVar
 
 from flowproof_cli.dialects.anthropic import AnthropicMessages
-from flowproof_cli.dialects.base import ENDPOINT, JSON, bare_key
+from flowproof_cli.dialects.base import ENDPOINT, JSON, Dialect, bare_key
 from flowproof_cli.dialects.endpoint import Endpoint, count
 from flowproof_cli.dialects.openai_endpoints import model_ids
 
@@ -29,6 +29,7 @@ class AnthropicCountTokens(AnthropicMessages):
     """`POST .../messages/count_tokens`: a Messages request's tokens, counted."""
 
     name = "anthropic-count-tokens"
+    plain_request = Dialect.plain_request  # an endpoint: refused
     kind = ENDPOINT
     streams = False
     route_suffixes = ("messages/count_tokens",)

@@ -66,6 +66,7 @@ class AzureRoutes(Dialect):
 
     #: The key an Azure client sends (`AzureOpenAI(api_key=...)`), or an Entra ID token.
     auth_headers = (KEY_HEADER, "authorization")
+    plain_request = Dialect.plain_request  # its path needs a deployment: refused
 
     def claims(self, path: str, headers: Mapping[str, str]) -> bool | None:
         """Azure's when the path names a deployment or the client sent `api-key`; any

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import json
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -162,6 +162,21 @@ class _ResultCounter:
 #: Finds the mock text for one tool result: (call id, tool name the result names itself, if
 #: any) -> the mock's JSON text, or None when the result's tool is not mocked.
 MockLookup = Callable[[str | None, Any], str | None]
+
+
+class PlainRequestRefused(ValueError):
+    """A dialect that builds no plain request of flowproof's own (`Dialect.plain_request`)."""
+
+    def __init__(self, dialect: str):
+        self.dialect = dialect
+        super().__init__(
+            f"flowproof builds its own requests (a simulated user's) only in the openai-chat, "
+            f"openai-responses, anthropic and gemini dialects, not in {dialect}"
+        )
+
+
+#: `Dialect.plain_request`'s conversation: (role, text), the role `user` or `assistant`.
+PlainMessages = Sequence[tuple[str, str]]
 
 
 @dataclass(frozen=True)
@@ -420,6 +435,14 @@ class Dialect(ABC):
         if self.method == "GET":
             return None
         return without_transport(body)
+
+    def plain_request(self, model: str, system: str, messages: PlainMessages) -> tuple[str, JSON]:
+        """A request of flowproof's own (the simulated user's, runner/simulated_user.py):
+        (the path it goes to, its body as this dialect normalizes it) for `model`, with the
+        system prompt `system` and `messages` ((role, text), `user` first, alternating with
+        `assistant`). No tools, no sampling fields: the API's defaults. A dialect that does
+        not build one raises PlainRequestRefused."""
+        raise PlainRequestRefused(self.name)
 
     def error_body(self, message: str, kind: str, status: int) -> JSON:
         """A JSON error in the dialect's own error shape, for an answer with HTTP `status`

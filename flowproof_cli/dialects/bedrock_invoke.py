@@ -22,7 +22,7 @@ from typing import Any, ClassVar
 from flowproof_cli.canonical import compact_json
 from flowproof_cli.dialects import eventstream
 from flowproof_cli.dialects.anthropic import AnthropicMessages
-from flowproof_cli.dialects.base import JSON, Rendered, RequestOutline, without_transport
+from flowproof_cli.dialects.base import JSON, Dialect, Rendered, RequestOutline, without_transport
 from flowproof_cli.dialects.bedrock import (
     MODEL_FIELD,
     answer_or_frames,
@@ -51,6 +51,7 @@ class BedrockInvoke(AnthropicMessages):
     provider = "bedrock"
     route_suffixes = ("invoke", "invoke-with-response-stream")  # type: ignore[assignment]
     auth_headers = ("authorization", "x-amz-security-token")
+    plain_request = Dialect.plain_request  # signed requests: refused
     stream_media_type = eventstream.CONTENT_TYPE
     example_request: ClassVar[JSON] = {
         "anthropic_version": ANTHROPIC_VERSION,

@@ -33,6 +33,7 @@ from flowproof_cli.dialects.base import (
     Dialect,
     MessageOutline,
     MockLookup,
+    PlainMessages,
     Rendered,
     bare_key,
     text_of,
@@ -347,6 +348,16 @@ class GeminiGenerateContent(Dialect):
                 break
         candidate = {"content": {"role": "model", "parts": parts}, **last}
         return {"candidates": [candidate]}
+
+    def plain_request(self, model: str, system: str, messages: PlainMessages) -> tuple[str, JSON]:
+        """The model goes in the path; the body has it folded in, as `normalize` does."""
+        path = f"/v1beta/models/{model}{GENERATE}"
+        contents = [
+            {"role": "model" if role == "assistant" else "user", "parts": [{"text": text}]}
+            for role, text in messages
+        ]
+        body = {"systemInstruction": {"parts": [{"text": system}]}, "contents": contents}
+        return path, self.normalize(path, body)
 
     def canned_response(self, request: JSON, text: str) -> JSON:
         model = request.get("model")

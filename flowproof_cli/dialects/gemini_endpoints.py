@@ -126,6 +126,7 @@ class GeminiCountTokens(GeminiGenerateContent):
     `generateContentRequest`), counted."""
 
     name = "gemini-count-tokens"
+    plain_request = Dialect.plain_request  # an endpoint: refused
     kind = ENDPOINT
     streams = False
     route_suffixes = (":countTokens",)

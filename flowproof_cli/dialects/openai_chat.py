@@ -11,6 +11,7 @@ from flowproof_cli.dialects.base import (
     Dialect,
     MessageOutline,
     MockLookup,
+    PlainMessages,
     text_of,
 )
 from flowproof_cli.dialects.sse import data_event, piece_size, split_deltas
@@ -163,6 +164,13 @@ class OpenAIChat(Dialect):
                 }
                 for index, entry in sorted(choices.items())
             ]
+        }
+
+    def plain_request(self, model: str, system: str, messages: PlainMessages) -> tuple[str, JSON]:
+        entries = [{"role": role, "content": text} for role, text in messages]
+        return "/v1/chat/completions", {
+            "model": model,
+            "messages": [{"role": "system", "content": system}, *entries],
         }
 
     def canned_response(self, request: JSON, text: str) -> JSON:

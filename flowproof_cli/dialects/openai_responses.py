@@ -17,6 +17,7 @@ from flowproof_cli.dialects.base import (
     Dialect,
     MessageOutline,
     MockLookup,
+    PlainMessages,
     text_of,
 )
 from flowproof_cli.dialects.sse import named_event, piece_size, split_deltas
@@ -230,6 +231,10 @@ class OpenAIResponses(Dialect):
             if kind == "response.output_item.done" and isinstance(payload.get("item"), dict):
                 items.append(payload["item"])
         return {"output": items}
+
+    def plain_request(self, model: str, system: str, messages: PlainMessages) -> tuple[str, JSON]:
+        entries = [{"role": role, "content": text} for role, text in messages]
+        return "/v1/responses", {"model": model, "instructions": system, "input": entries}
 
     def canned_response(self, request: JSON, text: str) -> JSON:
         return {

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from urllib.parse import parse_qsl, unquote, urlencode
 
 from flowproof_cli.dialects.anthropic import AnthropicMessages
-from flowproof_cli.dialects.base import JSON, without_transport
+from flowproof_cli.dialects.base import JSON, Dialect, without_transport
 from flowproof_cli.dialects.gemini import GENERATE, STREAM_GENERATE, GeminiGenerateContent
 
 RAW_PREDICT = ":rawPredict"
@@ -143,6 +143,7 @@ class VertexGemini(GeminiGenerateContent):
     provider = "vertex"
     route_suffixes = (GENERATE, STREAM_GENERATE)
     auth_headers = ("authorization", "x-goog-api-key")
+    plain_request = Dialect.plain_request  # its path needs a project: refused
 
     def claims(self, path: str, headers: Mapping[str, str]) -> bool:
         """Any Vertex-shaped path ending in a generateContent method (its suffixes are the
@@ -183,6 +184,7 @@ class VertexAnthropic(AnthropicMessages):
     # AnthropicMessages's one suffix reads as tuple[str]: Dialect's type is tuple[str, ...].
     route_suffixes = (RAW_PREDICT, STREAM_RAW_PREDICT)  # type: ignore[assignment]
     auth_headers = ("authorization", "x-api-key")
+    plain_request = Dialect.plain_request  # its path needs a project: refused
 
     def claims(self, path: str, headers: Mapping[str, str]) -> bool:
         """A Claude model's `rawPredict` under a Vertex path; token counting declined."""

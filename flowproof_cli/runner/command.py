@@ -14,7 +14,7 @@ import errno
 import functools
 import signal
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
@@ -214,6 +214,29 @@ async def _wait(
     return "stopped" if done else "timed_out"
 
 
+async def _started(
+    spawn: Callable[..., Awaitable[asyncio.subprocess.Process]],
+    outputs: tuple[IO[bytes], IO[bytes]],
+    cgroup: AgentCgroup | None,
+    dialogue: Dialogue | None,
+) -> asyncio.subprocess.Process:
+    """The agent spawned with its outputs, or with a dialogue's pipes for stdin and stdout
+    (its output still copied to the capture file); nothing left behind when it fails."""
+    try:
+        if dialogue is None:
+            return await spawn(outputs=outputs)
+        process = await spawn(
+            outputs=(dialogue.child_stdout, outputs[1]), stdin=dialogue.child_stdin
+        )
+        await dialogue.start(outputs[0])
+        return process
+    except BaseException:
+        if dialogue is not None:
+            dialogue.close()
+        await _end_cgroup(cgroup)
+        raise
+
+
 async def run_agent(
     argv: list[str],
     *,
@@ -234,9 +257,8 @@ async def run_agent(
     started = loop.time()
     adopts_orphans = orphans.become_subreaper()
     children_before = orphans.children() if adopts_orphans else set()
-    # Output goes to files, not pipes: a grandchild that inherits a pipe would keep
-    # asyncio's wait() from returning after the agent itself exited. The keeper holds the
-    # marker (before the agent starts) and its group: a killed flowproof's tree ends too.
+    # Output goes to files, not asyncio's pipes (a grandchild holding one would keep wait()
+    # from returning). The keeper holds the marker and the group: a killed flowproof's too.
     marker = _marker(env)
     with (
         _output_file(argv[0]) as stdout,
@@ -244,23 +266,8 @@ async def run_agent(
         KEEPER.holding(MARKER, marker) if marker else contextlib.nullcontext(),
     ):
         cgroup = AgentCgroup.make()  # held by the keeper from before it exists
-        try:
-            process = await _spawn(
-                argv,
-                env=env,
-                cwd=cwd,
-                launch=launch,
-                outputs=(dialogue.child_stdout if dialogue else stdout, stderr),
-                cgroup=cgroup,
-                stdin=dialogue.child_stdin if dialogue else asyncio.subprocess.DEVNULL,
-            )
-            if dialogue is not None:
-                await dialogue.start(stdout)
-        except BaseException:
-            if dialogue is not None:
-                dialogue.close()
-            await _end_cgroup(cgroup)
-            raise
+        spawn = functools.partial(_spawn, argv, env=env, cwd=cwd, launch=launch, cgroup=cgroup)
+        process = await _started(spawn, (stdout, stderr), cgroup, dialogue)
         pgid = process.pid
         KEEPER.hold(GROUP, pgid)
         ending = "timed_out"

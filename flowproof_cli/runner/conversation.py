@@ -29,6 +29,7 @@ from flowproof_cli.cassette import CassetteSession
 from flowproof_cli.cassette.conversation import OpenTurn, turn_label
 from flowproof_cli.match.patterns import compile_pattern
 from flowproof_cli.process import tail_lines
+from flowproof_cli.runner.simulated_user import UserSide
 from flowproof_cli.runner.url_driver import TriggerOutcome
 from flowproof_cli.spec import FlowSpec
 from flowproof_cli.spec.variables import resolve_handles
@@ -282,6 +283,8 @@ class Dialogue:
                 f"the agent exited {code} during {turn.label}, before it ended the turn (no "
                 f"line matched {pattern}){self._last_lines()}"
             )
+        if not self.turns:
+            return f"the agent exited {code} before the conversation's first turn was sent"
         return (
             f"the agent exited {code} after {len(self.turns)} of the conversation's turns, "
             f"before flowproof sent the next one{self._last_lines()}"
@@ -292,6 +295,19 @@ _BUFFER_HINT = (
     "Fix: make the agent print a line matching `until` when it has answered (a Python agent "
     "flushes it with print(..., flush=True) or input(); flowproof sets PYTHONUNBUFFERED=1)"
 )
+
+
+def user_side(spec: FlowSpec, session: CassetteSession, turn: OpenTurn) -> NextMessage:
+    """The user's side of `spec`'s conversation: its written `user:` messages in order, a
+    simulated `user:` played by a model at record and from the trace's user lane at replay
+    (runner/simulated_user.py)."""
+    side = UserSide(spec, session, turn)
+
+    async def next_message(done: Sequence[TurnOutcome]) -> UserMessage | None:
+        said = await side.next_message(done)
+        return None if said is None else UserMessage(*said)
+
+    return next_message
 
 
 def user_messages(spec: FlowSpec) -> list[UserMessage]:
@@ -311,7 +327,7 @@ def conversation_of(spec: FlowSpec, session: CassetteSession) -> Dialogue | None
     if session.conversation is None:
         session.conversation = OpenTurn()
     return Dialogue(
-        next_message=scripted(user_messages(spec)),
+        next_message=user_side(spec, session, session.conversation),
         send=settings.send,
         until=compile_pattern(settings.until),
         turn=session.conversation,
@@ -336,7 +352,7 @@ async def converse_service(
     next sent only after it; `turns` filled as they go. The last answer is returned (the
     first that failed to arrive ends the conversation there)."""
     turn = session.conversation = session.conversation or OpenTurn()
-    next_message = scripted(user_messages(spec))
+    next_message = user_side(spec, session, turn)
     answer = TriggerOutcome(None, "", timed_out=False, error="no turn was sent")
     while (message := await next_message(turns)) is not None:
         outcome = TurnOutcome(len(turns) + 1, message.text, message.step, message.simulated)

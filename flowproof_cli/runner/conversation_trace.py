@@ -19,14 +19,15 @@ from flowproof_cli.trace.conversation import RecordedConversation
 
 def conversation_state(spec: FlowSpec, trace: traces.Trace | None) -> OpenTurn | None:
     """A conversation's session state: at record a new conversation id, at replay the
-    trace's id and messages (a divergence names a turn by them). None for one turn."""
+    trace's id and messages (a divergence names a turn by them) and its simulated user's
+    lane (the simulated user is answered from it). None for one turn."""
     if not spec.is_conversation:
         return None
     recorded = trace.conversation if trace is not None else None
     if recorded is None:
         return OpenTurn(id=uuid.uuid4().hex)
     messages = dict(enumerate(recorded.messages, start=1))
-    return OpenTurn(id=recorded.id, messages=messages)
+    return OpenTurn(id=recorded.id, messages=messages, user_lane=list(recorded.user))
 
 
 def recorded_turns(spec: FlowSpec, trace: traces.Trace, trace_path: Path, spec_path: Path) -> None:
@@ -56,4 +57,5 @@ def recorded_conversation(
         session.conversation.id,
         tuple(turn.message for turn in turns),
         tuple(turn.simulated for turn in turns),
+        tuple(session.conversation.user_lane),
     )

@@ -199,7 +199,9 @@ def _driven(outcome: AgentOutcome, session: CassetteSession, timeout_s: float) -
     if outcome.stopped:  # the divergence is the verdict; the stop is no failure of its own
         driven.notes.append(stopped_note())
     elif outcome.conversation_problem is not None:
-        driven.failure = f"{outcome.conversation_problem}; {_calls_made(session)}"
+        tail = outcome.stderr_tail() if outcome.exit_code else ""
+        said = f"; its stderr ends with:\n{tail}" if tail else ""
+        driven.failure = f"{outcome.conversation_problem}; {_calls_made(session)}{said}"
     elif outcome.timed_out:
         driven.failure = (
             f"the agent did not finish within {timeout_s:g} s and was killed; "

@@ -48,6 +48,7 @@ from flowproof_cli.runner.tool_warnings import (
     look_alike_warnings,
     unintercepted_tool_warnings,
 )
+from flowproof_cli.runner.turn_judge import turn_verdicts
 from flowproof_cli.spec import FlowSpec
 from flowproof_cli.verdict import FlowResult
 
@@ -347,6 +348,8 @@ def _judge(setup: _Setup, result: FlowResult, driven: Driven, mcp: McpVerdict) -
     result.capability_error = judgement.capability_error
     result.egress_blocked = judgement.egress_blocked
     secret_scan.redact_result(result, setup.secrets)
+    if session.conversation is not None:
+        result.conversation = turn_verdicts(session, driven.turns, result.failures)
 
 
 def _keep_recording(setup: _Setup, result: FlowResult, driven: Driven, mcp: McpVerdict) -> None:

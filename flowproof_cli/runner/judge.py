@@ -109,9 +109,10 @@ def _unsound(
     mcp = mcp or McpVerdict.none()
     if session.errors:
         return list(dict.fromkeys(session.errors))
+    if session.divergence is not None and session.divergence.conversation_turn is not None:
+        return [f"divergence in {session.divergence.message}"]  # "in conversation turn 2 ..."
     if session.divergence is not None:
-        where = "in" if session.divergence.conversation_turn is not None else "at"
-        return [f"divergence {where} {session.divergence.message}"]
+        return [f"divergence at {session.divergence.message}"]
     if mcp.hard:  # an MCP divergence explains a crash that followed it, like a model one
         return mcp.hard
     if driven.failure is not None:  # an MCP call left unanswered may be why it timed out

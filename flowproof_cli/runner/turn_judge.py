@@ -10,6 +10,7 @@ recording holds names that turn. Every failure carries its step's line and its t
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 from flowproof_cli.assertions import evaluate
 from flowproof_cli.cassette import CassetteSession
@@ -75,17 +76,20 @@ def unserved_turns(session: CassetteSession, turns: Sequence[TurnOutcome]) -> li
     for position, recorded in enumerate(session.recorded):
         if position not in served and recorded.conversation_turn is not None:
             missing.setdefault(recorded.conversation_turn, []).append(position + 1)
-    messages = {turn.number: turn.message for turn in turns}
+    by_number = {turn.number: turn for turn in turns}
     failures = []
     for number, positions in sorted(missing.items()):
         held = sum(1 for each in session.recorded if each.conversation_turn == number)
         made = held - len(positions)
-        label = turn_label(number, messages.get(number) or _recorded_message(session, number))
+        turn = by_number.get(number)
+        message = turn.message if turn is not None else _recorded_message(session, number)
         listed = ", ".join(map(str, positions))
+        answered = _answered([turn]) if turn is not None else ""
         failures.append(
             Failure(
-                f"{label}: the agent made {made} model call(s) in this turn, the recording has "
-                f"{held} (recorded turn(s) never requested: {listed})",
+                f"{turn_label(number, message)}: the agent made {made} model call(s) in this "
+                f"turn, the recording has {held} (recorded turn(s) never requested: {listed})"
+                f"{answered}",
                 turn=number,
             )
         )
@@ -95,3 +99,28 @@ def unserved_turns(session: CassetteSession, turns: Sequence[TurnOutcome]) -> li
 def _recorded_message(session: CassetteSession, number: int) -> str | None:
     conversation = session.conversation
     return conversation.messages.get(number) if conversation is not None else None
+
+
+def turn_verdicts(
+    session: CassetteSession, turns: Sequence[TurnOutcome], failures: Sequence[Failure]
+) -> list[dict[str, Any]]:
+    """Each turn as it went and its verdict, for `--json`, the run record and the views."""
+    used = session.used_turns()
+    verdicts = []
+    for turn in turns:
+        own = [failure for failure in failures if failure.turn == turn.number]
+        calls = sum(1 for p in used if session.recorded[p].conversation_turn == turn.number)
+        verdicts.append(
+            {
+                "turn": turn.number,
+                "message": turn.message,
+                "step": turn.step,
+                "simulated": turn.simulated,
+                "model_calls": calls,
+                "status": turn.status,
+                "ended": turn.ended,
+                "passed": not own,
+                "failures": [failure.to_json() for failure in own],
+            }
+        )
+    return verdicts

@@ -108,7 +108,10 @@ class ConversationSpec(_Model):
         return send
 
 
-_SIMULATED_KEYS = ("simulate", "until", "max_turns", "sees")
+_SIMULATED_KEYS = ("simulate", "until", "max_turns", "sees", "model")
+#: The providers a simulated user's `model:` may name, and the dialect it is asked in.
+SIMULATOR_DIALECTS = {"openai": "openai-chat", "anthropic": "anthropic", "gemini": "gemini"}
+MODEL_EXAMPLE = "model: openai/gpt-4o-mini"
 
 
 class SimulatedUser(_Model):
@@ -137,6 +140,15 @@ class SimulatedUser(_Model):
             "What it reads of each turn: `output`, what the agent printed (stdout after the "
             "message, without the `until` line; a url agent's response body), or `reply`, "
             "the model's last assistant message (for agents whose stdout is a protocol)."
+        ),
+    )
+
+    model: str | None = Field(
+        default=None,
+        description=(
+            "`<provider>/<model>` (openai, anthropic or gemini) the simulated user is played "
+            "by at record. Without it, the provider and model of the agent's most recent "
+            "model call; needed when the simulated user speaks before the agent made one."
         ),
     )
 
@@ -186,6 +198,18 @@ class SimulatedUser(_Model):
             )
         return value
 
+    @field_validator("model", mode="before")
+    @classmethod
+    def _model(cls, value: Any) -> Any:
+        provider, _, model = value.partition("/") if isinstance(value, str) else ("", "", "")
+        if provider not in SIMULATOR_DIALECTS or not model.strip():
+            raise spec_problem(
+                f"`model` of a simulated `user:` is {value!r}: it is `<provider>/<model>`, the "
+                f"provider one of {', '.join(SIMULATOR_DIALECTS)}. Fix: write e.g. "
+                f"`{MODEL_EXAMPLE}`"
+            )
+        return value
+
     @field_validator("sees", mode="before")
     @classmethod
     def _sees(cls, value: Any) -> Any:
@@ -210,7 +234,7 @@ def simulated_user(value: dict[Any, Any]) -> SimulatedUser:
             raise spec_problem(str(ctx.get("detail")), (*at, *ctx.get("at", ()))) from None
         raise spec_problem(
             f"a simulated `user:`: {error['msg']}. Fix: write `simulate`, `until` and, "
-            "optionally, `max_turns` and `sees`",
+            "optionally, `max_turns`, `sees` and `model`",
             at,
         ) from None
 

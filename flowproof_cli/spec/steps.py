@@ -108,7 +108,7 @@ class UserStep(StepBase):
     user: Annotated[str, Field(min_length=1)] | SimulatedUser = Field(
         description=(
             "The turn's message, as text; or a simulated user, `{simulate, until, max_turns?, "
-            "sees?}`, whose turns the steps after it judge together."
+            "sees?, model?}`, whose turns the steps after it judge together."
         ),
     )
 

@@ -10,6 +10,7 @@ Layout (YAML; docs/trace-format.md is the reference):
     conversation:               # a conversation flow's user side; omitted in one turn
       id: <conversation_id>     # what a url agent's turns carried (trace/conversation.py)
       turns: [{user: <message>}, ...]
+      user: [{step, protocol, request, answer}, ...]  # a simulated user's calls, if any
     turns:                      # model turns in recorded order
       - protocol: <tag>         # omitted for openai-chat, the default
         agent: <product/version> # who sent it, from its User-Agent; omitted when unknown

@@ -115,7 +115,7 @@ def test_a_malformed_turn_number_names_the_turn(tmp_path: Any) -> None:
     )
     try:
         loads(text, "x.trace.yaml")
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         assert "turn 1 is malformed: its `conversation_turn` is 'one'" in str(exc)
     else:
         raise AssertionError("a malformed conversation_turn loaded")

@@ -151,6 +151,7 @@ def test_the_schema_has_the_conversation_keys() -> None:
         "until",
         "max_turns",
         "sees",
+        "model",
     }
     assert schema["$defs"]["SimulatedUser"]["required"] == ["simulate", "until"]
     assert "conversation" in schema["$defs"]["AgentSpec"]["properties"]
