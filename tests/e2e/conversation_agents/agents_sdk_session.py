@@ -2,7 +2,7 @@
 
 Each message is one `Runner.run(agent, message, session=session)`: the session, not this
 code, carries the earlier turns into the next request (the Responses API, the SDK's
-default). One event loop for the whole conversation: the SDK's client keeps its
+default). No retries: a failed call fails the turn at once. One event loop for the whole conversation: the SDK's client keeps its
 connections across turns.
 """
 
@@ -11,7 +11,15 @@ from __future__ import annotations
 import asyncio
 import os
 
-from agents import Agent, Runner, SQLiteSession, function_tool, set_tracing_disabled
+from agents import (
+    Agent,
+    Runner,
+    SQLiteSession,
+    function_tool,
+    set_default_openai_client,
+    set_tracing_disabled,
+)
+from openai import AsyncOpenAI
 from orders import SYSTEM, converse, main_guarded, run_tool
 
 
@@ -47,6 +55,7 @@ def issue_refund(order_id: str) -> str:
 
 def main() -> int:
     set_tracing_disabled(True)
+    set_default_openai_client(AsyncOpenAI(max_retries=0), use_for_tracing=False)
     agent = Agent(
         name="support",
         instructions=SYSTEM,

@@ -1,5 +1,6 @@
 """A support bot on pydantic-ai: each run gets the previous run's `all_messages()` as its
-`message_history` (Chat Completions through OpenAIChatModel, which reads OPENAI_BASE_URL).
+`message_history` (Chat Completions through OpenAIChatModel; its AsyncOpenAI client reads
+OPENAI_BASE_URL).
 """
 
 from __future__ import annotations
@@ -7,11 +8,17 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from openai import AsyncOpenAI
 from orders import SYSTEM, converse, main_guarded, run_tool
 from pydantic_ai import Agent
 from pydantic_ai.models.openai import OpenAIChatModel
+from pydantic_ai.providers.openai import OpenAIProvider
 
-agent = Agent(OpenAIChatModel(os.environ.get("AGENT_MODEL", "gpt-4o-mini")), instructions=SYSTEM)
+model = OpenAIChatModel(
+    os.environ.get("AGENT_MODEL", "gpt-4o-mini"),
+    provider=OpenAIProvider(openai_client=AsyncOpenAI(max_retries=0)),  # a failure fails at once
+)
+agent = Agent(model, instructions=SYSTEM)
 
 
 @agent.tool_plain
