@@ -2,10 +2,11 @@
 recorded against the fake model turn by turn, replayed offline twice, and failing on a
 changed turn-2 message with a divergence that names turn 2 and its message.
 
-One recording per agent (`computed_once`), copied into each test that edits it. Every red
-path checks the exit code and the message: a turn that never ends, an agent that exits
-mid-conversation or never reads its stdin, a url service failing turn 2, and a one-turn
-trace replayed as a conversation.
+One recording per agent (`computed_once`), copied into each test that edits it. Per-turn
+verdicts that fail: the guard with its destructive tool offered (turn 3), the asking agent
+told yes (turn 2). Every red path checks the exit code and the message: a turn that never
+ends, an agent that exits mid-conversation, never reads its stdin or forgets its history, a
+url service failing turn 2, and a one-turn trace replayed as a conversation.
 """
 
 from __future__ import annotations
