@@ -27,7 +27,7 @@ from typing import IO
 
 from flowproof_cli.cassette import CassetteSession
 from flowproof_cli.cassette.conversation import OpenTurn, turn_label
-from flowproof_cli.match.patterns import compile_pattern
+from flowproof_cli.match.patterns import PatternBudgetExceeded, compile_pattern, within_budget
 from flowproof_cli.process import tail_lines
 from flowproof_cli.runner.simulated_user import UserSide
 from flowproof_cli.runner.url_driver import TriggerOutcome
@@ -122,6 +122,7 @@ class Dialogue:
     waiting_first: bool = False
     finished: bool = False  # every turn ended and stdin was closed
     recent: list[str] = field(default_factory=list)  # the last lines printed, any turn
+    stuck: str | None = None  # `until` ran past its budget: why the conversation stopped
 
     def __post_init__(self) -> None:
         self._stdin_read, self._stdin_write = os.pipe()
@@ -194,9 +195,30 @@ class Dialogue:
             self._line(line)
         if self._pending and self._listening:
             partial = self._pending.decode("utf-8", "replace")
-            if self.until.search(partial):  # a prompt written without a newline
+            if self._matches(partial):  # a prompt written without a newline
                 self._pending.clear()
                 self._line(partial)
+
+    def _matches(self, line: str) -> bool:
+        """Whether `line` ends the turn: `until` run within the budget of every declared
+        pattern; past it the conversation stops (stdin closed) and the flow fails."""
+        if self.stuck is not None:
+            return False
+        try:
+            return bool(
+                within_budget(
+                    lambda: self.until.search(line),
+                    kind="`until` pattern",
+                    pattern=self.until.pattern,
+                    declared="agent.conversation.until",
+                    subject="a line the agent printed",
+                )
+            )
+        except PatternBudgetExceeded as exc:
+            self.stuck = str(exc)
+            if self._writer is not None:
+                self._writer.close()
+            return False
 
     @property
     def _listening(self) -> bool:
@@ -207,7 +229,7 @@ class Dialogue:
         if not self._listening:
             return  # before the first message, or after a turn ended: no turn's
         assert self._ended is not None
-        if self.until.search(line):
+        if self._matches(line):
             if self._active is not None:
                 self._active.ended = True
             self._ended.set()
@@ -218,7 +240,7 @@ class Dialogue:
 
     async def _until_line(self) -> None:
         self._ended = asyncio.Event()
-        if self._pending and self.until.search(self._pending.decode("utf-8", "replace")):
+        if self._pending and self._matches(self._pending.decode("utf-8", "replace")):
             self._pending.clear()  # printed before we listened, unterminated: it counts
             self._ended.set()
         await self._ended.wait()
@@ -260,6 +282,8 @@ class Dialogue:
         `exited`, `timed_out`, `stopped`), or None."""
         pattern = f"until {self.until.pattern!r}"
         turn = self.open_turn
+        if self.stuck is not None:
+            return f"{turn.label if turn else 'the conversation'}: {self.stuck}"
         if ending == "stopped" or (self.finished and ending == "exited"):
             return None
         if ending == "timed_out" and self.waiting_first:

@@ -121,3 +121,15 @@ def test_an_agent_that_does_not_exit_at_eof_is_told_apart_from_a_stuck_turn(
 def test_send_renders_the_message_and_its_json_form() -> None:
     template = '{"content":${flowproof.message_json}}|${flowproof.message}\n'
     assert rendered(template, 'say "hi"') == b'{"content":"say \\"hi\\""}|say "hi"\n'
+
+
+def test_an_until_pattern_past_its_budget_stops_the_conversation_naming_it(
+    tmp_path: Path,
+) -> None:
+    agent = "import sys\nfor line in sys.stdin:\n    print('x' * 40, flush=True)\n"
+    dialogue = _dialogue(["one", "two"], until="(.|.)*!")
+    outcome = _run(tmp_path, agent, dialogue, timeout_s=20)
+    problem = outcome.conversation_problem or ""
+    assert problem.startswith('conversation turn 1 ("one"): the `until` pattern `(.|.)*!`')
+    assert "ran past its budget" in problem
+    assert outcome.exit_code == 0  # stdin closed: the agent ended at end of input
