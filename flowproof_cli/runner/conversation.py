@@ -18,9 +18,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import fcntl
 import json
 import os
 import re
+import sys
+import termios
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import IO
@@ -123,6 +126,7 @@ class Dialogue:
     finished: bool = False  # every turn ended and stdin was closed
     recent: list[str] = field(default_factory=list)  # the last lines printed, any turn
     stuck: str | None = None  # `until` ran past its budget: why the conversation stopped
+    unread: int = 0  # bytes the agent left unread on its stdin when it ended
 
     def __post_init__(self) -> None:
         self._stdin_read, self._stdin_write = os.pipe()
@@ -134,6 +138,7 @@ class Dialogue:
         self._writer: asyncio.WriteTransport | None = None
         self._reader: asyncio.ReadTransport | None = None
         self._task: asyncio.Task[None] | None = None
+        self._probe: int | None = None  # a read end of stdin's pipe, to count unread
 
     # -- the agent's side of the pipes -------------------------------------------------
 
@@ -148,6 +153,9 @@ class Dialogue:
     async def start(self, capture: IO[bytes]) -> None:
         """The agent has started: close its ends here, connect ours, begin the turns."""
         loop = asyncio.get_running_loop()
+        # A read end of our own, never read: the agent's EOF needs every write end closed,
+        # and with this one the unread bytes can still be counted after the agent is gone.
+        self._probe = os.dup(self._stdin_read)
         os.close(self._stdin_read)
         os.close(self._stdout_write)
         self._capture = capture
@@ -165,6 +173,10 @@ class Dialogue:
             self._task.cancel()
         if self._reader is not None:
             self._drain(self._reader.get_extra_info("pipe"))
+        if self._probe is not None:  # the transport may have closed with the agent
+            self.unread = _unread(self._probe)
+            os.close(self._probe)
+            self._probe = None
         for transport in (self._writer, self._reader):
             if transport is not None:
                 transport.close()
@@ -273,6 +285,15 @@ class Dialogue:
         """The turn sent and not ended, if any."""
         return self.turns[-1] if self.turns and not self.turns[-1].ended else None
 
+    def _unread_note(self) -> str:
+        """Said when the agent left its message in the stdin pipe: it never read it."""
+        if not self.unread:
+            return ""
+        return (
+            f" (the agent never read its message: {self.unread} byte(s) of it wait unread on "
+            "its stdin)"
+        )
+
     def _last_lines(self) -> str:
         text = tail_lines("\n".join(self.recent), LAST_LINES)
         return f"; the last lines it printed:\n{text}" if text.strip() else "; it printed nothing"
@@ -294,7 +315,8 @@ class Dialogue:
         if ending == "timed_out" and turn is not None:
             return (
                 f"{turn.label} did not end within {timeout_s:g} s: no line the agent printed "
-                f"after the message matched {pattern}{self._last_lines()}. {_BUFFER_HINT}"
+                f"after the message matched {pattern}{self._unread_note()}. {_BUFFER_HINT}"
+                f"{self._last_lines()}"
             )
         if ending == "timed_out":
             return (
@@ -313,6 +335,15 @@ class Dialogue:
             f"the agent exited {code} after {len(self.turns)} of the conversation's turns, "
             f"before flowproof sent the next one{self._last_lines()}"
         )
+
+
+def _unread(fd: int) -> int:
+    """The bytes waiting in a pipe (FIONREAD answers on either end of it); 0 if unknown."""
+    try:
+        counted = fcntl.ioctl(fd, termios.FIONREAD, b"\0\0\0\0")
+    except OSError:
+        return 0
+    return int.from_bytes(counted, sys.byteorder)
 
 
 _BUFFER_HINT = (

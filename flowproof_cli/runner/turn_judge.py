@@ -9,6 +9,7 @@ recording holds names that turn. Every failure carries its step's line and its t
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -21,6 +22,9 @@ from flowproof_cli.spec import FlowSpec
 from flowproof_cli.spec.conversation import ConversationTurnSpec
 from flowproof_cli.verdict import Failure
 
+#: How an assertion names a model call by its position in the trace, `(turn 5)`: in a
+#: conversation "turn" is the conversation's, so the call is named a model call there.
+_MODEL_TURN = re.compile(r"\(turn (\d+)\)")
 #: The most of a url agent's answer a failure quotes.
 ANSWER_SHOWN = 200
 
@@ -44,7 +48,8 @@ def judge_turns(
         trajectory = turn_trajectory(session, *(turn.number for turn in opened))
         where = _where(user, opened)
         for failure in evaluate(spec, trajectory, environ, steps=user.steps):
-            message = f"{where}: {failure.message}{_answered(opened)}"
+            said = _MODEL_TURN.sub(r"(model call \1 of the flow)", failure.message)
+            message = f"{where}: {said}{_answered(opened)}"
             failures.append(Failure(message, failure.step_line, opened[-1].number))
     return failures
 
