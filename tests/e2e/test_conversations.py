@@ -242,7 +242,8 @@ def test_an_until_that_never_matches_times_out_naming_the_turn(
     result = guard_replay(tmp_path_factory, tmp_path, until="^>>> $", timeout=8)
     assert result.code == 1, result.output
     assert f"{TURN_1} did not end within 8 s" in result.stdout, result.stdout
-    assert "matched until '^>>> $'; the last lines it printed:" in result.stdout
+    assert "matched until '^>>> $'. Fix: make the agent print a line matching" in result.stdout
+    assert "flowproof sets PYTHONUNBUFFERED=1); the last lines it printed:" in result.stdout
     assert "    Order 4711 is shipped.\n" in result.stdout
 
 
