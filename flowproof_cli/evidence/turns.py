@@ -46,7 +46,7 @@ def turns_line(result: FlowResult) -> str | None:
     line = f"turns: {len(turns) - len(failed)} passed, {len(failed)} failed"
     if failed:
         return f"{line} ({', '.join(_label(turn) for turn in failed)})"
-    return f"{line} (the failure is the whole conversation's)"
+    return f"{line} (no turn failed: the failure is the flow's)"
 
 
 def turn_rows(result: FlowResult) -> list[str]:

@@ -276,7 +276,8 @@ def test_a_whole_conversation_failure_and_a_failure_before_any_turn(tmp_path: Pa
     result.failures = [Failure("reply contains cancelled", 9)]
     result.conversation = [_turn(1, FIRST, []), _turn(2, SECOND, [])]
     assert (
-        turns_line(result) == "turns: 2 passed, 0 failed (the failure is the whole conversation's)"
+        turns_line(result)
+        == "turns: 2 passed, 0 failed (no turn failed: the failure is the flow's)"
     )
     result.conversation = []
     assert turns_line(result) == "turns: none was sent (the failure came before the first)"
