@@ -4,7 +4,8 @@ mitmweb shows a model request as a wall of JSON; this view shows it the way `flo
 does (its outline comes from the same dialects and `evidence/trace_view.py`): the system
 prompt, the user's words, the assistant's text and tool calls with their arguments, tool
 results (mocked ones marked when the flow's metadata names the mocked tools), and the
-reply. A streamed answer is reassembled first, by its dialect (`answer_from_body`); an
+reply; in a conversation, headed by the turn the call was made in. A streamed answer is
+reassembled first, by its dialect (`answer_from_body`); an
 endpoint call (embeddings, token counts, ...) reads as what was asked and what came back,
 never as a reply. MCP JSON-RPC reads by
 method and tool. Loaded with `mitmweb -s addons/model.py` (or `mcp_http.py`), it is the
@@ -33,6 +34,9 @@ from flowproof_cli.trajectory import EndpointCall
 MOCKED_TOOLS = "flowproof_mocked_tools"
 #: `flow.metadata`: True on an MCP call flowproof answered from the spec's mock.
 MOCKED_CALL = "flowproof_mocked_call"
+#: `flow.metadata`: the conversation turn a model call was made in, as divergences name it
+#: (`conversation turn 2 ("Then cancel it, please.")`); absent in a one-turn flow.
+CONVERSATION_TURN = "flowproof_conversation_turn"
 VIEW_NAME = "flowproof conversation"
 #: Above the JSON view (1), so it is the default for the bodies it reads.
 PRIORITY = 2.0
@@ -276,15 +280,17 @@ def conversation(data: bytes, metadata: Any) -> Lines:
     flow_metadata = getattr(flow, "metadata", None) or {}
     dialect = route(path, getattr(request, "headers", None), getattr(request, "method", None))
     if dialect is not None:
+        turn = flow_metadata.get(CONVERSATION_TURN)
+        said = [f"{turn}:"] if isinstance(turn, str) and turn else []
         if is_request:
             mocked = {str(name) for name in flow_metadata.get(MOCKED_TOOLS) or ()}
-            return model_request(dialect, path, data, mocked)
+            return said + model_request(dialect, path, data, mocked)
         try:
             body = _json(_content(request))
         except NotReadable:  # the answer reads without the request (Gemini's model aside)
             body = {}
         status = getattr(message, "status_code", None)
-        return model_response(dialect, body, data, status, content_type)
+        return said + model_response(dialect, body, data, status, content_type)
     if is_mcp_path(path):
         return mcp_lines(data, content_type, is_request, bool(flow_metadata.get(MOCKED_CALL)))
     raise NotReadable("neither a model route nor an MCP path")

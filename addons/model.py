@@ -30,7 +30,7 @@ from mitmproxy.net.http.status_codes import RESPONSES
 
 from flowproof_addons import deadline
 from flowproof_addons import websocket as sockets
-from flowproof_addons.conversation import MOCKED_TOOLS, ConversationViews
+from flowproof_addons.conversation import CONVERSATION_TURN, MOCKED_TOOLS, ConversationViews
 from flowproof_addons.credentials import drop_agent_credentials
 from flowproof_addons.guard import (
     FORWARDED,
@@ -287,6 +287,8 @@ class ModelBoundary:
         read (its body's encoding)."""
         if session.mocked_tools:  # the conversation view marks their results
             flow.metadata[MOCKED_TOOLS] = session.mocked_tools
+        if session.conversation is not None:  # the view and `--inspect` name the turn
+            flow.metadata[CONVERSATION_TURN] = session.conversation.label
         # For the secret-leak scan, as the agent sent them: a rewrite of the headers makes a
         # new tuple, so keeping this one costs nothing (decoded only if a scan reads it).
         session.headers.append(flow.request.headers.fields)

@@ -304,7 +304,9 @@ def _shown(path: Path, invocation_dir: Path) -> Path:
 
 
 def _failure_line(result: FlowResult) -> int:
-    """The spec line a failure points at: its step's, else the first prompt's, else 1."""
+    """The spec line a failure points at: its step's; else, for a failure of a conversation
+    turn (a divergence in it), the `user:` step that opened the turn; else the first
+    prompt's (or `user:` step's); else 1."""
     for failure in result.failures:
         if failure.line:
             return failure.line
@@ -314,7 +316,15 @@ def _failure_line(result: FlowResult) -> int:
         spec = load_spec(result.spec_path)
     except Exception:  # the error message already names the file and line
         return 1
-    lines = [step.line for step in spec.steps if step.kind == "prompt" and step.line]
+    if result.conversation is not None:
+        from flowproof_cli.evidence.turns import user_step_lines  # noqa: PLC0415
+
+        opened = user_step_lines(result, [user.line for user in spec.conversation])
+        for failure in result.failures:
+            if failure.turn in opened:
+                return opened[failure.turn]
+    kinds = ("prompt", "user")
+    lines = [step.line for step in spec.steps if step.kind in kinds and step.line]
     return lines[0] if lines else 1
 
 
@@ -323,6 +333,11 @@ def _report(result: FlowResult, *, all_changes: bool = False) -> str:
     field of a divergence under `--flowproof-all-changes`), the new recording's diff, and
     the notes (the agent's output goes to the report's sections)."""
     lines = [f"flow {result.name!r} {result.status}"]
+    if result.conversation is not None:  # which turns passed, which failed
+        from flowproof_cli.evidence.turns import turns_line  # noqa: PLC0415
+
+        turns = turns_line(result)
+        lines.extend([f"  {turns}"] if turns else [])
     if result.error is not None:
         lines.append(f"  error: {result.error}")
     failures = result.failure_texts

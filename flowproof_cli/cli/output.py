@@ -118,6 +118,12 @@ def verdict_line(result: FlowResult, *, with_time: bool = False) -> str:
     first, *rest = failures[0].splitlines()
     lines = [f"FAIL: {result.name}{took} - {first}", *(f"    {line}" for line in rest)]
     lines.extend(_indent(f"also: {failure}") for failure in failures[1:])
+    if result.conversation is not None:  # which turns passed, which failed
+        from flowproof_cli.evidence.turns import turns_line  # noqa: PLC0415
+
+        turns = turns_line(result)
+        if turns is not None:
+            lines.append(_indent(turns))
     return "\n".join(lines)
 
 

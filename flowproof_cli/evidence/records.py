@@ -208,7 +208,7 @@ def flow_row(result: FlowResult, root: Path) -> dict[str, Any]:
     if result.control is not None:
         control = dict(result.control)
         control["evidence"] = {**control.get("evidence", {}), "trace": trace}
-    return {
+    row = {
         "name": result.name,
         "spec": relative_to(result.spec_path, root),
         "mode": result.mode,
@@ -230,6 +230,9 @@ def flow_row(result: FlowResult, root: Path) -> dict[str, Any]:
         "trace_written": result.trace_written,
         "control": control,
     }
+    if result.conversation is not None:  # absent for a one-turn flow, as before
+        row["conversation"] = [dict(turn) for turn in result.conversation]
+    return row
 
 
 def relative_to(path: Path, root: Path) -> str:

@@ -11,12 +11,18 @@ answers are shown as answers: an echo of one in a later request is not repeated.
 follow the model turns, one server at a time, calls in arrival order with the server's own
 notifications and requests where they crossed; a trace holds no clock to interleave them
 with model turns. Blocked egress comes last.
+
+A conversation's trace reads turn by turn: each conversation turn is a heading with its
+message (`conversation turn 2 (simulated): "..."`), its model calls under it by the tag the
+call was recorded with (never by position, so a call of turn 2 is never shown under turn 1),
+each turn's last answer as its `reply`; the simulated user's lane is listed after them.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from flowproof_cli.cassette.conversation import UserCall, turn_label
 from flowproof_cli.cassette.diff import show
 from flowproof_cli.dialects.base import MessageOutline
 from flowproof_cli.evidence.trace_view import (
@@ -30,6 +36,7 @@ from flowproof_cli.evidence.trace_view import (
     turn_views,
 )
 from flowproof_cli.mcp.lane import Call, Lane, ServerEvent
+from flowproof_cli.quoting import quoted
 from flowproof_cli.trace import Trace
 
 SHOWN = 200  # characters of one value shown on a timeline line
@@ -43,19 +50,46 @@ def timeline(trace: Trace, source: str) -> list[str]:
         lines.append(f"mocked tools: {', '.join(sorted(trace.mocks))}")
     if trace.match:
         lines.append(f"match rules in force: {len(trace.match)}")
-    if not views:
+    if not views and trace.conversation is None:
         lines.append("no model turns")
+    if trace.conversation is not None:
+        lines.extend(_conversation(trace, views))
+    else:
+        lines.extend(_calls(trace, views, views, []))
+    for server in sorted(trace.mcp):
+        lines.extend(_lane(server, trace.mcp[server]))
+    lines.extend(_egress(trace.egress_blocked))
+    return lines
+
+
+def _calls(
+    trace: Trace,
+    views: list[TurnView],
+    every: list[TurnView],
+    chat: list[TurnView],
+    *,
+    numbered: bool = False,
+) -> list[str]:
+    """`views` as headings with their new messages and answers. `every`: all the trace's
+    calls (tool call names are looked up there); `chat`: the chat calls shown so far, which
+    grows (a call shows only what is new since the one it continues); `numbered`: headed by
+    their position in their conversation turn (`model call 2 (trace turn 5)`)."""
     reply = trajectory_of(views).main_thread
     reply_turn = reply[-1].turn if reply and not reply[-1].tool_calls else None
     names = {
         call.call_id: call.name
-        for view in views
+        for view in every
         if view.answer is not None
         for call in view.answer.tool_calls
     }
-    chat: list[TurnView] = []  # the conversation's turns so far (endpoint calls aside)
-    for view in views:
-        lines.append(_heading(view, chat[-1] if chat else None))
+    lines: list[str] = []
+    for position, view in enumerate(views, start=1):
+        heading = _heading(view, chat[-1] if chat else None)
+        if numbered:
+            heading = heading.replace(
+                f"turn {view.number}:", f"model call {position} (trace turn {view.number}):", 1
+            )
+        lines.append(heading)
         if view.is_endpoint:
             asked = (
                 view.endpoint.asked
@@ -69,10 +103,50 @@ def timeline(trace: Trace, source: str) -> list[str]:
         chat.append(view)
         lines.extend(_indent(line for message in sent for line in _message(message, names, trace)))
         lines.extend(_indent(_answer(view, reply_turn)))
-    for server in sorted(trace.mcp):
-        lines.extend(_lane(server, trace.mcp[server]))
-    lines.extend(_egress(trace.egress_blocked))
     return lines
+
+
+def _conversation(trace: Trace, views: list[TurnView]) -> list[str]:
+    """The model calls under the conversation turn each was recorded in, then the user lane."""
+    conversation = trace.conversation
+    assert conversation is not None
+    tags = [trace.turns[view.number - 1].conversation_turn for view in views]
+    numbers = sorted(
+        set(range(1, len(conversation.messages) + 1)) | {tag for tag in tags if tag is not None}
+    )
+    lines = [f"conversation: {len(conversation.messages)} turn(s)"]
+    chat: list[TurnView] = []
+    groups: list[tuple[int | None, str]] = []
+    if None in tags:  # a hand-edited trace: shown, never put under a turn
+        groups.append((None, "calls outside any conversation turn:"))
+    groups.extend((number, _turn_heading(trace, number)) for number in numbers)
+    for tagged, heading in groups:
+        mine = [view for view, tag in zip(views, tags, strict=True) if tag == tagged]
+        if tagged == 0 and not mine:
+            continue
+        lines.append(heading)
+        body = _calls(trace, mine, views, chat, numbered=True) if mine else ["no model calls"]
+        lines.extend(_indent(body))
+    if conversation.user:
+        lines.append(f"simulated user: {len(conversation.user)} call(s) to the model")
+        lines.extend(_indent(_user_call(n, call) for n, call in enumerate(conversation.user, 1)))
+    return lines
+
+
+def _turn_heading(trace: Trace, number: int) -> str:
+    """`conversation turn 2: "Then cancel it, please."`, `(simulated)` when it was."""
+    conversation = trace.conversation
+    assert conversation is not None
+    if number == 0:
+        return f"{turn_label(0, None)}:"
+    message = conversation.message(number)
+    simulated = number <= len(conversation.simulated) and conversation.simulated[number - 1]
+    said = f' "{quoted(message, SHOWN)}"' if message is not None else " (no message recorded)"
+    return f"conversation turn {number}{' (simulated)' if simulated else ''}:{said}"
+
+
+def _user_call(number: int, call: UserCall) -> str:
+    return f"{number}. for user step {call.step} ({call.protocol}): {show(call.answer, SHOWN)}"
 
 
 def _indent(lines: Any) -> list[str]:

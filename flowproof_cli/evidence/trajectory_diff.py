@@ -16,6 +16,10 @@ defends; the rest the trace merely happens to pin. Values minted anew on every r
 (response, call and tool-use ids; `created` and usage, which live only in responses) are not
 compared, so a re-record that differs in nothing else is "trajectory unchanged". Output is
 deterministic: the same two traces give the same lines.
+
+Two recordings of a conversation are also compared turn by turn: a turn's message changed,
+a turn added or no longer reached (`what it was told`), a tool call made in another turn, a
+turn's model calls or its reply changed (`what the agent did`), each named by its turn.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from flowproof_cli.canonical import canonical_json
+from flowproof_cli.cassette.conversation import turn_label
 from flowproof_cli.cassette.diff import FieldChange, changes, first_difference, line_diff, window
 from flowproof_cli.cassette.diff import show as _show
 from flowproof_cli.dialects.base import MessageOutline
@@ -148,7 +153,11 @@ def _did(
     lines.extend(_endpoint_lines(before.endpoint_calls, after.endpoint_calls))
     if len(old.turns) != len(new.turns):
         lines.append(f"model calls: {len(old.turns)} -> {len(new.turns)}")
-    if before.reply != after.reply:
+    if old.conversation is not None or new.conversation is not None:
+        moved = _moved_between_turns((old, old_views), (new, new_views), new_calls, sequence.pairs)
+        lines.extend(moved)
+        lines.extend(_per_turn(old, new, old_views, new_views))
+    elif before.reply != after.reply:
         lines.extend(arrow("reply", before.reply, after.reply))
     lines.extend(_mcp_lines(old.mcp, new.mcp))
     lines.extend(_egress_lines(old.egress_blocked, new.egress_blocked))
@@ -279,13 +288,119 @@ def _egress_lines(old: list[dict[str, Any]], new: list[dict[str, Any]]) -> list[
     return lines + [f"egress blocked: + {item}, new" for item in after if item not in before]
 
 
+# -- a conversation, turn by turn --------------------------------------------------------------
+
+
+def _tag(trace: Trace, recorded: int) -> int | None:
+    """The conversation turn of the trace's `recorded`-th call (1-based), None outside one."""
+    return trace.turns[recorded - 1].conversation_turn if 0 < recorded <= len(trace.turns) else None
+
+
+def _turn_name(trace: Trace, number: int | None) -> str:
+    if number is None:
+        return "no conversation turn"
+    message = trace.conversation.message(number) if trace.conversation is not None else None
+    return turn_label(number, message)
+
+
+def _call_turns(trace: Trace, views: list[TurnView]) -> list[int | None]:
+    """The conversation turn of each tool call of the trajectory, in its order."""
+    answers = trajectory_of(views).turns
+    return [_tag(trace, answer.turn) for answer in answers for _ in answer.tool_calls]
+
+
+def _moved_between_turns(
+    old_side: tuple[Trace, list[TurnView]],
+    new_side: tuple[Trace, list[TurnView]],
+    new_calls: list[ToolCall],
+    pairs: list[tuple[int, int]],
+) -> list[str]:
+    """Tool calls made on both sides (`pairs` of their indexes), but in another turn."""
+    (old, old_views), (new, new_views) = old_side, new_side
+    old_turns, new_turns = _call_turns(old, old_views), _call_turns(new, new_views)
+    lines = []
+    for i, j in pairs:
+        if old_turns[i] != new_turns[j]:
+            lines.append(
+                f"{_call_label(new_calls, j)}: made in {_turn_name(new, new_turns[j])}, "
+                f"was in {_turn_name(old, old_turns[i])}"
+            )
+    return lines
+
+
+def _views_by_turn(trace: Trace, views: list[TurnView]) -> dict[int | None, list[TurnView]]:
+    grouped: dict[int | None, list[TurnView]] = {}
+    for view in views:
+        grouped.setdefault(_tag(trace, view.number), []).append(view)
+    return grouped
+
+
+def _per_turn(
+    old: Trace, new: Trace, old_views: list[TurnView], new_views: list[TurnView]
+) -> list[str]:
+    """Each conversation turn's tool calls, model calls and reply, where they changed."""
+    before, after = _views_by_turn(old, old_views), _views_by_turn(new, new_views)
+    numbers = sorted(set(before) | set(after), key=lambda n: -1 if n is None else n)
+    lines: list[str] = []
+    for number in numbers:
+        mine, theirs = before.get(number, []), after.get(number, [])
+        name = _turn_name(new if number in after else old, number)
+        calls = (
+            [c.name for c in trajectory_of(mine).tool_calls],
+            [c.name for c in trajectory_of(theirs).tool_calls],
+        )
+        if calls[0] != calls[1]:
+            shown = [", ".join(map(unmasked, side)) or "(none)" for side in calls]
+            lines.append(f"{name}: tool calls: {shown[0]} -> {shown[1]}")
+        if len(mine) != len(theirs):
+            lines.append(f"{name}: model calls: {len(mine)} -> {len(theirs)}")
+        replies = trajectory_of(mine).reply, trajectory_of(theirs).reply
+        if replies[0] != replies[1]:
+            lines.extend(arrow(f"{name}: reply", *replies))
+    return lines
+
+
+def _conversation_lines(old: Trace, new: Trace) -> list[str]:
+    """The user's side, turn by turn: a message changed, a turn added or no longer reached,
+    a message now (or no longer) played by the simulated user."""
+    if old.conversation is None and new.conversation is None:
+        return []
+    before = old.conversation.messages if old.conversation is not None else ()
+    after = new.conversation.messages if new.conversation is not None else ()
+    if old.conversation is None or new.conversation is None:
+        shape = [f"{len(side)} turn(s)" if side else "a one-turn flow" for side in (before, after)]
+        return [f"conversation: {shape[0]} -> {shape[1]}"]
+    rows: list[str] = []
+    for number in range(1, max(len(before), len(after)) + 1):
+        was, now = old.conversation.message(number), new.conversation.message(number)
+        if was is None and now is not None:
+            rows.append(f"+ conversation turn {number}: {_quoted(now)}, new")
+        elif now is None and was is not None:
+            rows.append(f"- conversation turn {number}: {_quoted(was)}, no longer reached")
+        elif was != now:
+            rows.extend(arrow(f"~ conversation turn {number}", was, now))
+        elif _simulated(old, number) != _simulated(new, number):
+            said = "now" if _simulated(new, number) else "no longer"
+            rows.append(f"~ conversation turn {number}: {said} the simulated user's")
+    return ["conversation:", *_indent(rows)] if rows else []
+
+
+def _quoted(text: str) -> str:
+    return f'"{_show(text)}"'
+
+
+def _simulated(trace: Trace, number: int) -> bool:
+    flags = trace.conversation.simulated if trace.conversation is not None else ()
+    return number <= len(flags) and flags[number - 1]
+
+
 # -- what it was told ----------------------------------------------------------------------
 
 
 def _told(
     old: Trace, new: Trace, old_views: list[TurnView], new_views: list[TurnView], intent: Intent
 ) -> list[str]:
-    lines: list[str] = []
+    lines: list[str] = _conversation_lines(old, new)
     for label, values in (
         ("protocol", lambda views: _unique(view.protocol for view in views)),
         ("model", lambda views: _unique(_show(view.outline.model) for view in views)),

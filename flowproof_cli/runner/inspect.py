@@ -271,15 +271,25 @@ class Described:
     comment: str
 
 
-def turn_comment(number: int, protocol: str, tools: list[str]) -> str:
+def turn_comment(
+    number: int, protocol: str, tools: list[str], conversation: str | None = None
+) -> str:
+    """`turn 3, openai-chat, tools called: ...`, led in a conversation by the turn it was
+    made in: `conversation turn 2 ("Then cancel it, please."): turn 3, ...`."""
     called = f"tools called: {', '.join(tools)}" if tools else "no tool called"
-    return f"turn {number}, {protocol}, {called}"
+    said = f"turn {number}, {protocol}, {called}"
+    return f"{conversation}: {said}" if conversation else said
 
 
 def trace_flows(trace: Trace, source: str) -> list[http.HTTPFlow]:
     """The trace's model turns in recorded order, then each MCP server's calls in order (a
     trace keeps no clock that would interleave the two); each flow commented."""
-    from flowproof_addons.conversation import MOCKED_CALL, MOCKED_TOOLS  # noqa: PLC0415
+    from flowproof_addons.conversation import (  # noqa: PLC0415
+        CONVERSATION_TURN,
+        MOCKED_CALL,
+        MOCKED_TOOLS,
+    )
+    from flowproof_cli.cassette.conversation import turn_label  # noqa: PLC0415
     from flowproof_cli.evidence.trace_view import turn_views  # noqa: PLC0415
 
     flows = []
@@ -293,7 +303,12 @@ def trace_flows(trace: Trace, source: str) -> list[http.HTTPFlow]:
             view.response,
         )
         tools = [call.name for call in view.answer.tool_calls] if view.answer else []
-        flow.comment = turn_comment(view.number, view.protocol, tools)
+        said = None
+        if trace.conversation is not None and turn.conversation_turn is not None:
+            number = turn.conversation_turn  # the recorded tag, never the position
+            said = turn_label(number, trace.conversation.message(number))
+            flow.metadata[CONVERSATION_TURN] = said
+        flow.comment = turn_comment(view.number, view.protocol, tools, said)
         if trace.mocks:
             flow.metadata[MOCKED_TOOLS] = sorted(trace.mocks)
         flows.append(flow)
@@ -325,7 +340,7 @@ class FlowTap:
         self._turns: dict[int, int] = {}  # listening port -> model turns seen on it
 
     def _comment(self, flow: http.HTTPFlow) -> None:
-        from flowproof_addons.conversation import tools_called  # noqa: PLC0415
+        from flowproof_addons.conversation import CONVERSATION_TURN, tools_called  # noqa: PLC0415
         from flowproof_cli.dialects import route  # noqa: PLC0415
 
         dialect = route(flow.request.path, flow.request.headers, flow.request.method)
@@ -340,7 +355,10 @@ class FlowTap:
             request = {}
         content = flow.response.get_content(strict=False) or b""
         kind = flow.response.headers.get("content-type", "").split(";")[0].strip() or None
-        note = turn_comment(number, dialect.name, tools_called(dialect, request, content, kind))
+        called = tools_called(dialect, request, content, kind)
+        conversation = flow.metadata.get(CONVERSATION_TURN)  # set by the session's boundary
+        said = conversation if isinstance(conversation, str) else None
+        note = turn_comment(number, dialect.name, called, said)
         flow.comment = f"{note}; {flow.comment}" if flow.comment else note
 
     def response(self, flow: http.HTTPFlow) -> None:

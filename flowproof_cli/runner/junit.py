@@ -5,6 +5,13 @@ the time); each flow is a `<testcase>` whose classname is its spec path relative
 directory and whose name is the flow's name, with `<failure>`, `<error>` or `<skipped>`.
 Nothing but the times depends on when or where it ran, so two runs of the same flows give the
 same file modulo `time`.
+
+A conversation stays one testcase: the suite's counts are flows, as the CLI's summary and the
+exit code count them, and a turn is not a test a viewer could rerun or quarantine alone. Its
+failure's message starts with the turns that failed (`turns: 1 passed, 1 failed
+(conversation turn 2 ("..."))`), the one line every viewer shows, and its body ends with
+each turn and its verdict. (Per-turn data as testcase `<properties>` was not chosen: the
+common JUnit schema does not allow them there and most viewers drop them.)
 """
 
 from __future__ import annotations
@@ -58,14 +65,28 @@ def _testcase(result: FlowResult, root: Path) -> ET.Element:
         error = ET.SubElement(case, "error", {"message": _text(result.error)})
         error.text = _text(result.error)
     elif result.status == "failed":
-        text = _text("\n".join(result.failure_texts))
-        failure = ET.SubElement(case, "failure", {"message": text})
-        failure.text = text
+        message, body = _failure(result)
+        failure = ET.SubElement(case, "failure", {"message": _text(message)})
+        failure.text = _text(body)
     if result.status in ("failed", "error"):
         for tag, output in (("system-out", result.stdout_tail), ("system-err", result.stderr_tail)):
             if output:
                 ET.SubElement(case, tag).text = _text(output)
     return case
+
+
+def _failure(result: FlowResult) -> tuple[str, str]:
+    """The failure's message and body. A conversation's message leads with the turns that
+    failed (a viewer shows the message first, often alone), its body lists every turn with
+    its verdict after the failures."""
+    text = "\n".join(result.failure_texts)
+    if result.conversation is None:
+        return text, text
+    from flowproof_cli.evidence.turns import turn_rows, turns_line  # noqa: PLC0415
+
+    turns = turns_line(result)
+    message = f"{turns}\n{text}" if turns else text
+    return message, "\n".join([text, "", *turn_rows(result)])
 
 
 def _relative(path: Path, root: Path) -> str:
