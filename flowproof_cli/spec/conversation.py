@@ -17,9 +17,8 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import Field, ValidationError, field_validator, model_validator
 
 from flowproof_cli.match.patterns import BadPattern, compile_pattern
-from flowproof_cli.quoting import closest_name, odd_note, skeleton, unmasked
 from flowproof_cli.spec.base import _Model
-from flowproof_cli.spec.problems import SPEC_ERROR_TYPE, spec_problem
+from flowproof_cli.spec.problems import SPEC_ERROR_TYPE, check_keys, spec_problem
 from flowproof_cli.spec.variables import (
     MESSAGE_HANDLE,
     MESSAGE_HANDLES,
@@ -157,16 +156,7 @@ class SimulatedUser(_Model):
     def _keys(cls, value: Any) -> Any:
         if not isinstance(value, dict):
             return value
-        for key in value:
-            if key not in _SIMULATED_KEYS:
-                close = closest_name(str(key), _SIMULATED_KEYS)
-                hint = f" Did you mean `{close}`?" if close else ""
-                odd = odd_note(str(key), close or skeleton(str(key)))
-                raise spec_problem(
-                    f"unknown key `{unmasked(str(key))}`{odd} in a simulated `user:`.{hint} "
-                    f"Fix: use the keys {', '.join(_SIMULATED_KEYS)}",
-                    (str(key),),
-                )
+        check_keys(value, _SIMULATED_KEYS, "a simulated `user:`", "use the keys")
         for key, what in (("simulate", "the persona and goal"), ("until", "when it is done")):
             if key not in value:
                 raise spec_problem(

@@ -28,7 +28,6 @@ from pydantic import (
 )
 
 from flowproof_cli.errors import SpecError
-from flowproof_cli.quoting import closest_name, odd_note, skeleton, unmasked
 from flowproof_cli.spec.base import _Model
 from flowproof_cli.spec.conversation import SimulatedUser, simulated_user
 from flowproof_cli.spec.grammar import (
@@ -37,7 +36,7 @@ from flowproof_cli.spec.grammar import (
     parse_reply_assertion,
     parse_tool_assertion,
 )
-from flowproof_cli.spec.problems import SPEC_ERROR_TYPE, spec_problem
+from flowproof_cli.spec.problems import SPEC_ERROR_TYPE, check_keys, spec_problem
 from flowproof_cli.spec.tools import _check_json
 
 _TOOL_ASSERTION_PATTERN = r"^\s*\S+(\s+where\s+\S[\s\S]*)?\s*$"
@@ -204,17 +203,7 @@ class ToolCallMatch(_Model):
                 "Fix: write e.g. `get_weather where city equals Nairobi` or "
                 "`{name: get_weather, args: {city: Nairobi}}`"
             )
-        for key in value:
-            if key not in _MATCH_KEYS:
-                close = closest_name(str(key), _MATCH_KEYS)
-                hint = f" Did you mean `{close}`?" if close else ""
-                odd = odd_note(str(key), close or skeleton(str(key)))
-                raise spec_problem(
-                    f"unknown key `{unmasked(str(key))}`{odd} in the tool assertion.{hint} Fix: "
-                    "use one of the "
-                    f"allowed keys: {', '.join(_MATCH_KEYS)}",
-                    (str(key),),
-                )
+        check_keys(value, _MATCH_KEYS, "the tool assertion", "use one of the allowed keys")
         for key in ("args", "args_exact"):
             if key in value and not isinstance(value[key], dict):
                 raise spec_problem(

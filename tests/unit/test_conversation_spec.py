@@ -3,7 +3,6 @@ and every way to write one wrong as a SpecError with file, line and fix (exit 2)
 
 from __future__ import annotations
 
-import textwrap
 from pathlib import Path
 
 import pytest
@@ -20,6 +19,7 @@ from flowproof_cli.spec import (
 )
 from flowproof_cli.spec.variables import MESSAGE_HANDLE, MESSAGE_JSON_HANDLE
 from tests.conftest import run_cli
+from tests.unit.test_spec_loader import write
 
 COMMAND = """\
 name: n
@@ -52,12 +52,6 @@ steps:
       max_turns: 3
       sees: reply
 """
-
-
-def write(tmp_path: Path, text: str) -> Path:
-    path = tmp_path / "case.flow.yaml"
-    path.write_text(textwrap.dedent(text), encoding="utf-8")
-    return path
 
 
 def spec_error(tmp_path: Path, text: str) -> SpecError:
