@@ -33,6 +33,7 @@ from flowproof_cli.match.presets import preset_names
 from flowproof_cli.spec import grammar, steps
 from flowproof_cli.spec.match import MatchSpec, NormalizeSpec
 from tests.falsifiability import cases
+from tests.falsifiability import test_conversations_can_fail as conversation_verdicts
 from tests.falsifiability import test_websocket_verdicts as websocket_verdicts
 
 # -- the forms the code enumerates ----------------------------------------------------------------
@@ -188,6 +189,9 @@ MESSAGE_SITES: dict[str, tuple[str, ...]] = {
     ),
     "flowproof_cli.runner.drivers": ("_driven", "_service_failure", "_listen_at_proxy_port"),
     "flowproof_cli.runner.command": ("_cannot_start",),
+    "flowproof_cli.runner.conversation": ("Dialogue.problem",),
+    "flowproof_cli.runner.turn_judge": ("unserved_turns",),
+    "flowproof_cli.cassette.conversation": ("OpenTurn.worded",),
     "flowproof_cli.runner.descriptors": ("ConnectionCap._over", "AcceptWatch.handled"),
     "flowproof_cli.runner.url_driver": ("_connection", "_describe"),
     "flowproof_cli.runner.mcp_servers": ("StdioServer._never_contacted", "McpServers._stale"),
@@ -221,6 +225,10 @@ MESSAGE_SITES: dict[str, tuple[str, ...]] = {
 
 #: Message templates no case can reach through the CLI, each with the reason.
 UNREACHABLE: dict[str, str] = {
+    "the agent exited {} after {} of the conversation's turns, before flowproof sent the "
+    "next one{}": "flowproof sends the next message as soon as a turn ends, so an agent that "
+    "exits then is caught during the next turn; this wording is left for an exit while a "
+    "simulated user's record call is out, a window no fixture holds open every time",
     "{} closed the WebSocket before the response completed": (
         "needs the socket to close between a frame and its answer, a race no case can time "
         "through the CLI (tests/unit/test_responses_websocket.py words it)"
@@ -373,6 +381,7 @@ def _case_messages() -> list[str]:
     said = [case.message for case in cases.CASES]
     said += [command.message for command in cases.COMMANDS]
     said += list(websocket_verdicts.MESSAGES.values())
+    said += [case.message for case in conversation_verdicts.CASES.values()]
     return [re.sub(r"<<[^<>]*>>", "X", text) for text in said]
 
 

@@ -2,8 +2,9 @@
 
 One conversation (tests/falsifiability/agents/order_chat.py: an openai-SDK chat loop with
 `lookup_order` and `cancel_order`) is recorded once against the scripted fake; each case is
-a copy of its folder with one change to the spec or the trace, replayed offline. A case
-states its exit code and a fragment of the failure; all run in one directory run."""
+a copy of its folder with one change to the spec, the agent or the trace, replayed offline.
+A case states its exit code and a fragment of the failure. Every case's twin is the base as
+recorded, which must pass (run once)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import json
 import shlex
 import sys
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -76,74 +78,104 @@ def _one_turn(trace: dict[str, Any]) -> None:
         del turn["conversation_turn"]
 
 
-#: name: (steps, extra spec keys, trace edit, exit code, fragment); the twin is the base.
-CASES: dict[str, tuple[list[Any], dict[str, Any], TraceEdit | None, int, str]] = {
-    "turn-reply": (
-        [*BASE[:5], {"assert": "reply contains refunded"}],
-        {},
-        None,
+def _drop_second_call_of_turn_one(trace: dict[str, Any]) -> None:
+    calls = [turn for turn in trace["turns"] if turn["conversation_turn"] == 1]
+    trace["turns"].remove(calls[1])
+
+
+@dataclass(frozen=True)
+class Case:
+    """One conversation verdict that must fail: the change, the exit code, the fragment."""
+
+    code: int
+    message: str
+    steps: list[Any] = field(default_factory=lambda: BASE)
+    spec: dict[str, Any] = field(default_factory=dict)  # top-level keys over the base's
+    agent: dict[str, Any] = field(default_factory=dict)  # agent keys over the base's
+    trace: TraceEdit | None = None
+
+
+CASES: dict[str, Case] = {
+    "turn-reply": Case(
         1,
         f'conversation turn 2 ("{CANCEL}"): assert reply contains refunded',
+        steps=[*BASE[:5], {"assert": "reply contains refunded"}],
     ),
-    "tool-of-another-turn": (
-        [*BASE[:4], {"assert_tool_call": "lookup_order"}],
-        {},
-        None,
+    "tool-of-another-turn": Case(
         1,
         f'conversation turn 2 ("{CANCEL}"): assert_tool_call lookup_order',
+        steps=[*BASE[:4], {"assert_tool_call": "lookup_order"}],
     ),
-    "no-tool-call-in-turn": (
-        [*BASE, {"assert_no_tool_call": "cancel_order"}],
-        {},
-        None,
+    "no-tool-call-in-turn": Case(
         1,
         f'conversation turn 2 ("{CANCEL}"): assert_no_tool_call cancel_order',
+        steps=[*BASE, {"assert_no_tool_call": "cancel_order"}],
     ),
-    "strict-per-turn": (
-        BASE[:4],
-        {"strict": True},
-        None,
-        1,
-        "cancel_order",
-    ),
-    "changed-message": (
-        [*BASE[:3], {"user": "Cancel it now."}, *BASE[4:]],
-        {},
-        None,
+    "strict-per-turn": Case(1, "cancel_order", steps=BASE[:4], spec={"strict": True}),
+    "changed-message": Case(
         1,
         'divergence in conversation turn 2 ("Cancel it now."), model call 1:',
+        steps=[*BASE[:3], {"user": "Cancel it now."}, *BASE[4:]],
     ),
-    "recorded-in-another-turn": (
-        BASE,
-        {},
-        _retag,
+    "recorded-in-another-turn": Case(
         1,
         f'this call was recorded in conversation turn 2 ("{CANCEL}"), not in this one',
+        trace=_retag,
     ),
-    "unserved-call": (
-        BASE,
-        {},
-        _twice_in_turn_two,
+    "extra-call-in-turn": Case(
+        1,
+        f'divergence in conversation turn 1 ("{WHERE}"), model call 2: extra call: the agent '
+        "made a model call beyond the 1 recorded in this turn",
+        trace=_drop_second_call_of_turn_one,
+    ),
+    "unserved-call": Case(
         1,
         f'conversation turn 2 ("{CANCEL}"): the agent made 2 model call(s) in this turn, the '
         "recording has 3",
+        trace=_twice_in_turn_two,
     ),
-    "turn-never-ends": (
-        BASE,
-        {"timeout": 4},
-        None,
+    "turn-never-ends": Case(
         1,
         f'conversation turn 2 ("{CANCEL}") did not end within 4 s: no line the agent '
         "printed after the message matched until '^> $'",
+        spec={"timeout": 4},
+        agent={"env": {"ORDER_CHAT_NO_PROMPT_AFTER": "2"}},
     ),
-    "one-turn-trace": (
-        BASE,
-        {},
-        _one_turn,
-        2,
-        "was recorded as a one-turn flow, but",
+    "exits-mid-conversation": Case(
+        1,
+        f'the agent exited with code 0 during conversation turn 2 ("{CANCEL}"), before it '
+        "ended the turn (no line matched until '^> $')",
+        agent={"env": {"ORDER_CHAT_EXIT_AFTER": "2"}},
     ),
+    "exits-before-the-first-turn": Case(
+        1,
+        "the agent exited with code 0 before the conversation's first turn was sent",
+        agent={"env": {"ORDER_CHAT_EXIT_AFTER": "0"}},
+    ),
+    "does-not-exit-after-the-last-turn": Case(
+        1,
+        "the agent did not exit within 4 s after the conversation's last turn, when flowproof "
+        "closed its stdin",
+        spec={"timeout": 4},
+        agent={"env": {"ORDER_CHAT_LINGER": "1"}},
+    ),
+    "first-prompt-never-printed": Case(
+        1,
+        "the agent did not print its first prompt within 4 s (wait_first: no line matched "
+        "until '^>> $')",
+        spec={"timeout": 4},
+        agent={"conversation": {"until": "^>> $", "wait_first": True}},
+    ),
+    "until-past-its-budget": Case(
+        1,
+        f'conversation turn 1 ("{WHERE}"): the `until` pattern `(.|.)*!` '
+        "(agent.conversation.until) ran past its budget",
+        agent={"conversation": {"until": "(.|.)*!", "wait_first": False}},
+    ),
+    "one-turn-trace": Case(2, "was recorded as a one-turn flow, but", trace=_one_turn),
 }
+#: Every case's twin is the base flow and its trace as recorded: run once, it must pass.
+TWIN = "base.twin"
 
 
 def _recorded(folder: Path) -> dict[str, Any]:
@@ -156,30 +188,29 @@ def _recorded(folder: Path) -> dict[str, Any]:
     return yaml.safe_load((folder / "base.trace.yaml").read_text())
 
 
-def _case(root: Path, name: str, trace: dict[str, Any], case: Any, twin: bool) -> Path:
-    steps, extra, edit, _, _ = case
-    folder = root / (f"{name}.twin" if twin else name)
+def _case(root: Path, name: str, trace: dict[str, Any], case: Case | None) -> Path:
+    """The case's folder (None: the twin, the base as recorded)."""
+    folder = root / name
     folder.mkdir(parents=True)
-    document = spec(BASE if twin else steps, **({} if twin else extra))
-    if name == "turn-never-ends" and not twin:
-        document["agent"]["env"] = {"ORDER_CHAT_NO_PROMPT_AFTER": "2"}
+    document = spec(BASE) if case is None else spec(case.steps, **case.spec)
+    if case is not None:
+        document["agent"].update(case.agent)
     (folder / "case.flow.yaml").write_text(yaml.safe_dump(document, sort_keys=False))
     edited = copy.deepcopy(trace)
-    if edit is not None and not twin:
-        edit(edited)
+    if case is not None and case.trace is not None:
+        case.trace(edited)
     (folder / "case.trace.yaml").write_text(yaml.safe_dump(edited, sort_keys=False))
     return folder
 
 
 def _all_cases(root: Path) -> dict[str, list[Any]]:
-    """Record the base, then run every case and its twin: {folder: [exit code, output]}."""
+    """Record the base, then run every case and the twin: {name: [exit code, output]}."""
     trace = _recorded(root / "base")
     found: dict[str, list[Any]] = {}
-    for name, case in CASES.items():
-        for twin in (False, True):
-            folder = _case(root / "cases", name, trace, case, twin)
-            result = run_cli("run", "--json", folder / "case.flow.yaml", cwd=folder)
-            found[folder.name] = [result.code, result.output]
+    for name, case in [*CASES.items(), (TWIN, None)]:
+        folder = _case(root / "cases", name, trace, case)
+        result = run_cli("run", "--json", folder / "case.flow.yaml", cwd=folder)
+        found[name] = [result.code, result.output]
     return found
 
 
@@ -195,12 +226,10 @@ def verdicts(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[Any]]:
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_the_case_fails_with_its_message(name: str, verdicts: dict[str, list[Any]]) -> None:
     code, output = verdicts[name]
-    expected_code, fragment = CASES[name][3], CASES[name][4]
-    assert code == expected_code, output
-    assert fragment in output.replace('\\"', '"'), output
+    assert code == CASES[name].code, output
+    assert CASES[name].message in output.replace('\\"', '"'), output
 
 
-@pytest.mark.parametrize("name", sorted(CASES))
-def test_its_twin_passes(name: str, verdicts: dict[str, list[Any]]) -> None:
-    code, output = verdicts[f"{name}.twin"]
+def test_the_twin_of_every_case_passes(verdicts: dict[str, list[Any]]) -> None:
+    code, output = verdicts[TWIN]
     assert code == 0, output
