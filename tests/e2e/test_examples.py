@@ -33,9 +33,9 @@ def _copy_examples(tmp_path: Path) -> Path:
 def test_committed_examples_replay_offline() -> None:
     result = run_cli("run", REPO / "examples", env=DEMO_ENV)
     assert result.code == 0, result.output
-    passed = 8 if HAS_NODE else 6
+    passed = 9 if HAS_NODE else 7
     assert result.stdout.count("PASS: ") == passed
-    assert f"{passed} passed, 0 failed, {8 - passed} skipped" in result.stdout
+    assert f"{passed} passed, 0 failed, {9 - passed} skipped" in result.stdout
     # A passing flow of a directory run shows no tier or notes (that is -v): what good looks like.
     assert "egress containment:" not in result.stdout
     assert "note: " not in result.stdout
@@ -47,7 +47,7 @@ def test_the_examples_follow_the_practices_the_warnings_recommend() -> None:
     result = run_cli("run", REPO / "examples", "-v", env=DEMO_ENV)
     assert result.code == 0, result.output
     blocks = result.stdout.split("PASS: ")[1:]
-    assert len(blocks) == (8 if HAS_NODE else 6), result.stdout
+    assert len(blocks) == (9 if HAS_NODE else 7), result.stdout
     for block in blocks:
         assert "warning:" not in block, block
         assert "egress containment:" in block  # -v shows the detail again
