@@ -200,7 +200,7 @@ def test_a_call_made_before_its_turn_fails_naming_the_turn_it_was_made_in(
 def test_an_extra_call_is_named_by_the_turn_it_was_made_in(tmp_path: Path) -> None:
     verdict = replayed(tmp_path, recorded([0, 0, 1]), [1.0, 2.0, 12.0, 21.0])
     assert verdict.hard == [
-        f'conversation turn 2 ("{SECOND}"): the MCP server \'orders\' diverged at call 4: '
+        f"conversation turn 2 (\"{SECOND}\"): the MCP server 'orders' diverged at call 4: "
         "an extra call (tools/call cancel_order); the recording has 3 call(s)"
     ]
     assert list(verdict.turns.values()) == [2]
@@ -210,7 +210,7 @@ def test_a_missing_call_is_named_by_the_turn_it_was_recorded_in(tmp_path: Path) 
     verdict = replayed(tmp_path, recorded([0, 0, 1, 2]), [1.0, 2.0, 12.0])
     assert verdict.hard == []
     assert verdict.soft == [
-        f'conversation turn 2 ("{SECOND}"): the MCP server \'orders\' ran short: the agent '
+        f"conversation turn 2 (\"{SECOND}\"): the MCP server 'orders' ran short: the agent "
         "made 3 of the 4 recorded call(s) (never made: call 4 (tools/call cancel_order))"
     ]
 
