@@ -115,12 +115,14 @@ def test_mcp_calls_replay_turn_by_turn_and_a_moved_call_names_its_turn(
     result = run_cli("run", spec, "--json", timeout=180)
     assert result.code == 1, result.output
     note = next(n for n, c in enumerate(calls, 1) if _names(c) == "turn-1.log")
-    [failure] = json.loads(result.stdout)["flows"][0]["failures"]
+    [flow] = json.loads(result.stdout)["flows"]
+    [failure] = flow["failures"]
     assert failure["message"] == (
         f'conversation turn 2 ("{SECOND}"): MCP server notes, call {note} (tools/call '
         f'write_note) was recorded in conversation turn 1 ("{FIRST}")'
     )
     assert failure["turn"] == 2, failure
+    assert [turn["passed"] for turn in flow["conversation"]] == [True, False]  # per turn
 
 
 def _names(call: dict) -> object:
