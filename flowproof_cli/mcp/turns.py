@@ -66,8 +66,9 @@ def misplaced_call(
         made_in = turns.at(at)
         if call.conversation_turn is None or made_in is None or made_in == call.conversation_turn:
             continue
-        return made_in, (
+        failure = (
             f"{turns.label(made_in)}: MCP server {server}, call {position + 1} "
             f"({call.label()}) was recorded in {turns.label(call.conversation_turn)}"
         )
+        return made_in, failure
     return None
