@@ -9,6 +9,7 @@ cannot: `conversation turn 2 ("Then cancel it, please."), model call 1: ...`.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -55,10 +56,14 @@ class OpenTurn:
     user_lane: list[UserCall] = field(default_factory=list)
     #: Replay: how many of `user_lane` were answered so far.
     user_served: int = 0
+    #: When each turn opened (CLOCK_MONOTONIC, system-wide): places the MCP calls, which a
+    #: stand-in in another process stamps on the same clock, in their turns (mcp/turns.py).
+    opened_at: dict[int, float] = field(default_factory=dict)
 
     def open(self, number: int, message: str) -> None:
         self.number, self.message, self.calls = number, message, 0
         self.messages[number] = message
+        self.opened_at[number] = time.monotonic()
 
     def call(self) -> int:
         """Count one model call of this turn; its number within the turn."""

@@ -247,7 +247,11 @@ def _call(number: int, call: Call) -> list[str]:
     head = f"{number}. {call.label()}"
     if arguments is not None:
         head += f" {show(arguments, SHOWN)}"
-    lines = [head + (" (mocked)" if call.mocked else "")]
+    if call.mocked:
+        head += " (mocked)"
+    if call.conversation_turn is not None:
+        head += f" (conversation turn {call.conversation_turn})"
+    lines = [head]
     if call.error is not None:
         lines.append(f"   error: {show(call.error, SHOWN)}")
     elif call.answered:

@@ -252,7 +252,8 @@ def _argument_lines(
 
 
 def _mcp_lines(old: dict[str, Lane], new: dict[str, Lane]) -> list[str]:
-    """MCP calls per server: added, no longer made, moved, and their changed params."""
+    """MCP calls per server: added, no longer made, moved (in the lane, or to another
+    conversation turn), and their changed params."""
     lines: list[str] = []
     for server in sorted(set(old) | set(new)):
         if server not in new:
@@ -270,6 +271,9 @@ def _mcp_lines(old: dict[str, Lane], new: dict[str, Lane]) -> list[str]:
             lines.extend(_indent(sequence.lines))
         for i, j in sequence.pairs:
             label = f"mcp {server} {after[j].label()}"
+            was, now = before[i].conversation_turn, after[j].conversation_turn
+            if was is not None and now is not None and was != now:
+                lines.append(f"{label}: call {j + 1} moved from conversation turn {was} to {now}")
             for change in changes(before[i].params, after[j].params):  # no ids are stored
                 lines.extend(_change_lines(label, change, "", separator=": "))
     return lines

@@ -6,7 +6,9 @@ processes of one server (an agent that spawns it twice) append whole lines side 
 A torn last line (a kill mid-write) is skipped when reading.
 
     {"i": "<instance>", "k": "start"}                 the stand-in started
-    {"i": "...", "k": "c", "m": {...}}                the agent sent m
+    {"i": "...", "k": "c", "m": {...}, "t": 812.5}    the agent sent m (t: when it arrived,
+                                                      CLOCK_MONOTONIC, which the runner's
+                                                      conversation turns are timed on too)
     {"i": "...", "k": "c", "m": {...}, "mock": true}  ... a mocked tools/call (not forwarded)
     {"i": "...", "k": "s", "m": {...}}                the server (or a mock) answered m
     {"i": "...", "k": "error", "text": "..."}         the stand-in could not do its job
@@ -19,6 +21,7 @@ import contextlib
 import fcntl
 import json
 import os
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -46,6 +49,8 @@ class CaptureFile:
         entry: dict[str, Any] = {"i": self.instance, "k": kind}
         if message is not None:
             entry["m"] = message
+        if kind == CLIENT:
+            entry["t"] = time.monotonic()
         entry.update(extra)
         line = json.dumps(entry, ensure_ascii=False, separators=(",", ":")) + "\n"
         os.write(self._fd, line.encode())
@@ -100,7 +105,8 @@ def lane_from_capture(entries: list[dict[str, Any]]) -> tuple[Lane, bool]:
         if kind == START:
             started = True
         elif kind == CLIENT:
-            recorder.client(message, instance=instance, mocked=bool(entry.get("mock")))
+            mocked = bool(entry.get("mock"))
+            recorder.client(message, instance=instance, mocked=mocked, at=stamp_of(entry))
         elif kind == SERVER:
             recorder.server(message, instance=instance)
     return recorder.lane, started
@@ -108,6 +114,16 @@ def lane_from_capture(entries: list[dict[str, Any]]) -> tuple[Lane, bool]:
 
 def client_messages(entries: list[dict[str, Any]]) -> list[Any]:
     return [entry.get("m") for entry in entries if entry.get("k") == CLIENT]
+
+
+def stamped_client_messages(entries: list[dict[str, Any]]) -> list[tuple[Any, float | None]]:
+    """What the agent sent, each with when it arrived (None: a capture without stamps)."""
+    return [(entry.get("m"), stamp_of(entry)) for entry in entries if entry.get("k") == CLIENT]
+
+
+def stamp_of(entry: dict[str, Any]) -> float | None:
+    stamp = entry.get("t")
+    return float(stamp) if isinstance(stamp, (int, float)) and not isinstance(stamp, bool) else None
 
 
 def started(entries: list[dict[str, Any]]) -> bool:

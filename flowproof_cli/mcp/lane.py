@@ -14,6 +14,7 @@ detail (no request ids, no session ids, no HTTP status of a plain answer).
         mocked: true           # answered by flowproof from the spec, never forwarded
         settled_after: 3       # answered only once 3 other calls had been answered
         status: 400            # HTTP status of an error answer, when it was not 200
+        conversation_turn: 2   # a conversation's: the turn open when the agent made it
     server:
       - after: 2               # calls answered when it crossed
         during: 3              # 1-based call pending when it crossed (emitted after it arrives)
@@ -50,6 +51,10 @@ class Call:
     mocked: bool = False
     settled_after: int | None = None
     status: int | None = None
+    #: A conversation's: the turn the agent made the call in (None: a one-turn flow).
+    conversation_turn: int | None = None
+    #: When it reached flowproof (CLOCK_MONOTONIC, comparable across processes); not stored.
+    arrived_at: float | None = field(default=None, compare=False, repr=False)
 
     @property
     def tool(self) -> str | None:
@@ -111,6 +116,8 @@ def lane_to_document(lane: Lane) -> dict[str, Any]:
             entry["settled_after"] = call.settled_after
         if call.status is not None:
             entry["status"] = call.status
+        if call.conversation_turn is not None:
+            entry["conversation_turn"] = call.conversation_turn
         calls.append(entry)
     events: list[dict[str, Any]] = []
     for event in lane.server:
@@ -177,6 +184,11 @@ def lane_from_document(document: Any, source: str) -> Lane:
                         else None
                     ),
                     status=_int(entry["status"], "status") if "status" in entry else None,
+                    conversation_turn=(
+                        _int(entry["conversation_turn"], "conversation_turn")
+                        if "conversation_turn" in entry
+                        else None
+                    ),
                 )
             )
         except (KeyError, TypeError, AttributeError) as exc:

@@ -12,6 +12,7 @@ connection, else none.
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from flowproof_cli.mcp.canonical import (
@@ -62,13 +63,19 @@ class LaneRecorder:
 
     # -- what the agent sent ---------------------------------------------------------
 
-    def client(self, message: Any, *, instance: str = "", mocked: bool = False) -> int | None:
-        """Record one client message; the 0-based call index of a request, else None."""
+    def client(
+        self, message: Any, *, instance: str = "", mocked: bool = False, at: float | None = None
+    ) -> int | None:
+        """Record one client message; the 0-based call index of a request, else None. `at`
+        is when it arrived (CLOCK_MONOTONIC; default now), which places it in its
+        conversation turn."""
         kind = kind_of(message)
         if kind is Kind.REQUEST and message["method"] != PING:
             method, params = canonical_request(message)
             position = len(self.lane.calls)
-            self.lane.calls.append(Call(method=method, params=params, mocked=mocked))
+            arrived_at = time.monotonic() if at is None else at
+            call = Call(method=method, params=params, mocked=mocked, arrived_at=arrived_at)
+            self.lane.calls.append(call)
             self._pending[(instance, id_key(message["id"]))] = position
             self._arrival[position] = self.answered
             self._instance_of[position] = instance

@@ -17,6 +17,7 @@ late at record, once as many other calls have been answered).
 from __future__ import annotations
 
 import copy
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -54,6 +55,7 @@ class _Arrived:
     request_id: Any
     token: Any
     mock: dict[str, Any] | None  # the spec's mocked answer, when the tool is mocked now
+    at: float = 0.0  # when it arrived (CLOCK_MONOTONIC): places it in its conversation turn
 
 
 class Replayer:
@@ -65,6 +67,8 @@ class Replayer:
         self.answered = 0
         self.divergence: str | None = None
         self.last_position: int | None = None  # position of the last request received
+        #: When the call that diverged arrived (CLOCK_MONOTONIC), to name its turn.
+        self.diverged_at: float | None = None
         self._responded: set[int] = set()
         self._cursor = 0  # next server event to emit
         self._waiting: int | None = None  # server request awaiting the agent's answer
@@ -95,15 +99,22 @@ class Replayer:
 
     # -- the agent's messages --------------------------------------------------------------
 
-    def receive(self, message: Any) -> list[Emission]:
+    @property
+    def arrivals(self) -> list[float]:
+        """When each call served so far arrived, by position (CLOCK_MONOTONIC)."""
+        return [arrived.at for arrived in self.arrived]
+
+    def receive(self, message: Any, at: float | None = None) -> list[Emission]:
+        """The answers to one message of the agent's; `at` is when it arrived (default
+        now), which places it in its conversation turn."""
         kind = kind_of(message)
         if kind is Kind.REQUEST:
-            return self._request(message)
+            return self._request(message, time.monotonic() if at is None else at)
         if kind is Kind.RESPONSE:
             return self._answer(message)
         return []  # client notifications are neither stored nor matched
 
-    def _request(self, message: dict[str, Any]) -> list[Emission]:
+    def _request(self, message: dict[str, Any], at: float) -> list[Emission]:
         if message["method"] == PING:
             self.last_position = UNPOSITIONED
             pong = {"jsonrpc": "2.0", "id": message["id"], "result": {}}
@@ -115,6 +126,7 @@ class Replayer:
             text = f"flowproof: replay stopped after a divergence: {self.divergence}"
             return [Emission(error_message(message["id"], DIVERGENCE_CODE, text), position, True)]
         calls = self.lane.calls
+        self.diverged_at = at  # kept only if this call diverges (`divergence` is set)
         if position >= len(calls):
             return self._diverge(
                 message,
@@ -129,7 +141,7 @@ class Replayer:
             mock = mock_answer(message, self.mocks, self._schemas, self._mock_calls)
         except MOCK_REFUSALS as exc:  # a bad schema is checked before the agent starts
             return self._refuse(message, position, refusal(self.server, exc)[0])
-        self.arrived.append(_Arrived(message["id"], progress_token(message), mock))
+        self.arrived.append(_Arrived(message["id"], progress_token(message), mock, at))
         return self._advance()
 
     def _answer(self, message: dict[str, Any]) -> list[Emission]:

@@ -283,7 +283,7 @@ async def _drive(setup: _Setup, hub: ProxyHub) -> tuple[Driven, McpVerdict]:
         driven = await drive(
             spec, setup.session, wiring, environ=setup.environ, timeout_s=setup.timeout_s
         )
-        return driven, mcp.verdict()
+        return driven, mcp.verdict(setup.session.conversation)
     finally:
         mcp.close()
 

@@ -114,11 +114,13 @@ def _unsound(
     if session.divergence is not None:
         return [f"divergence at {session.divergence.message}"]
     if mcp.hard:  # an MCP divergence explains a crash that followed it, like a model one
-        return mcp.hard
+        return _by_turn(mcp.hard, mcp)
     if driven.failure is not None:  # an MCP call left unanswered may be why it timed out
         return [driven.failure, *mcp.waiting]
     if session.requests == 0 and (mcp.soft or mcp.calls == 0 or recorded):
-        return mcp.soft or [_no_requests(driven, recorded if mode is Mode.REPLAY else None)]
+        return _by_turn(mcp.soft, mcp) or [
+            _no_requests(driven, recorded if mode is Mode.REPLAY else None)
+        ]
     if mode is Mode.REPLAY and len(session.served) != recorded and session.conversation:
         return unserved_turns(session, driven.turns)
     if mode is Mode.REPLAY and len(session.served) != recorded:
@@ -128,7 +130,15 @@ def _unsound(
             f"the agent made {session.requests} model call(s), the recording has {recorded} "
             f"(turn(s) never requested: {turns})"
         ]
-    return mcp.soft
+    return _by_turn(mcp.soft, mcp)
+
+
+def _by_turn(failures: list[str], mcp: McpVerdict) -> list[str | Failure]:
+    """MCP failures, each with its conversation turn when it has one."""
+    return [
+        Failure(failure, turn=mcp.turns[failure]) if failure in mcp.turns else failure
+        for failure in failures
+    ]
 
 
 def assertions(

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
+from flowproof_cli.cassette.conversation import OpenTurn
 from flowproof_cli.cassette.upstream import upstream_timeout
 from flowproof_cli.errors import ConfigError, SpecError
 from flowproof_cli.mcp.call_bound import CallBound
@@ -31,9 +32,9 @@ from flowproof_cli.mcp.capture import (
     ERROR,
     REFUSED,
     call_count,
-    client_messages,
     lane_from_capture,
     read_entries,
+    stamped_client_messages,
     started,
     unanswered,
 )
@@ -44,6 +45,7 @@ from flowproof_cli.mcp.lane import Lane, lane_to_document
 from flowproof_cli.mcp.mocks import lane_schemas, schema_problems
 from flowproof_cli.mcp.replayer import Replayer
 from flowproof_cli.mcp.stdio import StandinSession
+from flowproof_cli.mcp.turns import Turns, misplaced_call, stamp_lane
 from flowproof_cli.mode import Mode
 from flowproof_cli.process import held_temp_folder, remove_held_folder, split_command
 from flowproof_cli.spec.fields import url_problem
@@ -86,6 +88,8 @@ class McpVerdict:
     #: record: calls a real server had not answered when the agent ended (in `soft` too;
     #: also said beside a timeout, which they may explain)
     waiting: list[str] = field(default_factory=list)
+    #: A conversation's: the turn each failure above belongs to, by its text.
+    turns: dict[str, int] = field(default_factory=dict)
 
     @classmethod
     def none(cls) -> McpVerdict:
@@ -148,6 +152,10 @@ class McpServer(ABC):
     def close(self) -> None:
         """Nothing of the server stays open once the flow is judged."""
 
+    def replayer(self) -> Replayer | None:
+        """Replay: what answered the agent from the lane, once collected."""
+        return None
+
 
 class StdioServer(McpServer):
     """A `command:` server: the agent launches flowproof's stand-in, which captures."""
@@ -195,8 +203,11 @@ class StdioServer(McpServer):
         self._entries = read_entries(self.capture)
         if self.mode is Mode.REPLAY:
             self._replayer = Replayer(self.name, self.recorded, self.spec.mocks)
-            for message in client_messages(self._entries):
-                self._replayer.receive(message)
+            for message, at in stamped_client_messages(self._entries):
+                self._replayer.receive(message, at)
+
+    def replayer(self) -> Replayer | None:
+        return self._replayer
 
     def lane(self) -> Lane:
         return lane_from_capture(self._entries)[0]
@@ -266,6 +277,9 @@ class HttpServer(McpServer):
 
     def collect(self) -> None:
         """Nothing to read: the session kept count as the requests came."""
+
+    def replayer(self) -> Replayer | None:
+        return self.session.replayer if isinstance(self.session, HttpReplaySession) else None
 
     def lane(self) -> Lane:
         return self.session.lane()
@@ -378,21 +392,75 @@ class McpServers:
 
     # -- after the agent -------------------------------------------------------------------
 
-    def verdict(self) -> McpVerdict:
-        """Everything the runner needs, read once, before `close()` removes the captures."""
+    def verdict(self, conversation: OpenTurn | None = None) -> McpVerdict:
+        """Everything the runner needs, read once, before `close()` removes the captures.
+        In a conversation (`conversation`: the session's turns) each recorded call carries
+        its turn, and at replay a call made in another turn than recorded fails the flow,
+        like a divergence, and every failure names its turn (mcp/turns.py)."""
         for server in self.servers:
             server.collect()
-        hard = _unique([*(f for s in self.servers for f in s.hard_failures()), *self._stale()])
-        soft = _unique([f for s in self.servers for f in s.soft_failures()])
+        turns = Turns(conversation.opened_at, conversation.messages) if conversation else None
+        by_turn: dict[str, int] = {}
+        hard = [
+            f for s in self.servers for f in self._in_turns(s, s.hard_failures(), turns, by_turn)
+        ]
+        hard = _unique([*hard, *self._misplaced(turns, by_turn), *self._stale()])
+        soft = _unique(
+            [f for s in self.servers for f in self._in_turns(s, s.soft_failures(), turns, by_turn)]
+        )
         counts = {server.name: server.calls() for server in self.servers}
+        lanes = {s.name: s.lane() for s in self.servers} if self.mode is Mode.RECORD else {}
+        for lane in lanes.values():
+            if turns is not None:
+                stamp_lane(lane, turns.opened)
         return McpVerdict(
             hard=hard,
             soft=[failure for failure in soft if failure not in hard],
-            lanes={s.name: s.lane() for s in self.servers} if self.mode is Mode.RECORD else {},
+            lanes=lanes,
             calls=sum(counts.values()),
             per_server=counts,
             waiting=[call for server in self.servers for call in server.waiting()],
+            turns=by_turn,
         )
+
+    def _misplaced(self, turns: Turns | None, by_turn: dict[str, int]) -> list[str]:
+        """Replay, in a conversation: each server's first call made in another turn than
+        the one the recording has it in."""
+        found: list[str] = []
+        for server in self.servers:
+            replayer = server.replayer()
+            if turns is None or replayer is None:
+                continue
+            misplaced = misplaced_call(server.name, replayer.lane, replayer.arrivals, turns)
+            if misplaced is not None:
+                turn, failure = misplaced
+                by_turn[failure] = turn
+                found.append(failure)
+        return found
+
+    @staticmethod
+    def _in_turns(
+        server: McpServer, failures: list[str], turns: Turns | None, by_turn: dict[str, int]
+    ) -> list[str]:
+        """Replay, in a conversation: a divergence worded by the turn of the call that
+        diverged (an extra call, a changed one), a lane replayed short by the turn of the
+        first call never made."""
+        replayer = server.replayer()
+        if turns is None or replayer is None:
+            return failures
+        calls, made = replayer.lane.calls, len(replayer.arrived)
+        worded = []
+        for failure in failures:
+            turn: int | None = None
+            if failure == replayer.divergence:
+                turn = turns.at(replayer.diverged_at)
+            elif replayer.divergence is None and made < len(calls):
+                turn = calls[made].conversation_turn
+            said = failure if turn is None else f"{turns.label(turn)}: {failure}"
+            if turn is not None:
+                by_turn[said] = turn
+            worded.append(said)
+        return worded
 
     def _stale(self) -> list[str]:
         """Replay: lanes of the trace whose server the spec no longer declares."""

@@ -16,7 +16,9 @@ the preset, naming the change. Re-recording in the new place stores the same req
 Each CLI plays the story at two releases the lockfile installs, far enough apart that the
 request layout changed (`scenario.VERSIONS`, the versions its preset names as tested): the
 newest the whole story, the older one with its preset only, then its recording replayed by
-the newest release, which diverges leading with the version change. The fast tests at the
+the newest release, which diverges leading with the version change. Claude Code also plays a two-turn
+conversation over stream-json (its `claude-code-conversation` folder): recorded, replayed
+offline twice, and a changed second message diverges naming turn 2. The fast tests at the
 end check the scripted model itself, and that the lockfile puts each CLI's own package on
 PATH.
 """
@@ -29,7 +31,7 @@ import re
 import shutil
 import subprocess
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -39,17 +41,26 @@ from flowproof_cli.match.presets import load_preset
 from tests.conftest import computed_once
 from tests.e2e.cli_agents.scenario import (
     BINARIES,
+    CHANGED_SECOND_MESSAGE,
+    CONVERSATION,
     EDITED_TASK,
     NODE_BIN,
     ORIGINAL_TASK,
     PACKAGES,
     REPO,
+    SECOND_MESSAGE,
     VERSIONS,
     executable,
     libfaketime,
     newest,
 )
-from tests.fakes.cli_scripts import ANSWER_PREFIX, OPENCODE_MCP_TOOL, SCRIPTS
+from tests.fakes.cli_scripts import (
+    ANSWER_PREFIX,
+    OPENCODE_MCP_TOOL,
+    RECALL_PREFIX,
+    SCRIPTS,
+    claude_code_conversation,
+)
 from tests.fakes.fake_upstream import Reply
 
 CLIS = ("claude-code", "codex", "gemini-cli", "opencode", "qwen-code")
@@ -108,7 +119,7 @@ STORY_SECONDS = 600
 MCP_LANES = {"opencode": "mcp: dictionary 3 call(s)"}
 
 
-def _why_not_runnable(cli: str, version: str) -> str | None:
+def _why_not_runnable(cli: str, version: str, later_day: bool = True) -> str | None:
     if not executable(cli, version).exists():
         return (
             f"{BINARIES[cli]} {version} is not installed (run `npm ci` in tests/ for the "
@@ -120,7 +131,7 @@ def _why_not_runnable(cli: str, version: str) -> str | None:
         return "needs `unshare` (util-linux) and `ip` (iproute2) for the network namespace"
     if shutil.which("git") is None:
         return "needs git (the flows run inside a repository)"
-    if cli != "codex" and libfaketime() is None:
+    if later_day and cli != "codex" and libfaketime() is None:
         return "needs libfaketime (Debian package `faketime`) to replay on a later day"
     return None
 
@@ -155,6 +166,8 @@ class Story:
     steps: dict[str, dict[str, Any]]  # see scenario.py: record, replay, edited_prompt, ...
     requests_unchanged: bool | None
     agents: list[str | None]  # the agent of each turn of the trace recorded first
+    #: A conversation's: the conversation turn of each recorded model call
+    conversation_turns: list[int | None] = field(default_factory=list)
 
     def step(self, name: str) -> dict[str, Any]:
         """One step's result; a clear failure when the scenario stopped before it."""
@@ -316,6 +329,62 @@ def test_the_newest_release_replaying_an_older_recording_leads_with_the_version(
     assert second.startswith("      ") and "changed" in second  # then the field that moved
 
 
+# -- Claude Code as a conversation (cli_agents/claude-code-conversation) -------------------
+
+
+@pytest.fixture(scope="module")
+def conversation(tmp_path_factory: pytest.TempPathFactory) -> Story:
+    """Claude Code's newest release over stream-json, two turns: recorded, replayed twice
+    offline from a copy elsewhere, and once with the second message changed."""
+    version = newest("claude-code")
+    reason = _why_not_runnable("claude-code", version, later_day=False)
+    if reason is not None:
+        pytest.skip(reason)
+    outcome = computed_once(
+        tmp_path_factory,
+        "cli-story-claude-code-conversation",
+        lambda: _run_scenario(CONVERSATION, version, tmp_path_factory.mktemp("conversation")),
+    )
+    story = Story(CONVERSATION, version, outcome["steps"], None, outcome["agents"])
+    story.conversation_turns.extend(outcome["conversation_turns"])
+    return story
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(STORY_SECONDS)
+def test_claude_code_records_a_conversation_turn_by_turn(conversation: Story) -> None:
+    """Turn 1 reads notes.txt with `Read`, turn 2 answers from the history; each turn's
+    assertions hold at record, and each recorded model call carries its turn."""
+    record = conversation.step("record")
+    assert record["code"] == 0, _explain(record)
+    assert record["stdout"].startswith("PASS: "), _explain(record)
+    turns = conversation.conversation_turns
+    assert turns[0] == 1 and turns[-1] == 2 and turns == sorted(turns), turns
+    assert set(conversation.agents) == {stored_agent("claude-code", conversation.version)}
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(STORY_SECONDS)
+@pytest.mark.parametrize("replay", ["replay", "replay_again"])
+def test_claude_code_replays_the_conversation_offline(conversation: Story, replay: str) -> None:
+    step = conversation.step(replay)
+    assert step["code"] == 0, _explain(step)
+    assert step["stdout"].startswith("PASS: "), _explain(step)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(STORY_SECONDS)
+def test_a_changed_second_message_diverges_in_turn_2(conversation: Story) -> None:
+    changed = conversation.step("changed_turn_2")
+    assert changed["code"] == 1, _explain(changed)
+    first = changed["stdout"].splitlines()[0]
+    assert f'divergence in conversation turn 2 ("{CHANGED_SECOND_MESSAGE}"), model call 1:' in (
+        first
+    ), _explain(changed)
+    detail = f"recorded {SECOND_MESSAGE}, replayed {CHANGED_SECOND_MESSAGE}"
+    assert detail in changed["stdout"], _explain(changed)
+
+
 # -- the scripted model itself (fast: no CLI runs) ------------------------------------------
 
 NOTES = "The secret word is pelican.\n"
@@ -446,3 +515,16 @@ def test_the_lockfile_puts_each_clis_own_package_on_path(cli: str) -> None:
 def test_the_script_refuses_another_dialect() -> None:
     dialect, body = _first_request("codex", CONTEXTS["codex"])
     assert SCRIPTS["claude-code"]()(dialect, body).status == 404
+
+
+def test_the_conversation_script_answers_turn_2_from_the_history() -> None:
+    script = claude_code_conversation()
+    dialect, body = _first_request("claude-code", CONTEXTS["claude-code"])
+    [(name, _)] = script(dialect, body).tool_calls
+    assert name == "Read"
+    body = _with_tool_result("claude-code", body, NOTES)
+    assert script(dialect, body) == Reply(text=f"{ANSWER_PREFIX} The secret word is pelican.")
+    answer = {"role": "assistant", "content": [{"type": "text", "text": "pelican"}]}
+    asked = {"role": "user", "content": [{"type": "text", "text": SECOND_MESSAGE}]}
+    body = {**body, "messages": [*body["messages"], answer, asked]}
+    assert script(dialect, body) == Reply(text=f"{RECALL_PREFIX} The secret word is pelican.")

@@ -160,3 +160,28 @@ SCRIPTS: dict[str, Callable[[], Script]] = {
     "opencode": opencode,
     "qwen-code": qwen_code,
 }
+
+
+#: The second message of the Claude Code conversation (tests/e2e/cli_agents/
+#: claude-code-conversation): it asks again, and the answer comes from the history.
+RECALL = "what was the secret word"
+#: That answer starts with this; the tool result of turn 1 follows it.
+RECALL_PREFIX = "As the notes said earlier:"
+
+
+def claude_code_conversation() -> Script:
+    """Claude Code over stream-json, two turns. Turn 1 as `claude_code()` (`Read` of
+    `<cwd>/notes.txt`, then the notes); turn 2, whose message asks the word again, is
+    answered from the history: the tool result turn 1 holds, with no tool call."""
+    first = claude_code()
+
+    def script(dialect: str, body: dict[str, Any]) -> Reply:
+        if dialect == DIALECT_ANTHROPIC:
+            conversation = conversation_of(dialect, body)
+            asked = RECALL in conversation.last_user_text.lower()
+            if asked and conversation.tool_results and "Read" in conversation.tools:
+                earlier = _file_text(conversation.tool_results[-1])
+                return Reply(text=f"{RECALL_PREFIX} {earlier}")
+        return first(dialect, body)
+
+    return script

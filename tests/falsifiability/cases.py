@@ -1,7 +1,7 @@
 """Every verdict flowproof can give, each as a case that must FAIL, with the fixture to write.
 
-A case is a small change to one of two base flows, recorded once against the scripted fake
-upstream (`tests/fakes/fake_upstream.py`): a step that does not hold, an agent knob that
+A case is a small change to one of the base flows (`BASES`), each recorded once against the
+scripted fake upstream (`tests/fakes/fake_upstream.py`): a step that does not hold, an agent knob that
 changes one thing it sends (`fixtures/agent.py`), or an edit of the recorded trace. It
 states the exit code and a fragment of the message the flow must fail with, and the forms
 of the code it falsifies (`forms`, checked by test_completeness.py against the code's own
@@ -52,10 +52,19 @@ TOOLS: list[dict[str, Any]] = [
     {"name": "delete_city"},
 ]
 MCP: list[dict[str, Any]] = [{"name": "notes", "command": MCP_SERVER}]
-#: The two recordings every case starts from: the model only, and the model plus MCP.
+#: The second message of the conversation base.
+SECOND_MESSAGE = "And tomorrow?"
+#: The recordings every case starts from: the model only, the model plus MCP, and the model
+#: plus MCP in a two-turn conversation (the MCP session in turn 1).
 BASES: dict[str, dict[str, Any]] = {
     "model": {"env": {}, "spec": {}},
     "mcp": {"env": {"FP_MCP": "notes"}, "spec": {"mcp": MCP}},
+    "mcp-conversation": {
+        "env": {"FP_MCP": "notes", "FP_CONVERSATION": "1"},
+        "spec": {"mcp": MCP},
+        "agent": {"conversation": {"until": "^> $"}},
+        "steps": [{"user": PROMPT}, {"user": SECOND_MESSAGE}],
+    },
 }
 
 #: The secret of the leak cases: every encoding of it differs from the others (a `/`, `+`,
@@ -155,6 +164,17 @@ def _repeat_mcp_call(trace: dict[str, Any]) -> None:
     """The lane records the `tools/call` twice (the agent makes it once)."""
     calls = trace["mcp"]["notes"]["calls"]
     calls.append(json.loads(json.dumps(calls[-1])))
+
+
+def _second_turn_asked(text: str) -> TraceEdit:
+    """The conversation base's turn 2 recorded as asked with `text`."""
+
+    def edit(trace: dict[str, Any]) -> None:
+        for turn in trace["turns"]:
+            if turn.get("conversation_turn") == 2:
+                turn["request"]["messages"][1]["content"] = text
+
+    return edit
 
 
 def _mcp_city(city: str) -> TraceEdit:
@@ -543,6 +563,16 @@ def _diverge(name: str, forms: tuple[str, ...], env: Mapping[str, str], message:
 
 
 DIVERGENCES: tuple[Case, ...] = (
+    Case(
+        "divergence",
+        "in-a-conversation-turn",
+        ("divergence:conversation turn",),
+        f'divergence in conversation turn 2 ("{SECOND_MESSAGE}"), model call 1: message 1 '
+        "(user) content changed",
+        base="mcp-conversation",
+        trace=_second_turn_asked("And the day after?"),
+        twin={"trace": None},
+    ),
     _diverge(
         "protocol",
         ("check:_protocol",),
@@ -1311,6 +1341,16 @@ MCP_CASES: tuple[Case, ...] = (
         "Paris",
         env={"FP_MCP_CITY": "Paris"},
     ),
+    Case(
+        "mcp",
+        "call-in-another-turn",
+        ("mcp:conversation turn",),
+        f'conversation turn 2 ("{SECOND_MESSAGE}"): MCP server notes, call 1 (initialize) was '
+        f'recorded in conversation turn 1 ("{PROMPT}")',
+        base="mcp-conversation",
+        env={"FP_MCP_TURN": "2"},
+        twin={"env": {}},
+    ),
     _mcp(
         "extra-call",
         ("mcp:extra call",),
@@ -1793,6 +1833,7 @@ def spec_of(case: Case) -> dict[str, Any]:
     """The case's flow as data: its base, then the case's changes (a None agent key goes)."""
     base = BASES[case.base]
     agent: dict[str, Any] = {"command": AGENT, "env": {**base["env"], **case.env}}
+    agent.update(base.get("agent", {}))
     for key, value in case.agent.items():
         if value is None:
             agent.pop(key, None)
@@ -1801,7 +1842,7 @@ def spec_of(case: Case) -> dict[str, Any]:
     spec: dict[str, Any] = {"name": FLOW_NAME, "app": "agent", "agent": agent, "tools": TOOLS}
     spec.update(base["spec"])
     spec.update(case.spec)
-    spec["steps"] = [{"prompt": PROMPT}, *case.steps]
+    spec["steps"] = [*base.get("steps", [{"prompt": PROMPT}]), *case.steps]
     return spec
 
 

@@ -203,6 +203,7 @@ MESSAGE_SITES: dict[str, tuple[str, ...]] = {
         "Replayer.failures",
     ),
     "flowproof_cli.mcp.matching": ("compare_call", "compare_answer"),
+    "flowproof_cli.mcp.turns": ("misplaced_call",),
     "flowproof_cli.mcp.mocks": ("MockSchemaError.__init__",),
     "flowproof_cli.match.rules": ("AddonRule.apply",),
     "flowproof_cli.match.patterns": ("PatternBudgetExceeded.__init__",),

@@ -78,6 +78,12 @@ def test_a_trace_with_mcp_lanes_and_blocked_egress() -> None:
     ]
 
 
+def test_an_mcp_call_of_a_conversation_names_its_turn() -> None:
+    lane = Lane([Call("tools/list", None, {}, answered=True, conversation_turn=2)])
+    lines = timeline(chat_trace(mcp={"notes": lane}), "w.trace.yaml")
+    assert "  1. tools/list (conversation turn 2)" in lines
+
+
 def test_a_side_conversation_and_an_error_answer() -> None:
     trace = chat_trace()
     side = {"model": "gpt-4o-mini", "messages": [{"role": "system", "content": "Title it."}]}

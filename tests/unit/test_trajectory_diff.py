@@ -208,6 +208,14 @@ def test_mcp_calls_added_removed_and_changed() -> None:
     assert "  mcp old: no longer in the trace (it had 1 call(s))" in result
 
 
+def test_an_mcp_call_moved_to_another_conversation_turn() -> None:
+    def lane(turn: int) -> Lane:
+        return Lane([Call("tools/list", None, {}, answered=True, conversation_turn=turn)])
+
+    result = lines(chat_trace(mcp={"notes": lane(1)}), chat_trace(mcp={"notes": lane(2)}))
+    assert "  mcp notes tools/list: call 1 moved from conversation turn 1 to 2" in result
+
+
 def test_egress_blocked_destinations() -> None:
     blocked = [{"destination": "203.0.113.7:443", "protocol": "tcp", "at_ms": 5}]
     moved = [{"destination": "203.0.113.7:443", "protocol": "tcp", "at_ms": 90}]

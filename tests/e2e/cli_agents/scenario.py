@@ -49,7 +49,8 @@ from pathlib import Path
 
 import yaml
 
-from tests.fakes.cli_scripts import SCRIPTS
+from tests.fakes.cli_scripts import SCRIPTS, claude_code_conversation
+from tests.fakes.fake_upstream import Script
 from tests.fakes.responses_ws_upstream import ResponsesWebSocketUpstream
 
 REPO = Path(__file__).resolve().parents[3]
@@ -203,9 +204,10 @@ def flowproof(
     command: str,
     extra: dict[str, str] | None = None,
     options: tuple[str, ...] = (),
+    spec: str = SPEC,
 ) -> Step:
     environ = {**machine.environ(), **(extra or {})}
-    argv = [str(VENV_BIN / "flowproof"), command, *options, str(machine.project / SPEC)]
+    argv = [str(VENV_BIN / "flowproof"), command, *options, str(machine.project / spec)]
     started = time.monotonic()
     done = subprocess.run(
         argv,
@@ -241,11 +243,12 @@ def new_project(cli: str, laptop: Machine, edit: str | None = None) -> None:
     git(laptop.project, "commit", "-q", "-m", "A flow for the coding CLI")
 
 
-def record(cli: str, machine: Machine) -> Step:
+def record(cli: str, machine: Machine, spec: str = SPEC, script: Script | None = None) -> Step:
     # It speaks the Responses API over WebSocket too: Codex's default transport.
-    with ResponsesWebSocketUpstream(script=SCRIPTS[cli](), seed=SEED, api_key="k") as fake:
+    script = script or SCRIPTS[cli]()
+    with ResponsesWebSocketUpstream(script=script, seed=SEED, api_key="k") as fake:
         upstream = {"FLOWPROOF_AGENT_UPSTREAM": f"{fake.base_url}/v1", "FLOWPROOF_AGENT_KEY": "k"}
-        return flowproof(machine, "record", upstream)
+        return flowproof(machine, "record", upstream, spec=spec)
 
 
 def stored_requests(trace: Path) -> list[object]:
@@ -298,6 +301,8 @@ class Outcome:
     steps: dict[str, Step]
     requests_unchanged: bool | None = None
     agents: list[str | None] = field(default_factory=list)  # per turn of the first trace
+    #: The conversation turn of each recorded model call (a conversation's trace)
+    conversation_turns: list[int | None] = field(default_factory=list)
 
 
 def scenario(cli: str, workdir: Path, version: str | None = None) -> Outcome:
@@ -364,8 +369,47 @@ def replay_with_newest(cli: str, ci: Machine, workdir: Path) -> Step:
     return flowproof(copy, "run")
 
 
+#: Claude Code as a conversation (`cli_agents/claude-code-conversation`): one process, a
+#: message per turn on its stdin as stream-json, a turn ended by its `result` event.
+CONVERSATION = "claude-code-conversation"
+CONVERSATION_SPEC = "chat.flow.yaml"
+CONVERSATION_TRACE = "chat.trace.yaml"
+#: The second message, and what the mutation changes it to.
+SECOND_MESSAGE = "Thanks. What was the secret word again?"
+CHANGED_SECOND_MESSAGE = "Thanks. What was the secret word, once more?"
+
+
+def conversation(workdir: Path) -> Outcome:
+    """Claude Code's newest release as a two-turn conversation: recorded on the laptop
+    against the scripted model (turn 1 reads notes.txt, turn 2 answers from the history),
+    then with no upstream from a copy elsewhere with another HOME: replayed twice, and once
+    with the second message changed (`changed_turn_2`), which must diverge in turn 2."""
+    laptop = Machine(workdir / "laptop" / "chat-app", workdir / "laptop" / "home-ann")
+    ci = Machine(workdir / "ci" / "chat", workdir / "ci" / "home-ci")
+    new_project(CONVERSATION, laptop)
+    steps = {"record": record(CONVERSATION, laptop, CONVERSATION_SPEC, claude_code_conversation())}
+    if steps["record"].code != 0:
+        return Outcome(steps)
+    trace = yaml.safe_load((laptop.project / CONVERSATION_TRACE).read_text())
+    shutil.copytree(laptop.project, ci.project)
+    ci.home.mkdir(parents=True, exist_ok=True)
+    shutil.rmtree(laptop.project)
+    steps["replay"] = flowproof(ci, "run", spec=CONVERSATION_SPEC)
+    steps["replay_again"] = flowproof(ci, "run", spec=CONVERSATION_SPEC)
+    changed = elsewhere(ci, "chat-changed")
+    shutil.copytree(ci.project, changed.project)
+    spec = changed.project / CONVERSATION_SPEC
+    spec.write_text(spec.read_text().replace(SECOND_MESSAGE, CHANGED_SECOND_MESSAGE))
+    steps["changed_turn_2"] = flowproof(changed, "run", spec=CONVERSATION_SPEC)
+    turns = [turn.get("conversation_turn") for turn in trace["turns"]]
+    return Outcome(steps, None, stored_agents(ci.project / CONVERSATION_TRACE), turns)
+
+
 def main(argv: list[str]) -> int:
     cli, workdir = argv[0], Path(argv[1])
+    if cli == CONVERSATION:
+        json.dump(asdict(conversation(workdir)), sys.stdout)
+        return 0
     version = argv[2] if len(argv) > 2 else None
     json.dump(asdict(scenario(cli, workdir, version)), sys.stdout)
     return 0
