@@ -43,9 +43,7 @@ def answer(client: OpenAI, history: list[Any], message: str) -> str:
         for call in said.tool_calls:
             order = json.loads(call.function.arguments).get("order_id")  # type: ignore[union-attr]
             result = {"order_id": order, "status": STATUS[call.function.name]}  # type: ignore[union-attr]
-            history.append(
-                {"role": "tool", "tool_call_id": call.id, "content": json.dumps(result)}
-            )
+            history.append({"role": "tool", "tool_call_id": call.id, "content": json.dumps(result)})
 
 
 def main() -> int:
