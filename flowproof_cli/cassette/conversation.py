@@ -60,10 +60,20 @@ class OpenTurn:
     #: stand-in in another process stamps on the same clock, in their turns (mcp/turns.py).
     opened_at: dict[int, float] = field(default_factory=dict)
 
-    def open(self, number: int, message: str) -> None:
-        self.number, self.message, self.calls = number, message, 0
-        self.messages[number] = message
+    def begin(self, number: int) -> None:
+        """Turn `number` is open before its message is sent: a conversation without
+        `wait_first` is in turn 1 from the agent's start, so a call the agent makes while
+        it starts belongs to turn 1 however late the runner gets to write the message."""
+        self.number, self.message, self.calls = number, self.messages.get(number, ""), 0
         self.opened_at[number] = time.monotonic()
+
+    def open(self, number: int, message: str) -> None:
+        """Turn `number` opens with `message` (one begun already keeps its calls and time)."""
+        if number != self.number or number not in self.opened_at:
+            self.calls = 0
+            self.opened_at[number] = time.monotonic()
+        self.number, self.message = number, message
+        self.messages[number] = message
 
     def call(self) -> int:
         """Count one model call of this turn; its number within the turn."""

@@ -225,6 +225,7 @@ async def _started(
     try:
         if dialogue is None:
             return await spawn(outputs=outputs)
+        dialogue.begin()  # before the agent can make a call: it belongs to a turn
         process = await spawn(
             outputs=(dialogue.child_stdout, outputs[1]), stdin=dialogue.child_stdin
         )

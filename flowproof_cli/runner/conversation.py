@@ -140,6 +140,15 @@ class Dialogue:
         self._task: asyncio.Task[None] | None = None
         self._probe: int | None = None  # a read end of stdin's pipe, to count unread
 
+    def begin(self) -> None:
+        """Called before the agent starts: without `wait_first` turn 1 is open from then
+        on (its message follows as soon as the pipes are connected), so whatever the agent
+        asks while it starts belongs to turn 1 at record and at replay alike, whenever the
+        event loop gets to send the message; with `wait_first` it is before the first turn
+        until the agent's first prompt."""
+        if not self.wait_first:
+            self.turn.begin(1)
+
     # -- the agent's side of the pipes -------------------------------------------------
 
     @property

@@ -7,7 +7,11 @@ from __future__ import annotations
 import asyncio
 import re
 import sys
+import time
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from flowproof_cli.cassette.conversation import OpenTurn
 from flowproof_cli.runner.command import run_agent
@@ -134,3 +138,35 @@ def test_an_until_pattern_past_its_budget_stops_the_conversation_naming_it(
     assert problem.startswith('conversation turn 1 ("one"): the `until` pattern `(.|.)*!`')
     assert "ran past its budget" in problem
     assert outcome.exit_code == 0  # stdin closed: the agent ended at end of input
+
+
+def test_without_wait_first_turn_one_is_open_before_the_agent_can_call(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A call the agent makes while it starts belongs to turn 1 however late the event loop
+    writes the message (a clean-clone run failed: an MCP call made at start was turn 0 at
+    record, the loop busy loading the proxy, and turn 1 at replay)."""
+    stamp = tmp_path / "stamp"
+    agent = (
+        "import time, sys\n"
+        f"open({str(stamp)!r}, 'w').write(repr(time.monotonic()))\n"
+        "for line in sys.stdin:\n    print('> ', flush=True)\n"
+    )
+    start = Dialogue.start
+
+    async def late_start(self: Dialogue, capture: Any) -> None:
+        time.sleep(1.0)  # the loop busy elsewhere: the agent is up and calling meanwhile
+        await start(self, capture)
+
+    monkeypatch.setattr(Dialogue, "start", late_start)
+    dialogue = _dialogue(["hi"])
+    outcome = _run(tmp_path, agent, dialogue)
+    assert outcome.conversation_problem is None, outcome.conversation_problem
+    assert dialogue.turn.opened_at[1] < float(stamp.read_text())
+
+
+def test_with_wait_first_the_agents_start_is_before_the_first_turn() -> None:
+    dialogue = _dialogue(["hi"], wait_first=True)
+    dialogue.begin()
+    assert dialogue.turn.number == 0 and 1 not in dialogue.turn.opened_at
+    dialogue.close()
