@@ -132,6 +132,7 @@ class Dialogue:
         self._stdin_read, self._stdin_write = os.pipe()
         self._stdout_read, self._stdout_write = os.pipe()
         self._pending = bytearray()
+        self._partial_ended = False  # the last bytes fed ended a turn without a newline
         self._active: TurnOutcome | None = None
         self._ended: asyncio.Event | None = None
         self._capture: IO[bytes] | None = None
@@ -209,6 +210,12 @@ class Dialogue:
         if self._capture is not None:
             self._capture.seek(0, os.SEEK_END)
             self._capture.write(data)
+        if self._partial_ended and data[:1] in (b"\n", b"\r"):
+            # The end of the line that already ended a turn as it stood: a prompt and its
+            # newline written apart (an unbuffered `print`) end the turn once, and the
+            # newline is no empty line of the next turn's output.
+            data = data[2:] if data.startswith(b"\r\n") else data[1:]
+        self._partial_ended = False
         self._pending += data
         while (cut := self._pending.find(b"\n")) >= 0:
             line = self._pending[:cut].decode("utf-8", "replace").rstrip("\r")
@@ -218,6 +225,7 @@ class Dialogue:
             partial = self._pending.decode("utf-8", "replace")
             if self._matches(partial):  # a prompt written without a newline
                 self._pending.clear()
+                self._partial_ended = True
                 self._line(partial)
 
     def _matches(self, line: str) -> bool:
@@ -263,6 +271,7 @@ class Dialogue:
         self._ended = asyncio.Event()
         if self._pending and self._matches(self._pending.decode("utf-8", "replace")):
             self._pending.clear()  # printed before we listened, unterminated: it counts
+            self._partial_ended = True
             self._ended.set()
         await self._ended.wait()
 

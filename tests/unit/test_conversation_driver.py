@@ -15,7 +15,13 @@ import pytest
 
 from flowproof_cli.cassette.conversation import OpenTurn
 from flowproof_cli.runner.command import run_agent
-from flowproof_cli.runner.conversation import Dialogue, UserMessage, rendered, scripted
+from flowproof_cli.runner.conversation import (
+    Dialogue,
+    TurnOutcome,
+    UserMessage,
+    rendered,
+    scripted,
+)
 
 ECHO = """
 import sys
@@ -170,3 +176,26 @@ def test_with_wait_first_the_agents_start_is_before_the_first_turn() -> None:
     dialogue.begin()
     assert dialogue.turn.number == 0 and 1 not in dialogue.turn.opened_at
     dialogue.close()
+
+
+def test_a_prompt_and_its_newline_written_apart_end_one_turn_and_add_no_empty_line() -> None:
+    """An unbuffered `print("> ")` may reach flowproof as `> ` then `\\n`: the turn ends at
+    `> ` as it stands, and the newline is not an empty first line of the next turn."""
+
+    async def scenario() -> list[list[str]]:
+        dialogue = _dialogue(["a", "b"])
+        dialogue._ended = asyncio.Event()  # turn 1 open, as `_converse` leaves it
+        first = TurnOutcome(1, "a", 1)
+        dialogue.turns.append(first)
+        dialogue._active = first
+        dialogue.feed(b"answer a\n> ")
+        assert dialogue._ended.is_set() and first.ended
+        second = TurnOutcome(2, "b", 2)
+        dialogue.turns.append(second)
+        dialogue._active, dialogue._ended = second, asyncio.Event()
+        dialogue.feed(b"\n")
+        dialogue.feed(b"answer b\n")
+        dialogue.close()
+        return [turn.output for turn in dialogue.turns]
+
+    assert asyncio.run(scenario()) == [["answer a"], ["answer b"]]
