@@ -61,6 +61,8 @@ class AgentOutcome:
     stopped: bool = False  # stopped by flowproof once the verdict was settled (`settled`)
     #: A conversation's failure (runner/conversation.py `Dialogue.problem`), if any.
     conversation_problem: str | None = None
+    #: The conversation turn that was open and never ended, when the agent's run ended.
+    open_turn: int | None = None
 
     def stderr_tail(self, lines: int = TAIL_LINES) -> str:
         return tail_lines(self.stderr, lines)
@@ -297,4 +299,5 @@ async def run_agent(
         conversation_problem=(
             dialogue.problem(ending, timeout_s, process.returncode) if dialogue else None
         ),
+        open_turn=dialogue.open_turn.number if dialogue and dialogue.open_turn else None,
     )

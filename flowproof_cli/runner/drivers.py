@@ -77,6 +77,7 @@ class Driven:
     egress: EgressReport | None = None  # the containment this run ran under, and its report
     service: Service | None = None  # a url agent's trigger; None for a command agent
     turns: list[TurnOutcome] = field(default_factory=list)  # a conversation's, as they went
+    failure_turn: int | None = None  # the conversation turn `failure` is about, if one
 
 
 def _spec_name(spec: FlowSpec) -> str:
@@ -202,6 +203,7 @@ def _driven(outcome: AgentOutcome, session: CassetteSession, timeout_s: float) -
         tail = outcome.stderr_tail() if outcome.exit_code else ""
         said = f"; its stderr ends with:\n{tail}" if tail else ""
         driven.failure = f"{outcome.conversation_problem}; {_calls_made(session)}{said}"
+        driven.failure_turn = outcome.open_turn
     elif outcome.timed_out:
         driven.failure = (
             f"the agent did not finish within {timeout_s:g} s and was killed; "

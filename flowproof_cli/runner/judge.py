@@ -116,7 +116,7 @@ def _unsound(
     if mcp.hard:  # an MCP divergence explains a crash that followed it, like a model one
         return _by_turn(mcp.hard, mcp)
     if driven.failure is not None:  # an MCP call left unanswered may be why it timed out
-        return [driven.failure, *mcp.waiting]
+        return [Failure(driven.failure, turn=driven.failure_turn), *mcp.waiting]
     if session.requests == 0 and (mcp.soft or mcp.calls == 0 or recorded):
         return _by_turn(mcp.soft, mcp) or [
             _no_requests(driven, recorded if mode is Mode.REPLAY else None)

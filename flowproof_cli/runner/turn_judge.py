@@ -124,7 +124,7 @@ def turn_verdicts(
                 "model_calls": calls,
                 "status": turn.status,
                 "ended": turn.ended,
-                "passed": not own,
+                "passed": not own and turn.ended,
                 "failures": [failure.to_json() for failure in own],
             }
         )

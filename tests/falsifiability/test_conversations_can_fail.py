@@ -233,3 +233,15 @@ def test_the_case_fails_with_its_message(name: str, verdicts: dict[str, list[Any
 def test_the_twin_of_every_case_passes(verdicts: dict[str, list[Any]]) -> None:
     code, output = verdicts[TWIN]
     assert code == 0, output
+
+
+@pytest.mark.parametrize("name", ["turn-never-ends", "exits-mid-conversation"])
+def test_a_turn_that_never_ended_is_the_turn_that_failed(
+    name: str, verdicts: dict[str, list[Any]]
+) -> None:
+    """The run's own failure in a turn is that turn's: `--json` carries it on the failure
+    and marks the turn failed, so no view says every turn passed."""
+    flow = json.loads(verdicts[name][1])["flows"][0]
+    assert [failure["turn"] for failure in flow["failures"]] == [2]
+    assert [turn["passed"] for turn in flow["conversation"]] == [True, False]
+    assert flow["conversation"][1]["ended"] is False
