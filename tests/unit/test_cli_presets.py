@@ -109,3 +109,27 @@ def test_claude_code_2_1_332_environment_block_in_a_worktree_equals_a_plain_chec
     # the rule maps its output to itself (a stored request is rewritten to the same)
     rules = _claude_preset("/w/wt")
     assert rules.matched("anthropic", worktree) == worktree
+
+
+def _gemini_request(skills: list[str]) -> dict[str, Any]:
+    listed = "".join(
+        f"\n  <skill>\n    <name>{name}</name>\n    <description>Use it.</description>\n"
+        f"    <location>/x/node_modules/@google/gemini-cli/bundle/builtin/{name}/SKILL.md"
+        "</location>\n  </skill>"
+        for name in skills
+    )
+    text = f"You are Gemini CLI.\n<available_skills>{listed}\n</available_skills>\nBe brief."
+    return {
+        "model": "gemini-2.5-flash",
+        "contents": [{"role": "user", "parts": [{"text": "Read notes.txt"}]}],
+        "systemInstruction": {"parts": [{"text": text}]},
+    }
+
+
+def test_gemini_cli_lists_antigravity_support_in_some_runs_only_and_that_is_normalized() -> None:
+    rules, _ = build_rules([Declared("spec", presets=("gemini-cli",))], cwd=Path("/w"), home="/h")
+    with_it = rules.matched("gemini", _gemini_request(["antigravity-support", "skill-creator"]))
+    without = rules.matched("gemini", _gemini_request(["skill-creator"]))
+    assert with_it == without
+    other = rules.matched("gemini", _gemini_request(["skill-creator", "pdf-reader"]))
+    assert other != without  # another skill listed is still a change
