@@ -296,8 +296,18 @@ async def run_agent(
         stderr=stderr_text,
         duration_s=loop.time() - started,
         stopped=ending == "stopped",
-        conversation_problem=(
-            dialogue.problem(ending, timeout_s, process.returncode) if dialogue else None
-        ),
-        open_turn=dialogue.open_turn.number if dialogue and dialogue.open_turn else None,
+        **_conversation_outcome(dialogue, ending, timeout_s, process.returncode),
     )
+
+
+def _conversation_outcome(
+    dialogue: Dialogue | None, ending: str, timeout_s: float, exit_code: int | None
+) -> dict[str, Any]:
+    """A conversation's part of the outcome: what went wrong, and the turn left open."""
+    if dialogue is None:
+        return {}
+    turn = dialogue.open_turn
+    return {
+        "conversation_problem": dialogue.problem(ending, timeout_s, exit_code),
+        "open_turn": turn.number if turn is not None else None,
+    }
