@@ -75,15 +75,6 @@ class TurnOutcome:
 NextMessage = Callable[[Sequence[TurnOutcome]], Awaitable[UserMessage | None]]
 
 
-def scripted(messages: Sequence[UserMessage]) -> NextMessage:
-    """The spec's own `user:` messages, in order."""
-
-    async def next_message(done: Sequence[TurnOutcome]) -> UserMessage | None:
-        return messages[len(done)] if len(done) < len(messages) else None
-
-    return next_message
-
-
 #: The escapes `send` may be written with, so that a single-quoted YAML value (which keeps a
 #: backslash as written) ends its line as a double-quoted one does.
 _ESCAPES = re.compile(r"\\[nrt\\]")
@@ -381,15 +372,6 @@ def user_side(spec: FlowSpec, session: CassetteSession, turn: OpenTurn) -> NextM
         return None if said is None else UserMessage(*said)
 
     return next_message
-
-
-def user_messages(spec: FlowSpec) -> list[UserMessage]:
-    """The spec's written `user:` messages, in order."""
-    return [
-        UserMessage(turn.message, turn.number)
-        for turn in spec.conversation
-        if turn.message is not None
-    ]
 
 
 def conversation_of(spec: FlowSpec, session: CassetteSession) -> Dialogue | None:

@@ -82,12 +82,14 @@ def unserved_turns(session: CassetteSession, turns: Sequence[TurnOutcome]) -> li
         if position not in served and recorded.conversation_turn is not None:
             missing.setdefault(recorded.conversation_turn, []).append(position + 1)
     by_number = {turn.number: turn for turn in turns}
+    # Every turn's message: those sent this run, and at replay the trace's for the rest.
+    messages = session.conversation.messages if session.conversation is not None else {}
     failures = []
     for number, positions in sorted(missing.items()):
         held = sum(1 for each in session.recorded if each.conversation_turn == number)
         made = held - len(positions)
         turn = by_number.get(number)
-        message = turn.message if turn is not None else _recorded_message(session, number)
+        message = messages.get(number)
         listed = ", ".join(map(str, positions))
         answered = _answered([turn]) if turn is not None else ""
         failures.append(
@@ -99,11 +101,6 @@ def unserved_turns(session: CassetteSession, turns: Sequence[TurnOutcome]) -> li
             )
         )
     return failures
-
-
-def _recorded_message(session: CassetteSession, number: int) -> str | None:
-    conversation = session.conversation
-    return conversation.messages.get(number) if conversation is not None else None
 
 
 def turn_verdicts(

@@ -8,6 +8,7 @@ import asyncio
 import re
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -17,10 +18,11 @@ from flowproof_cli.cassette.conversation import OpenTurn
 from flowproof_cli.runner.command import run_agent
 from flowproof_cli.runner.conversation import (
     Dialogue,
+    NextMessage,
     TurnOutcome,
     UserMessage,
     rendered,
-    scripted,
+    unbuffered,
 )
 
 ECHO = """
@@ -34,6 +36,15 @@ while True:
     print(f"you said {line}")
 print("bye")
 """
+
+
+def scripted(messages: list[UserMessage]) -> NextMessage:
+    """The written messages, in order (the runner's own walker also plays simulated users)."""
+
+    async def next_message(done: Sequence[TurnOutcome]) -> UserMessage | None:
+        return messages[len(done)] if len(done) < len(messages) else None
+
+    return next_message
 
 
 def _dialogue(messages: list[str], until: str = r"^> $", **kwargs: object) -> Dialogue:
@@ -199,3 +210,23 @@ def test_a_prompt_and_its_newline_written_apart_end_one_turn_and_add_no_empty_li
         return [turn.output for turn in dialogue.turns]
 
     assert asyncio.run(scenario()) == [["answer a"], ["answer b"]]
+
+
+def test_a_python_agent_that_never_flushes_still_ends_its_turns(tmp_path: Path) -> None:
+    """`unbuffered` is what makes a plain `print("> ")` reach flowproof while the agent
+    waits: without it the prompt sits in the agent's pipe buffer and the turn never ends."""
+    agent = (
+        "import sys\nfor line in sys.stdin:\n    print('got ' + line.strip())\n    print('> ')\n"
+    )
+    script = tmp_path / "agent.py"
+    script.write_text(agent)
+
+    def run(env: dict[str, str]) -> Any:
+        dialogue = _dialogue(["one"])
+        argv = [sys.executable, str(script)]
+        return asyncio.run(run_agent(argv, env=env, cwd=tmp_path, timeout_s=4, dialogue=dialogue))
+
+    plain = {"PATH": "/usr/bin:/bin"}
+    assert run(unbuffered(plain)).conversation_problem is None
+    assert "did not end within 4 s" in (run(plain).conversation_problem or "")
+    assert unbuffered({"PYTHONUNBUFFERED": "0"})["PYTHONUNBUFFERED"] == "0"  # the spec's wins
