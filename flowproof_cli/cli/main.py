@@ -36,6 +36,12 @@ COMMANDS = {
         "Replay SPEC, or every *.flow.yaml below DIR, from recorded traces.",
         runs_flows=True,
     ),
+    "chaos": Entry(
+        "chaos",
+        "Replay each passing flow once per (call x fault kind), one fault at a time, offline, "
+        "and map what the agent survives.",
+        runs_flows=True,
+    ),
     "schema": Entry("schema", "Print the JSON Schema of *.flow.yaml files."),
     "doctor": Entry(
         "doctor",

@@ -24,6 +24,7 @@ from flowproof_cli.errors import TraceError
 from flowproof_cli.evidence import secrets as secret_scan
 from flowproof_cli.evidence.records import file_sha256
 from flowproof_cli.evidence.trajectory_diff import intent_of
+from flowproof_cli.faults.plan import Fault
 from flowproof_cli.match.addons import LoadedScript, ScriptAddon
 from flowproof_cli.match.agents import preset_version_notes
 from flowproof_cli.match.build import Declared, build_rules
@@ -124,6 +125,7 @@ async def run_flow(
     suite_match: Sequence[Declared] = (),
     hub: ProxyHub | None = None,
     keep_going: bool = False,
+    injected: tuple[Fault, ...] = (),  # on top of the spec's (the fault engine wires it)
 ) -> FlowResult:
     """Run one flow and return its verdict. FlowproofError propagates (exit 2).
 

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from flowproof_cli.errors import ConfigError, FlowproofError, TraceError
 from flowproof_cli.evidence.records import file_sha256, with_evidence
+from flowproof_cli.faults.plan import Fault, faults_from_document, faults_to_document
 from flowproof_cli.match.build import Declared
 from flowproof_cli.mode import Mode
 from flowproof_cli.runner.discovery import nearest_suite
@@ -50,6 +51,8 @@ class FlowJob:
     in_directory: bool = False
     suite_match: tuple[Declared, ...] = ()  # the nearest suite's `match:` block
     keep_going: bool = False  # after a divergence, the agent runs to its own end
+    #: Faults on top of the spec's, at replay only (`flowproof chaos`): not in the trace.
+    injected: tuple[Fault, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -62,6 +65,7 @@ class FlowJob:
             "in_directory": self.in_directory,
             "suite_match": [block.to_json() for block in self.suite_match],
             "keep_going": self.keep_going,
+            "injected": faults_to_document(self.injected),
         }
 
     @classmethod
@@ -76,7 +80,16 @@ class FlowJob:
             in_directory=bool(data.get("in_directory")),
             suite_match=tuple(Declared.from_json(block) for block in data.get("suite_match") or ()),
             keep_going=bool(data.get("keep_going")),
+            injected=_injected(data.get("injected") or []),
         )
+
+
+def _injected(document: Any) -> tuple[Fault, ...]:
+    """A job's injected faults read back; a document flowproof did not write is refused."""
+    faults = faults_from_document(document)
+    if isinstance(faults, str):
+        raise ValueError(f"the job's injected faults: {faults}")
+    return faults
 
 
 def plan_jobs(
@@ -226,6 +239,7 @@ async def _execute(job: FlowJob, hub: LazyHub) -> FlowResult:
                 suite_match=job.suite_match,
                 hub=proxy,
                 keep_going=job.keep_going,
+                injected=job.injected,
             )
     except FlowproofError as exc:
         error = exc
