@@ -312,16 +312,17 @@ def render_flow(chaos: FlowChaos, width: int = 160) -> list[str]:
     where = f"{chaos.name} ({chaos.spec_path})"
     if not chaos.passing:
         return [f"{where}: not passing without faults ({chaos.why_not_passing()}): no cells"]
-    if not chaos.calls:
-        return [f"{where}: its recording has no call to fault: no cells"]
+    if not chaos.cells:
+        kinds = ", ".join(chaos.kinds)
+        return [f"{where}: its recording has no call for the kinds {kinds}: no cells"]
     model = sum(at.boundary == "model" for at in chaos.calls)
     head = f"{where}: {model} model call(s)"
     mcp = len(chaos.calls) - model
     head += f", {mcp} MCP tool call(s)" if mcp else ""
     marks = {(result.cell.kind, result.cell.at): MARKS[result.outcome] for result in chaos.cells}
     headers = [column(at) for at in chaos.calls]
-    size = max(3, *(len(header) for header in headers))
-    kind_size = max(4, *(len(kind) for kind, _ in marks))
+    size = max([3, *(len(header) for header in headers)])
+    kind_size = max([4, *(len(kind) for kind, _ in marks)])
     lines = [
         head,
         ("  " + "kind".ljust(kind_size) + "".join(f"  {h:<{size}}" for h in headers)).rstrip(),

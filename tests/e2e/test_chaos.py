@@ -1,0 +1,103 @@
+"""`flowproof chaos` on a real flow: the openai SDK's own retries absorb the default kinds
+(every cell survived), the same agent without retries crashes at every call (and
+`--fail-on crashed` exits 1), a flow that fails without faults gets no cells.
+
+The tests marked `ENGINE` in their docstring judge what the fault engine does at the model
+boundary (the SDK's retries seen as extra requests, a cut of an unstreamed call n/a); the
+others judge the command alone.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import run_cli
+from tests.e2e.flows import set_agent_env, write_flow
+from tests.fakes.fake_upstream import FakeUpstream
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def recording(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The tool-loop agent (openai SDK, its default 2 retries) recorded against the fake."""
+    folder = tmp_path_factory.mktemp("chaos")
+    spec = write_flow(folder, env={"AGENT_SDK_RETRIES": "2"})
+    with FakeUpstream() as fake:
+        done = run_cli("record", spec, env={"FLOWPROOF_AGENT_UPSTREAM": f"{fake.base_url}/v1"})
+    assert done.code == 0, done.output
+    return spec
+
+
+def copy(recording: Path, tmp_path: Path, **variables: str) -> Path:
+    spec = shutil.copytree(recording.parent, tmp_path / "flows") / recording.name
+    if variables:
+        set_agent_env(spec, **variables)
+    return spec
+
+
+def cells(stdout: str) -> list[dict[str, object]]:
+    document = json.loads(stdout)
+    found: list[dict[str, object]] = document["cells"]
+    return found
+
+
+def test_the_sdks_retries_absorb_each_default_kind(recording: Path) -> None:
+    """ENGINE. Each status and a reset is retried by the SDK (one more request than the
+    recording has calls); a cut of a call that was never streamed cannot apply."""
+    done = run_cli("chaos", recording, "--json", "-j", "2")
+    assert done.code == 0, done.output
+    found = cells(done.stdout)
+    calls = len(json.loads(done.stdout)["flows"][0]["calls"])
+    assert calls >= 2 and len(found) == 5 * calls
+    for cell in found:
+        if cell["kind"] == "cut":
+            assert cell["outcome"] == "n/a", cell
+            continue
+        assert cell["outcome"] == "survived", cell
+        assert cell["detail"] == f"{calls + 1} model request(s) for {calls} call(s)", cell
+
+
+def test_an_agent_without_retries_crashes_at_every_call(recording: Path, tmp_path: Path) -> None:
+    """ENGINE. The same agent, its SDK's retries off: a 500 at any call ends it, and
+    `--fail-on crashed` turns that into exit 1; without it the map alone exits 0."""
+    spec = copy(recording, tmp_path, AGENT_SDK_RETRIES="0")
+    done = run_cli("chaos", spec, "--kinds", "500", "--fail-on", "diverged,crashed")
+    assert done.code == 1, done.output
+    assert "  500   CRASH" in done.stdout, done.stdout
+    assert "model call 1, 500: crashed: the agent exited with code 1" in done.stdout
+    assert "0 survived" in done.stdout and "chaos: --fail-on crashed: occurred" in done.stderr
+    assert run_cli("chaos", spec, "--kinds", "500").code == 0
+
+
+def test_fail_on_an_outcome_that_occurred_exits_1(recording: Path) -> None:
+    done = run_cli("chaos", recording, "--kinds", "500", "--fail-on", "survived,hung")
+    assert done.code == 1, done.output
+    assert "chaos: --fail-on survived: occurred" in done.stderr
+    summary = done.stdout.splitlines()[-1]
+    assert summary.startswith("chaos: ") and " survived, 0 diverged" in summary
+
+
+def test_a_flow_failing_without_faults_gets_no_cells(recording: Path, tmp_path: Path) -> None:
+    spec = copy(recording, tmp_path, AGENT_MODEL="gpt-4o")  # every request diverges
+    done = run_cli("chaos", spec.parent)
+    assert done.code == 0, done.output
+    assert "not passing without faults (failed: divergence at turn 1" in done.stdout
+    assert done.stdout.splitlines()[-1] == (
+        "chaos: 0 cell(s): 0 survived, 0 diverged, 0 crashed, 0 hung, 0 wrong, 0 n/a; "
+        "1 flow(s) not passing without faults (no cells)"
+    )
+    failing = run_cli("chaos", spec.parent, "--json", "--fail-on", "not-passing")
+    assert failing.code == 1 and json.loads(failing.stdout)["summary"]["not-passing"] == 1
+
+
+def test_a_spec_without_a_trace_exits_2(tmp_path: Path) -> None:
+    spec = write_flow(tmp_path)
+    done = run_cli("chaos", spec)
+    assert done.code == 2, done.output
+    assert f"error: no trace at {tmp_path / 'weather.trace.yaml'}" in done.stderr
+    assert "Traceback" not in done.output
