@@ -24,6 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from benchmarks import harness
 from benchmarks.groups import (
     bedrock_turn,
+    chaos,
     cold_start,
     containment,
     conversation,
@@ -48,6 +49,7 @@ GROUPS: dict[str, Callable[[harness.Settings], list[harness.Row]]] = {
     "large-answer": large_answer.run,
     "endpoints": endpoints.run,
     "conversation": conversation.run,
+    "chaos": chaos.run,
 }
 
 

@@ -3,6 +3,8 @@
 Reads OPENAI_BASE_URL / OPENAI_API_KEY like any openai-SDK agent and its task from
 FLOWPROOF_PROMPT. Its one tool is deterministic, so a replay matches turn for turn. The
 model (the stub, or flowproof's trace) asks for `lookup` on every turn but the last.
+BENCH_RETRIES=N sends a failed call again at once, up to N times (the chaos group: an agent
+that survives each fault, with no back-off sleep of an SDK's in the figures).
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import os
 import sys
 from typing import Any
 
+import openai
 from openai import OpenAI
 
 SYSTEM = "You are a careful research assistant. " * 20
@@ -32,6 +35,20 @@ TOOLS: Any = [
 ]
 
 
+def _create(client: OpenAI, messages: list[Any]) -> Any:
+    """One model call, sent again at once after an error, up to BENCH_RETRIES times."""
+    retries = int(os.environ.get("BENCH_RETRIES", "0"))
+    for attempt in range(retries + 1):
+        try:
+            return client.chat.completions.create(
+                model="gpt-4o-mini", messages=messages, tools=TOOLS
+            )
+        except (openai.APIStatusError, openai.APIConnectionError):
+            if attempt == retries:
+                raise
+    raise AssertionError("unreachable")
+
+
 def run() -> str:
     """The loop; the final reply."""
     client = OpenAI(max_retries=0)
@@ -41,9 +58,7 @@ def run() -> str:
         {"role": "user", "content": prompt},
     ]
     for _ in range(int(os.environ.get("BENCH_TURNS", "6"))):
-        reply = client.chat.completions.create(
-            model="gpt-4o-mini", messages=messages, tools=TOOLS
-        ).choices[0]
+        reply = _create(client, messages).choices[0]
         calls = reply.message.tool_calls or []
         if not calls:
             return reply.message.content or ""

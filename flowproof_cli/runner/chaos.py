@@ -69,6 +69,7 @@ LEGEND = (
 )
 #: Texts the drivers put in a failure when the agent or service ran out of time.
 _TIMED_OUT = ("did not finish within", "did not answer within")
+_STDERR_TAIL = "; its stderr ends with:"
 
 
 def fault_for(kind: str, at: CallAt) -> Fault:
@@ -180,7 +181,15 @@ def _timed_out(result: FlowResult, timeout_s: float | None) -> bool:
 
 
 def _first_line(text: str) -> str:
-    return text.strip().splitlines()[0] if text.strip() else ""
+    """A failure in one line: its first, and for a crash the last line of the agent's stderr
+    (`...; its stderr ends with:` then the tail), which is usually the error it died of."""
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    if not lines:
+        return ""
+    head = lines[0]
+    if len(lines) > 1 and head.endswith(_STDERR_TAIL):
+        return f"{head.removesuffix(_STDERR_TAIL)}: {lines[-1]}"
+    return head
 
 
 @dataclass

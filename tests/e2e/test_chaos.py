@@ -69,7 +69,10 @@ def test_an_agent_without_retries_crashes_at_every_call(recording: Path, tmp_pat
     done = run_cli("chaos", spec, "--kinds", "500", "--fail-on", "diverged,crashed")
     assert done.code == 1, done.output
     assert "  500   CRASH" in done.stdout, done.stdout
-    assert "model call 1, 500: crashed: the agent exited with code 1" in done.stdout
+    assert (
+        "model call 1, 500: crashed: the agent exited with code 1 after its model calls: "
+        in done.stdout
+    )
     assert "0 survived" in done.stdout and "chaos: --fail-on crashed: occurred" in done.stderr
     assert run_cli("chaos", spec, "--kinds", "500").code == 0
 

@@ -237,10 +237,14 @@ def test_every_command_that_runs_flows_is_held_to_the_rule() -> None:
             continue  # a stand-in for an MCP server, started by flowproof itself
         command = cli_main.cli.get_command(context, name)
         assert isinstance(command, cli_main.FlowCommand) == entry.runs_flows, name
-    assert {name for name, e in cli_main.COMMANDS.items() if e.runs_flows} == {"run", "record"}
+    assert {name for name, e in cli_main.COMMANDS.items() if e.runs_flows} == {
+        "run",
+        "record",
+        "chaos",
+    }
 
 
-@pytest.mark.parametrize("args", [["run", "--help"], ["record", "-h"]])
+@pytest.mark.parametrize("args", [["run", "--help"], ["record", "-h"], ["chaos", "--help"]])
 def test_asking_a_flow_command_for_help_owes_nothing(
     monkeypatch: pytest.MonkeyPatch, args: list[str]
 ) -> None:

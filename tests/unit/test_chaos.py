@@ -90,6 +90,7 @@ def test_cells_are_kinds_by_calls_of_their_own_boundary_and_a_spec_fault_is_not_
 
 TIMED_OUT = "the agent did not finish within 5 s and was killed; it made 1 model call(s)"
 FAULT = Fault(M1, ANSWER, 500)
+TAIL = "; its stderr ends with:"
 
 
 @pytest.mark.parametrize(
@@ -106,9 +107,12 @@ FAULT = Fault(M1, ANSWER, 500)
             "model changed",
         ),
         (
-            {"agent_exit_code": 1, "failures": [Failure("the agent exited with code 1\nx")]},
+            {
+                "agent_exit_code": 1,
+                "failures": [Failure(f"exited with code 1{TAIL}\n  a\n  Boom\n")],
+            },
             CRASHED,
-            "the agent exited with code 1",
+            "exited with code 1: Boom",
         ),
         ({"error": "flowproof could not run it"}, CRASHED, "flowproof could not run it"),
         ({"agent_exit_code": None, "failures": [Failure(TIMED_OUT)]}, HUNG, TIMED_OUT),
