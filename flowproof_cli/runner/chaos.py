@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -116,12 +116,28 @@ class Cell:
     skip: str | None = None
 
 
+def faulted_calls(spec_faults: Sequence[Fault], trace: traces.Trace) -> set[CallAt]:
+    """The calls the spec's own faults hit, as chaos names them (`turn K model call N` is
+    the recording's N-th call made while conversation turn K was open)."""
+    found = set()
+    for fault in spec_faults:
+        at = fault.at
+        if at.boundary == "model" and at.turn is not None:
+            in_turn = [
+                n for n, turn in enumerate(trace.turns, 1) if turn.conversation_turn == at.turn
+            ]
+            if at.call > len(in_turn):
+                continue  # a call the recording does not have: the replay says so
+            at = CallAt("model", in_turn[at.call - 1])
+        found.add(at)
+    return found
+
+
 def plan_cells(
-    calls: Sequence[CallAt], kinds: Sequence[str], spec_faults: Sequence[Fault] = ()
+    calls: Sequence[CallAt], kinds: Sequence[str], faulted: Collection[CallAt] = ()
 ) -> list[Cell]:
     """A cell per (kind, call) of its boundary, kinds in the order given. A call the spec
     already faults is not faulted twice: its cells are n/a."""
-    faulted = {fault.at for fault in spec_faults}
     cells = []
     for kind in kinds:
         boundary = "mcp" if kind in MCP_KINDS else "model"
@@ -284,14 +300,15 @@ def _planned(job: FlowJob, baseline: FlowResult, sweep: Sweep) -> FlowChaos:
         return chaos
     try:
         spec = load_spec(job.spec_path)
-        chaos.calls = positions(traces.load(job.trace_path))
+        trace = traces.load(job.trace_path)
     except FlowproofError as exc:
         if not job.in_directory:
             raise
         chaos.baseline = error_row(job, str(exc), baseline.name)
         return chaos
-    spec_faults = tuple(getattr(spec, "faults", None) or ())
-    chaos.planned = plan_cells(chaos.calls, sweep.kinds, spec_faults)
+    chaos.calls = positions(trace)
+    faulted = faulted_calls(tuple(getattr(spec, "faults", None) or ()), trace)
+    chaos.planned = plan_cells(chaos.calls, sweep.kinds, faulted)
     chaos.timeout_s = cell_timeout(sweep, spec.timeout)
     return chaos
 
@@ -330,7 +347,7 @@ def render_flow(chaos: FlowChaos, width: int = 160) -> list[str]:
     head += f", {mcp} MCP tool call(s)" if mcp else ""
     marks = {(result.cell.kind, result.cell.at): MARKS[result.outcome] for result in chaos.cells}
     headers = [column(at) for at in chaos.calls]
-    size = max([3, *(len(header) for header in headers)])
+    size = max(len(text) for text in [*headers, *marks.values()])
     kind_size = max([4, *(len(kind) for kind, _ in marks)])
     lines = [
         head,

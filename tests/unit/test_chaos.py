@@ -6,6 +6,7 @@ first, cells only for a passing flow, each with its one fault) with the replays 
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -77,13 +78,24 @@ def test_the_calls_are_the_recorded_turns_then_each_servers_tool_calls() -> None
 
 
 def test_cells_are_kinds_by_calls_of_their_own_boundary_and_a_spec_fault_is_not_doubled() -> None:
-    cells = chaos.plan_cells([M1, M2, NOTES1], ["429", "mcp-error"], [Fault(M2, "delay", 3)])
+    cells = chaos.plan_cells([M1, M2, NOTES1], ["429", "mcp-error"], {M2})
     assert [(cell.kind, cell.at) for cell in cells] == [
         ("429", M1),
         ("429", M2),
         ("mcp-error", NOTES1),
     ]
     assert [cell.skip for cell in cells] == [None, "the spec's own fault is at model call 2", None]
+
+
+def test_a_spec_fault_in_a_conversation_turn_is_found_among_the_recordings_calls() -> None:
+    trace = chat_trace()
+    trace.turns = [replace(turn, conversation_turn=n) for n, turn in enumerate(trace.turns, 1)]
+    faults = [
+        Fault(CallAt("model", 1, turn=2), ANSWER, 429),  # the flow's 2nd call
+        Fault(CallAt("model", 2, turn=2), ANSWER, 429),  # none: the replay says so
+        Fault(NOTES1, CRASH),
+    ]
+    assert chaos.faulted_calls(faults, trace) == {M2, NOTES1}
 
 
 # -- classification -------------------------------------------------------------------------
@@ -185,7 +197,11 @@ SWEPT = {
 def test_the_matrix_has_calls_across_kinds_down_and_says_what_did_not_survive() -> None:
     lines = chaos.render_flow(swept(SWEPT))
     assert lines[0] == "weather (w.flow.yaml): 2 model call(s)"
-    assert lines[1:4] == ["  kind  m1   m2", "  429   ok   DIV", "  cut   n/a  WRONG"]
+    assert lines[1:4] == [  # every column as wide as its widest header or mark
+        "  kind  m1     m2",
+        "  429   ok     DIV",
+        "  cut   n/a    WRONG",
+    ]
     assert lines[4:] == [
         "  model call 2, 429: diverged: messages[2] added",
         "  model call 1, cut: n/a: not streamed",
