@@ -16,11 +16,13 @@ that defines `flowproof_normalize(request, protocol)` is a match rule, in load o
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import os
 import time
 from collections.abc import Awaitable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -102,12 +104,30 @@ def _stock_budget() -> Budget:
         return Budget()
 
 
+def _deliver(flow: http.HTTPFlow, rendered: Rendered) -> Awaitable[None] | None:
+    """`_respond`, or what a fault asks instead: the connection closed without an answer,
+    or the answer after a wait (awaited by mitmproxy: the other flows go on meanwhile)."""
+    if rendered.reset:
+        flow.kill()
+        return None
+    if rendered.delay_s > 0:
+        return _respond_later(flow, rendered)
+    _respond(flow, rendered)
+    return None
+
+
+async def _respond_later(flow: http.HTTPFlow, rendered: Rendered) -> None:
+    await asyncio.sleep(rendered.delay_s)
+    _respond(flow, rendered)
+
+
 def _respond(flow: http.HTTPFlow, rendered: Rendered) -> None:
     """The answer, built directly: `Response.make` re-encodes the headers and sets the body
     through the content-encoding machinery, a measurable part of a replayed turn."""
     fields = [(b"content-type", rendered.content_type.encode())]
-    if rendered.status >= 400:
+    if rendered.status >= 400 and not rendered.retryable:
         fields.append((b"x-should-retry", b"false"))  # SDKs would otherwise retry a 409
+    fields.extend((name.encode(), value.encode()) for name, value in rendered.headers)
     fields.append((b"content-length", str(len(rendered.body)).encode()))
     reason = RESPONSES.get(rendered.status, "").encode()
     now = time.time()
@@ -238,7 +258,7 @@ class ModelBoundary:
         if session.off_loop is not None:  # matcher addons: mitmproxy awaits the answer
             return self._answer_off_loop(flow, session, session.off_loop, dialect)
         try:
-            self._answer(flow, session, dialect)
+            return self._answer(flow, session, dialect)
         except Exception as exc:  # fail closed: answered, counted, never forwarded
             self._failed(flow, session, dialect, exc)
         return None
@@ -251,14 +271,16 @@ class ModelBoundary:
         message = f"flowproof: {could_not_handle(flow.request.path.split('?', 1)[0], exc)}"
         _respond(flow, session.refuse(dialect, 500, message, INTERNAL_KIND))
 
-    def _answer(self, flow: http.HTTPFlow, session: CassetteSession, dialect: Dialect) -> None:
+    def _answer(
+        self, flow: http.HTTPFlow, session: CassetteSession, dialect: Dialect
+    ) -> Awaitable[None] | None:
         body = self._received(flow, session, dialect)
         outcome = (
             body
             if isinstance(body, Rendered)
             else session.on_request(flow.request.path, body, dialect, user_agent=_user_agent(flow))
         )
-        self._apply(flow, session, outcome)
+        return self._apply(flow, session, outcome)
 
     async def _answer_off_loop(
         self, flow: http.HTTPFlow, session: CassetteSession, off_loop: OffLoop, dialect: Dialect
@@ -275,7 +297,9 @@ class ModelBoundary:
                     flow.request.path, body, dialect, user_agent=_user_agent(flow)
                 )
             )
-            self._apply(flow, session, outcome)
+            later = self._apply(flow, session, outcome)
+            if later is not None:
+                await later
         except Exception as exc:  # fail closed, as `request` does
             self._failed(flow, session, dialect, exc)
 
@@ -301,16 +325,16 @@ class ModelBoundary:
 
     def _apply(
         self, flow: http.HTTPFlow, session: CassetteSession, outcome: Rendered | Forward
-    ) -> None:
+    ) -> Awaitable[None] | None:
         if isinstance(outcome, Rendered):
-            _respond(flow, outcome)
             flow.comment = "flowproof: answered from the trace"
             if session.divergence is not None and outcome.status >= 400:
                 flow.marked = ":warning:"
                 flow.comment = f"flowproof: {session.divergence.summary}"
-            return
+            return _deliver(flow, outcome)
         self._forward(flow, outcome)
         mark_forwarded(flow)
+        return None
 
     def flowproof_unknown_endpoint(self, flow: http.HTTPFlow, message: str) -> None:
         """The guard refused a path no dialect speaks on a listener of this boundary: the
@@ -340,27 +364,26 @@ class ModelBoundary:
         flow.metadata[PENDING] = forward.pending
         deadline.arm(flow, forward.timeout_s)
 
-    def response(self, flow: http.HTTPFlow) -> None:
+    def response(self, flow: http.HTTPFlow) -> Awaitable[None] | None:
         if flow.metadata.get(sockets.UPGRADING) and (session := self._session_for(flow)):
             sockets.on_upgrade_answered(flow, session)
-            return
+            return None
         pending = flow.metadata.pop(PENDING, None)
         if pending is None:
-            return
+            return None
         deadline.disarm(flow)  # only a flow this boundary forwarded: not an MCP server's
-        if flow.response is None:
-            return
         session = self._session_for(flow)
-        if session is None:
-            return
+        if flow.response is None or session is None:
+            return None
         upstream = flow.response
         content = upstream.get_content(strict=False) or b""
         status = upstream.status_code
-        _respond(flow, session.on_upstream_response(pending, status, content, upstream.headers))
+        rendered = session.on_upstream_response(pending, status, content, upstream.headers)
         kept = [(k, v) for k, v in upstream.headers.items() if k.lower().startswith(_KEPT_PREFIXES)]
-        if kept and flow.response is not None:
-            flow.response.headers.update(kept)
         flow.comment = "flowproof: recorded"
+        if kept and not rendered.reset:
+            rendered = replace(rendered, headers=(*rendered.headers, *kept))
+        return _deliver(flow, rendered)
 
     async def websocket_message(self, flow: http.HTTPFlow) -> None:
         """A frame on a socket this boundary opened or forwarded (addons/websocket.py)."""

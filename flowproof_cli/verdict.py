@@ -98,6 +98,8 @@ class FlowResult:
     # A conversation's turns, each with its verdict: {turn, message, step, simulated,
     # model_calls, status (a url agent's answer), ended, passed, failures}; None for one turn.
     conversation: list[dict[str, Any]] | None = None
+    # The flow's faults, each {fault, line, applied, not_applicable} (runner/fault_verdicts.py).
+    faults: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def failure_texts(self) -> list[str]:

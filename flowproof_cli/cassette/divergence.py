@@ -29,6 +29,10 @@ from flowproof_cli.quoting import looks_alike, named, unmasked
 MAX_TEXT_SHOWN = 300  # plain message text is shown whole up to this many characters
 
 
+#: The status of the answer that tells the agent its request matched no recorded turn.
+DIVERGENCE_STATUS = 409
+
+
 @dataclass(frozen=True)
 class Divergence:
     turn: int  # 1-based recorded turn the request was compared with (0: none left)

@@ -14,13 +14,26 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from flowproof_cli.cassette.conversation import OpenTurn
-from flowproof_cli.cassette.divergence import Divergence, explain, led_by_version, nearest_turn
+from flowproof_cli.cassette.divergence import (
+    DIVERGENCE_STATUS,
+    Divergence,
+    explain,
+    led_by_version,
+    nearest_turn,
+)
+from flowproof_cli.cassette.faulted import (
+    altered_upstream_answer,
+    faulted_record,
+    faulted_replay,
+)
 from flowproof_cli.cassette.index import TurnIndex
 from flowproof_cli.cassette.providers import no_upstream_reason
 from flowproof_cli.cassette.secret_forms import without, without_across_parts
 from flowproof_cli.cassette.turn import Turn, canonical_json
 from flowproof_cli.dialects import Dialect, Rendered, dialect_named, route
 from flowproof_cli.dialects.base import MockText, ResultSequence, ResultsExhausted, bare_key
+from flowproof_cli.faults.model_calls import ModelCalls
+from flowproof_cli.faults.plan import Fault
 from flowproof_cli.match.agents import RunAgents
 from flowproof_cli.match.patterns import PatternBudgetExceeded
 from flowproof_cli.match.rules import MatcherAddonError, MatchRules
@@ -33,7 +46,6 @@ from flowproof_cli.trajectory import Trajectory
 if TYPE_CHECKING:
     from flowproof_cli.cassette.upstreams import Upstreams
 
-DIVERGENCE_STATUS = 409
 #: What replaces the record key in an upstream answer that echoes it.
 KEY_REDACTED = b"[redacted]"
 #: A tool result beyond its tool's `results:` list: the request is refused, the flow fails.
@@ -116,6 +128,9 @@ class PendingTurn:
     transport: str | None = None  # "websocket" when it came as a frame; None over HTTP
     upstream: Upstream | None = None  # record: the one it was forwarded to (its provider's)
     conversation_turn: int | None = None  # the conversation turn open when it was asked
+    fault: str | None = None  # the label of the fault that hit the call, kept on its turn
+    replaces: int | None = None  # the recorded position of a fault's answer it replaces
+    alter: Fault | None = None  # the fault that alters its answer, once it has come
 
     def turn(self, status: int, response: Any) -> Turn:
         """The recorded turn of this request, with the answer the trace keeps."""
@@ -127,6 +142,7 @@ class PendingTurn:
             self.agent,
             self.transport,
             self.conversation_turn,
+            self.fault,
         )
 
 
@@ -315,6 +331,8 @@ class CassetteSession:
     notes: list[str] = field(default_factory=list)  # how the agent was answered (a 426)
     #: A conversation flow's open turn, which the runner moves on; None: a one-turn flow.
     conversation: OpenTurn | None = None
+    #: The flow's model faults and the calls they hit (flowproof_cli/faults/).
+    faults: ModelCalls = field(default_factory=ModelCalls)
 
     def __post_init__(self) -> None:
         self._mock_text = {name: mock_text(value) for name, value in self.mocks.items()}
@@ -384,42 +402,12 @@ class CassetteSession:
             return _error(None, 404, message, "flowproof_unknown_endpoint")
         clean_path = self._count(path)
         try:
-            read = self._read(dialect, path, clean_path, raw_body)
+            read = _read(self, dialect, path, clean_path, raw_body)
         except Exception as exc:  # any input, any bug: an answer
             return self._internal(dialect, clean_path, exc)
         if isinstance(read, _Received):  # who sent it, once it is a request to answer
             read = replace(read, agent=self.agents.read(user_agent, self.rules.agent_tokens))
         return read
-
-    def _read(
-        self, dialect: Dialect, path: str, clean_path: str, raw_body: bytes
-    ) -> Rendered | _Received:
-        try:
-            # A GET (a model listing) has no body: what it asks is in its path and query.
-            body = {} if dialect.method == "GET" else json.loads(raw_body or b"null")
-        except RecursionError:  # an exception like any other (500), worded for what it is
-            message = f"flowproof: the request to {clean_path} is JSON nested too deeply to read"
-            return self.refuse(dialect, 500, message, INTERNAL_KIND)
-        except ValueError:
-            body = None
-        if not isinstance(body, dict):
-            message = f"flowproof: the request to {clean_path} is not a JSON object"
-            return self.refuse(dialect, 400, message, "invalid_request_error")
-        try:
-            live = dialect.apply_mocks(
-                dialect.normalize(path, body), self._mock_text, self._known_calls
-            )
-        except ResultsExhausted as exc:  # the flow fails; the agent gets an error, not a hang
-            message = f"flowproof: {exc}"
-            return self.refuse(dialect, MOCKS_EXHAUSTED_STATUS, message, "flowproof_mock_exhausted")
-        sent = dialect.canonical_request(live)
-        # The agent's mistake, never forwarded. (Replay reads only a request that matches no
-        # turn: one that matches equals a recorded request, read when the trace loaded.)
-        unreadable = dialect.unreadable_field(sent) if self.mode is Mode.RECORD else None
-        if unreadable is not None:
-            message = _unreadable(dialect, clean_path, sent, *unreadable, mode=self.mode)
-            return self.refuse(dialect, 400, message, "invalid_request_error")
-        return _Received(dialect, path, clean_path, live, sent, self.requests)
 
     def _relaxed(self, read: _Received) -> dict[str, Any] | Rendered:
         """The request as matched (the rules applied), or the refusal of a rule that failed,
@@ -442,7 +430,9 @@ class CassetteSession:
                 pending = PendingTurn(
                     dialect, live, relaxed, read.sent, read.agent, None, None, tag
                 )
-                return _signed(self, self._forward(dialect, read.path, live, pending))
+                forward = partial(self._forward, dialect, read.path, live)
+                faulted = faulted_record(self, pending, forward)
+                return _signed(self, faulted or forward(pending))
             return self._replay(read, relaxed)
         except Exception as exc:  # any bug: an answer
             return self._internal(dialect, read.clean_path, exc)
@@ -485,7 +475,7 @@ class CassetteSession:
             response = raw.decode("utf-8", "replace")
         if upstream is not None and upstream.without_key_across_parts(response):
             raw = json.dumps(response, ensure_ascii=False).encode()
-        position = len(self.recorded)
+        position = len(self.recorded) if pending.replaces is None else pending.replaces
         _keep_sent(self, position, pending.sent, pending.canonical)
         key = upstream.key if upstream else None
         problem = _answer_problem(
@@ -500,7 +490,7 @@ class CassetteSession:
                     f"valid {pending.dialect.name} answer ({type(exc).__name__}: "
                     f"{_quote(str(exc), key)}): {_quote(raw, key)}"
                 )
-        self.recorded.append(pending.turn(status, response))
+        _store(self, position, pending.turn(status, response))
         self.errors.append(problem)
         return Rendered(status, _media_type(lowered, response), raw)
 
@@ -513,8 +503,8 @@ class CassetteSession:
         live = self.rules.live_response(stored)
         pending.dialect.read_answer(pending.canonical, live, position + 1)
         rendered = self.render(pending.dialect, pending.live_request, status, response)
-        self.recorded.append(pending.turn(status, stored))
-        return rendered
+        _store(self, position, pending.turn(status, stored))
+        return altered_upstream_answer(self, pending, rendered, position)
 
     def on_upstream_error(
         self, pending: PendingTurn, reason: str, *, timed_out: bool = False
@@ -533,6 +523,8 @@ class CassetteSession:
         if self.divergence is not None:
             message = f"flowproof: replay stopped after a divergence: {self.divergence.summary}"
             return _error(dialect, DIVERGENCE_STATUS, message, "flowproof_divergence")
+        if (faulted := faulted_replay(self, dialect, live, canonical)) is not None:
+            return faulted
         tag = self.conversation.number if self.conversation else None
         position = self._index.claim(dialect.name, canonical, tag)
         if position is not None:
@@ -588,6 +580,46 @@ def _keep_sent(
     (computed once per request in `on_request`, never again here)."""
     if session.rules.active and sent is not stored and sent != stored:
         session.sent[position] = sent
+
+
+def _read(
+    session: CassetteSession, dialect: Dialect, path: str, clean_path: str, raw_body: bytes
+) -> Rendered | _Received:
+    """A request's body read, its mocks applied and its canonical form made, or why not."""
+    try:
+        # A GET (a model listing) has no body: what it asks is in its path and query.
+        body = {} if dialect.method == "GET" else json.loads(raw_body or b"null")
+    except RecursionError:  # an exception like any other (500), worded for what it is
+        message = f"flowproof: the request to {clean_path} is JSON nested too deeply to read"
+        return session.refuse(dialect, 500, message, INTERNAL_KIND)
+    except ValueError:
+        body = None
+    if not isinstance(body, dict):
+        message = f"flowproof: the request to {clean_path} is not a JSON object"
+        return session.refuse(dialect, 400, message, "invalid_request_error")
+    try:
+        live = dialect.apply_mocks(
+            dialect.normalize(path, body), session._mock_text, session._known_calls
+        )
+    except ResultsExhausted as exc:  # the flow fails; the agent gets an error, not a hang
+        message = f"flowproof: {exc}"
+        return session.refuse(dialect, MOCKS_EXHAUSTED_STATUS, message, "flowproof_mock_exhausted")
+    sent = dialect.canonical_request(live)
+    # The agent's mistake, never forwarded. (Replay reads only a request that matches no
+    # turn: one that matches equals a recorded request, read when the trace loaded.)
+    unreadable = dialect.unreadable_field(sent) if session.mode is Mode.RECORD else None
+    if unreadable is not None:
+        message = _unreadable(dialect, clean_path, sent, *unreadable, mode=session.mode)
+        return session.refuse(dialect, 400, message, "invalid_request_error")
+    return _Received(dialect, path, clean_path, live, sent, session.requests)
+
+
+def _store(session: CassetteSession, position: int, turn: Turn) -> None:
+    """Keep a recorded turn: the next, or in place of a fault's answer its retry replaces."""
+    if position < len(session.recorded):
+        session.recorded[position] = turn
+    else:
+        session.recorded.append(turn)
 
 
 def _target(session: CassetteSession, dialect: Dialect) -> Upstream | Rendered:

@@ -28,6 +28,15 @@ class Turn:
     #: a call before the first message; None in a one-turn flow. Not part of the match key:
     #: replay serves a call only from the turn open now (cassette/index.py).
     conversation_turn: int | None = None
+    #: The label of the flow fault that hit this call (`model call 2: answer: 429`); None
+    #: when none did. Not matched. A turn whose status is not 2xx with a fault is the
+    #: fault's own answer, kept because the agent never retried the call.
+    fault: str | None = None
+
+    @property
+    def fault_only(self) -> bool:
+        """Whether this turn holds only a fault's answer (the call was never retried)."""
+        return self.fault is not None and not 200 <= self.status < 300
 
     @cached_property
     def match_key(self) -> bytes:

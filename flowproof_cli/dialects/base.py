@@ -181,11 +181,16 @@ PlainMessages = Sequence[tuple[str, str]]
 
 @dataclass(frozen=True)
 class Rendered:
-    """A response ready to send to the client."""
+    """A response ready to send to the client. A fault (flowproof_cli/faults/) may add
+    headers the provider sends with it, a wait before it, or a connection closed instead."""
 
     status: int
     content_type: str
     body: bytes
+    headers: tuple[tuple[str, str], ...] = ()  # sent as they are (a retry-after)
+    delay_s: float = 0.0  # seconds the answer waits before it is sent
+    reset: bool = False  # no answer: the connection is closed
+    retryable: bool = False  # an error the agent's SDK may retry (no `x-should-retry: false`)
 
 
 class Dialect(ABC):

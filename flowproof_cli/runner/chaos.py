@@ -179,7 +179,7 @@ def classify(result: FlowResult, fault: Fault, timeout_s: float | None) -> tuple
 
 def _not_applicable(result: FlowResult, fault: Fault) -> str | None:
     """Why the boundary said `fault` could not apply to its call (FlowResult.faults)."""
-    for entry in getattr(result, "faults", None) or ():
+    for entry in result.faults:
         if isinstance(entry, dict) and entry.get("fault") == fault.label:
             why = entry.get("not_applicable")
             return str(why) if why else None
@@ -307,7 +307,7 @@ def _planned(job: FlowJob, baseline: FlowResult, sweep: Sweep) -> FlowChaos:
         chaos.baseline = error_row(job, str(exc), baseline.name)
         return chaos
     chaos.calls = positions(trace)
-    faulted = faulted_calls(tuple(getattr(spec, "faults", None) or ()), trace)
+    faulted = faulted_calls(spec.fault_plan, trace)
     chaos.planned = plan_cells(chaos.calls, sweep.kinds, faulted)
     chaos.timeout_s = cell_timeout(sweep, spec.timeout)
     return chaos

@@ -24,6 +24,7 @@ from flowproof_cli.errors import TraceError
 from flowproof_cli.evidence import secrets as secret_scan
 from flowproof_cli.evidence.records import file_sha256
 from flowproof_cli.evidence.trajectory_diff import intent_of
+from flowproof_cli.faults.model_calls import ModelCalls
 from flowproof_cli.faults.plan import Fault
 from flowproof_cli.match.addons import LoadedScript, ScriptAddon
 from flowproof_cli.match.agents import preset_version_notes
@@ -40,6 +41,7 @@ from flowproof_cli.runner.conversation_trace import (
     recorded_turns,
 )
 from flowproof_cli.runner.drivers import Driven, Wiring, drive_command, drive_service
+from flowproof_cli.runner.fault_verdicts import check_recorded_faults, fault_report
 from flowproof_cli.runner.judge import Replayed, judge
 from flowproof_cli.runner.mcp_servers import McpServers, McpVerdict
 from flowproof_cli.runner.rerecord import place_recording
@@ -88,7 +90,9 @@ def _open_session(
     rules: MatchRules,
     *,
     spec_path: Path,
+    injected: tuple[Fault, ...] = (),
 ) -> tuple[CassetteSession, traces.Trace | None]:
+    faults = ModelCalls((*spec.fault_plan, *injected))
     if mode is Mode.RECORD:
         upstream = upstreams_from_environment(environ)
         session = CassetteSession(
@@ -98,10 +102,13 @@ def _open_session(
             rules=rules,
             signers=upstream_signers(environ),
             conversation=conversation_state(spec, None),
+            faults=faults,
         )
         return session, None
     trace = traces.load(trace_path)
     recorded_turns(spec, trace, trace_path, spec_path)
+    record = _record_command(spec_path)
+    check_recorded_faults(spec.fault_plan, trace.faults, trace_path, record)
     session = CassetteSession(
         Mode.REPLAY,
         mocks=spec.mocks,
@@ -109,8 +116,9 @@ def _open_session(
         rules=rules,
         # Recorded under exactly these rules: the stored requests are already as matched.
         recorded_as_matched=trace.match == rules.snapshot(),
-        record_command=_record_command(spec_path),
+        record_command=record,
         conversation=conversation_state(spec, trace),
+        faults=faults,
     )
     return session, trace
 
@@ -125,13 +133,14 @@ async def run_flow(
     suite_match: Sequence[Declared] = (),
     hub: ProxyHub | None = None,
     keep_going: bool = False,
-    injected: tuple[Fault, ...] = (),  # on top of the spec's (the fault engine wires it)
+    injected: tuple[Fault, ...] = (),
 ) -> FlowResult:
     """Run one flow and return its verdict. FlowproofError propagates (exit 2).
 
     `hub` is the run's proxy, shared by every flow of the run; without one, the flow
     starts (and stops) a proxy of its own. A command agent is stopped shortly after a
-    replay's first divergence, unless `keep_going` (runner/drivers.py)."""
+    replay's first divergence, unless `keep_going` (runner/drivers.py). `injected`: faults
+    beyond the spec's, at replay only (`flowproof chaos`), not compared with the trace's."""
     with cancelled_by_sigterm():
         started = time.monotonic()
         prepare = functools.partial(
@@ -143,6 +152,7 @@ async def run_flow(
             timeout_s=timeout_s,
             match=suite_match,
             keep_going=keep_going,
+            injected=injected,
         )
         setup = await _off_loop(prepare) if _has_addons(spec, suite_match) else prepare()
         try:
@@ -208,6 +218,12 @@ class _Setup:
     session: CassetteSession
     trace: traces.Trace | None  # the trace replayed; None when recording
     keep_going: bool = False  # the agent runs to its own end after a divergence
+    injected: tuple[Fault, ...] = ()  # faults beyond the spec's (chaos)
+
+    @property
+    def faults(self) -> tuple[Fault, ...]:
+        """Every fault the flow runs with: the spec's, then any injected."""
+        return (*self.spec.fault_plan, *self.injected)
 
     @property
     def user_addons(self) -> list[ScriptAddon]:
@@ -229,6 +245,7 @@ def _prepare(
     timeout_s: float | None,
     match: Sequence[Declared],
     keep_going: bool = False,
+    injected: tuple[Fault, ...] = (),
 ) -> _Setup:
     """The checks that fail a flow with exit 2 before any agent runs, then its session."""
     env = dict(os.environ if environ is None else environ)
@@ -242,7 +259,9 @@ def _prepare(
     timeout_s = timeout_s if timeout_s is not None else spec.timeout
     rules, scripts = _match_rules(spec, match, cwd, env, timeout_s)
     try:
-        session, trace = _open_session(spec, mode, trace_path, env, rules, spec_path=spec_path)
+        session, trace = _open_session(
+            spec, mode, trace_path, env, rules, spec_path=spec_path, injected=injected
+        )
     except BaseException:
         for script in scripts:
             script.close()
@@ -261,6 +280,7 @@ def _prepare(
         session=session,
         trace=trace,
         keep_going=keep_going,
+        injected=injected,
     )
 
 
@@ -314,6 +334,8 @@ def _observed(setup: _Setup, driven: Driven, mcp: McpVerdict, *, duration_s: flo
     result.notes.extend(driven.notes)
     result.notes.extend(dict.fromkeys(session.notes))  # each said once, however often it held
     result.divergence = session.divergence.to_json() if session.divergence else None
+    calls = session.faults
+    result.faults = fault_report(setup.faults, calls.applied, calls.not_applicable)
     return result
 
 
@@ -342,6 +364,7 @@ def _judge(setup: _Setup, result: FlowResult, driven: Driven, mcp: McpVerdict) -
         egress=driven.egress,
         leaks=leaks,
         replayed=replayed,
+        faults=setup.faults,
     )
     result.failures = judgement.failures
     result.notes.extend(judgement.notes)
@@ -369,6 +392,7 @@ def _keep_recording(setup: _Setup, result: FlowResult, driven: Driven, mcp: McpV
         egress_blocked=driven.egress.trace_section() if driven.egress else [],
         mcp=mcp.lanes,
         conversation=recorded_conversation(setup.session, driven.turns),
+        faults=spec.fault_plan,
     )
     # The old trace may predate the spec's secrets: its values are redacted first.
     scrub = (lambda value: secret_scan.redact_json(value, secrets)) if secrets else None

@@ -24,10 +24,12 @@ from flowproof_cli.assertions import evaluate
 from flowproof_cli.cassette import CassetteSession
 from flowproof_cli.egress.report import EgressReport
 from flowproof_cli.evidence.secrets import Leak
+from flowproof_cli.faults.plan import Fault
 from flowproof_cli.match.rules import MatchRules
 from flowproof_cli.mode import Mode
 from flowproof_cli.runner.drivers import Driven, Service
 from flowproof_cli.runner.environment import service_wiring_hint, wiring_hint
+from flowproof_cli.runner.fault_verdicts import fault_failures
 from flowproof_cli.runner.mcp_servers import McpVerdict
 from flowproof_cli.runner.turn_judge import judge_turns, unserved_turns
 from flowproof_cli.spec import FlowSpec
@@ -72,6 +74,7 @@ def judge(
     egress: EgressReport | None = None,
     leaks: Sequence[Leak] = (),
     replayed: Replayed | None = None,
+    faults: tuple[Fault, ...] = (),
 ) -> Judgement:
     """The flow's verdict from the run's facts: `egress` is the report of an agent run
     (None when no agent ran), `leaks` what the secret scan found, `replayed` the trace a
@@ -82,6 +85,10 @@ def judge(
     else:  # one loop over the turns
         judged = judge_turns(spec, session, driven.turns, environ)
     judgement = Judgement(judged)
+    if not unsound:  # a fault that never came to pass is judged on a sound run only
+        calls = session.faults
+        seen = {"model": calls.calls}
+        judgement.failures.extend(fault_failures(faults, calls.applied, calls.not_applicable, seen))
     if egress is not None:
         _judge_egress(judgement, spec, egress)
     judgement.failures.extend(leak_failures(leaks))

@@ -25,6 +25,7 @@ from pydantic import (
     model_validator,
 )
 
+from flowproof_cli.faults.plan import Fault
 from flowproof_cli.process import ARG_LIMIT, BIG_DATA_FIX, encoded_size, fits_one_string
 from flowproof_cli.spec.agent import AgentSpec
 from flowproof_cli.spec.base import _Model
@@ -286,6 +287,11 @@ class FlowSpec(_Model):
                     "config at http://127.0.0.1:<port>/mcp",
                     ("mcp", index, "url"),
                 )
+
+    @property
+    def fault_plan(self) -> tuple[Fault, ...]:
+        """The flow's `faults:` (none yet: parsed by spec/faults.py)."""
+        return ()
 
     @property
     def mcp_mocks(self) -> dict[str, dict[str, Any]]:

@@ -7,6 +7,7 @@ Layout (YAML; docs/trace-format.md is the reference):
     mocks: {tool: result}       # the spec's tools: mocks, snapshotted
     mock_results: {tool: [...]} # the `results:` sequences, snapshotted; omitted when none
     match: [{ignore: path}, ...] # the match rules in force, snapshotted; omitted when none
+    faults: [{at, kind, value, retry_after, times}] # the flow's faults; omitted when none
     conversation:               # a conversation flow's user side; omitted in one turn
       id: <conversation_id>     # what a url agent's turns carried (trace/conversation.py)
       turns: [{user: <message>}, ...]
@@ -16,6 +17,7 @@ Layout (YAML; docs/trace-format.md is the reference):
         agent: <product/version> # who sent it, from its User-Agent; omitted when unknown
         transport: websocket    # asked as a WebSocket frame; omitted over HTTP
         conversation_turn: 2    # the conversation turn it was made in; omitted in one turn
+        fault: "model call 2: answer: 429"  # the fault that hit the call; omitted when none
         request: {...}          # canonical request, keys sorted
         response: {status: 200, body: {...}}
     egress:                     # omitted unless a contained run refused something
@@ -40,6 +42,7 @@ from flowproof_cli.dialects import dialect_named
 from flowproof_cli.dialects.base import Dialect, ResultSequence
 from flowproof_cli.dialects.websocket import WEBSOCKET
 from flowproof_cli.errors import TraceError
+from flowproof_cli.faults.plan import Fault, faults_from_document, faults_to_document
 from flowproof_cli.mcp.lane import Lane, lane_from_document, lane_to_document
 from flowproof_cli.routes import DEFAULT_PROTOCOL
 from flowproof_cli.trace.conversation import (
@@ -80,6 +83,8 @@ class Trace:
     match: list[dict[str, Any]] = field(default_factory=list)
     #: A conversation flow's messages and id; None: recorded as a one-turn flow.
     conversation: RecordedConversation | None = None
+    #: The flow's faults it was recorded with (flowproof_cli/faults/); empty: no `faults`.
+    faults: tuple[Fault, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -147,6 +152,8 @@ def to_document(trace: Trace) -> dict[str, Any]:
             entry["transport"] = turn.transport
         if turn.conversation_turn is not None:  # absent in a one-turn flow
             entry["conversation_turn"] = turn.conversation_turn
+        if turn.fault is not None:  # absent when no fault hit the call
+            entry["fault"] = turn.fault
         entry["request"] = sorted_keys(turn.request)
         entry["response"] = {"status": turn.status, "body": sorted_keys(turn.response)}
         turns.append(entry)
@@ -161,6 +168,8 @@ def to_document(trace: Trace) -> dict[str, Any]:
         document["mock_results"] = sorted_keys({k: list(v) for k, v in sequences.items()})
     if trace.conversation is not None:  # absent in a one-turn flow
         document["conversation"] = conversation_to_document(trace.conversation)
+    if trace.faults:  # absent without faults, so older traces stay byte-identical
+        document["faults"] = faults_to_document(trace.faults)
     document["turns"] = turns
     if trace.match:  # absent without rules, so older traces stay byte-identical
         document["match"] = [sorted_keys(rule) for rule in trace.match]
@@ -213,7 +222,17 @@ def from_document(document: Any, source: str, lines: Lines | None = None) -> Tra
         mcp=_mcp_lanes(document.get("mcp"), where),
         match=_match_rules(document.get("match"), where),
         conversation=_conversation(document.get("conversation"), where),
+        faults=_faults(document.get("faults"), where),
     )
+
+
+def _faults(section: Any, where: _Where) -> tuple[Fault, ...]:
+    if section is None:
+        return ()
+    faults = faults_from_document(section)
+    if isinstance(faults, str):
+        raise trace_error(where.key("faults"), f"its `faults` cannot be read: {faults}")
+    return faults
 
 
 def _conversation(section: Any, where: _Where) -> RecordedConversation | None:
@@ -283,6 +302,11 @@ def _turn(entry: Any, number: int, where: _Where) -> Turn:
             f"turn {number} is malformed: its `conversation_turn` is {conversation_turn!r}, "
             "not the number of a conversation turn (0 before the first message, then 1, 2, ...)",
         )
+    fault = entry.get("fault")
+    if fault is not None and not isinstance(fault, str):
+        raise trace_error(
+            at, f"turn {number} is malformed: its `fault` is {fault!r}, not the fault's label"
+        )
     try:
         _read_by_dialect(dialect, request, status, body, number)
     except Exception as exc:  # a hand edit can break the dialect anywhere
@@ -291,7 +315,7 @@ def _turn(entry: Any, number: int, where: _Where) -> Turn:
             f"turn {number} is malformed: the {protocol} dialect cannot read its request or "
             f"response ({type(exc).__name__}: {exc})",
         ) from None
-    return Turn(protocol, request, status, body, agent, transport, conversation_turn)
+    return Turn(protocol, request, status, body, agent, transport, conversation_turn, fault)
 
 
 def _read_by_dialect(

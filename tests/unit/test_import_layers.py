@@ -30,6 +30,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "flowproof_cli.providers",
         "flowproof_cli.match",
         "flowproof_cli.egress",
+        "flowproof_cli.faults",
     ),
     ("flowproof_cli.spec", "flowproof_cli.cassette"),
     ("flowproof_cli.mcp",),
