@@ -33,6 +33,17 @@ def recording(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return spec
 
 
+@pytest.fixture(scope="module")
+def streaming(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The same agent reading its answers streamed."""
+    folder = tmp_path_factory.mktemp("chaos-stream")
+    spec = write_flow(folder, env={"AGENT_SDK_RETRIES": "2", "AGENT_STREAM": "1"})
+    with FakeUpstream() as fake:
+        done = run_cli("record", spec, env={"FLOWPROOF_AGENT_UPSTREAM": f"{fake.base_url}/v1"})
+    assert done.code == 0, done.output
+    return spec
+
+
 def copy(recording: Path, tmp_path: Path, **variables: str) -> Path:
     spec = shutil.copytree(recording.parent, tmp_path / "flows") / recording.name
     if variables:
@@ -89,6 +100,19 @@ def test_an_agent_without_retries_crashes_at_every_call(recording: Path, tmp_pat
     )
     assert "0 survived" in done.stdout and "chaos: --fail-on crashed: occurred" in done.stderr
     assert run_cli("chaos", spec, "--kinds", "500").code == 0
+
+
+def test_a_cut_stream_read_as_a_finished_answer_is_wrong_and_says_where(streaming: Path) -> None:
+    """ENGINE. The SDK does not retry a stream that ended early: the agent takes the first
+    chunk for the whole answer, runs no tool and exits 0; the flow fails, and the cell
+    names the call. `--fail-on wrong` turns it into exit 1."""
+    done = run_cli("chaos", streaming, "--kinds", "cut", "--fail-on", "wrong")
+    assert done.code == 1, done.output
+    assert "  cut   WRONG" in done.stdout, done.stdout
+    assert (
+        "model call 1, cut: wrong: the agent made 1 model call(s), the recording has 2"
+        in done.stdout
+    )
 
 
 def test_fail_on_an_outcome_that_occurred_exits_1(recording: Path) -> None:
