@@ -5,7 +5,8 @@ A cell is a replay with one fault: the target is that a sweep costs what its rep
 (at most 1.2x), not 30 starts of flowproof. The agent sends a failed call again at once
 (BENCH_RETRIES), so every fault is survived and no SDK back-off sleep is measured: what is
 left over the plain replays is flowproof's (the sweep's baseline replay, the faults, the
-retried request each cell adds).
+retried request each cell adds). The agent is not streamed: its `cut` cells run and are
+n/a.
 """
 
 from __future__ import annotations
