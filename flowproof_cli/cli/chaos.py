@@ -122,7 +122,13 @@ def _swept(specs: list[Path], sweep: Sweep, *, in_directory: bool, quiet: bool) 
     from flowproof_cli.runner.chaos import run_sweep  # noqa: PLC0415
     from flowproof_cli.runner.job import plan_jobs  # noqa: PLC0415
 
-    jobs = plan_jobs(specs, mode=Mode.REPLAY, environ=os.environ, in_directory=in_directory)
+    jobs = plan_jobs(
+        specs,
+        mode=Mode.REPLAY,
+        environ=os.environ,
+        timeout_s=sweep.timeout_s,  # the baseline's too, when given
+        in_directory=in_directory,
+    )
     return run_sweep(jobs, sweep, on_flow=None if quiet else _planned)
 
 
