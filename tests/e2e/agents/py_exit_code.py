@@ -1,5 +1,5 @@
 """Real agent (stdlib only): asks the model AGENT_CALLS times (each a new question), prints
-a banner and the model's last answer to stdout and a complaint to stderr, then exits with
+a banner, AGENT_NOISE log lines and the model's last answer to stdout and a complaint to stderr, then exits with
 AGENT_EXIT. What `assert: output`, `exit code` and `model calls` judge, end to end.
 
 Reads OPENAI_BASE_URL / OPENAI_API_KEY and the task from FLOWPROOF_PROMPT.
@@ -30,6 +30,8 @@ def ask(question: str) -> str:
 
 def main() -> int:
     print("agent: starting", flush=True)
+    for line in range(int(os.environ.get("AGENT_NOISE", "0"))):  # a log longer than any tail
+        print(f"agent: working on step {line} of the booking")
     said = ""
     for number in range(1, int(os.environ.get("AGENT_CALLS", "1")) + 1):
         said = ask(f"{os.environ['FLOWPROOF_PROMPT']} (question {number})")
