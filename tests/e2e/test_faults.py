@@ -43,6 +43,7 @@ def faulted_flow(
     steps: list[dict[str, Any]] | None = None,
     **env: str,
 ) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
     return write_flow(
         folder,
         command=command(script),

@@ -17,7 +17,7 @@ const tools = {
   get_time: tool({
     description: "The current UTC time.",
     inputSchema: z.object({}),
-    execute: async () => ({ utc: new Date().toISOString() }),
+    execute: async () => ({ utc: "2026-01-01T09:00:00Z" }),
   }),
 };
 

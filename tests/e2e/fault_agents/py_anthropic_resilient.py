@@ -6,7 +6,6 @@ The SDK reads ANTHROPIC_BASE_URL (without /v1) and ANTHROPIC_API_KEY itself.
 
 from __future__ import annotations
 
-import datetime
 import json
 import os
 import sys
@@ -36,7 +35,7 @@ def run_tool(name: str, args: dict) -> str:
     if name == "get_weather":
         return json.dumps({"city": args["city"], "forecast": "sunny"})
     if name == "get_time":
-        return json.dumps({"utc": datetime.datetime.now(datetime.UTC).isoformat()})
+        return json.dumps({"utc": "2026-01-01T09:00:00Z"})
     raise ValueError(f"unknown tool {name!r}")
 
 

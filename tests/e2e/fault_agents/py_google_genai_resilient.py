@@ -10,7 +10,6 @@ itself. Automatic function calling is off so every model turn is the agent's own
 
 from __future__ import annotations
 
-import datetime
 import os
 import sys
 from typing import Any
@@ -47,7 +46,7 @@ def run_tool(name: str, args: dict[str, Any]) -> dict[str, Any]:
     if name == "get_weather":
         return {"city": args["city"], "forecast": "sunny"}
     if name == "get_time":
-        return {"utc": datetime.datetime.now(datetime.UTC).isoformat()}
+        return {"utc": "2026-01-01T09:00:00Z"}
     raise ValueError(f"unknown tool {name!r}")
 
 
