@@ -53,6 +53,9 @@ ROUTES_ANSWERED = (
 )
 #: `flow.metadata` key a boundary sets on a request it forwards on purpose (record, or the
 #: MCP replay's loopback stream server): the backstop lets exactly those through.
+#: Metadata of a request whose connection a flow fault closed unanswered (`connection:
+#: reset`): not a failure of the flow.
+RESET_BY_FAULT = "flowproof_reset_by_fault"
 FORWARDED = "flowproof_forwarded"
 #: Content-Encodings mitmproxy decodes; any other would be read as if it were plain.
 DECODABLE = frozenset({"", "identity", "none", "gzip", "deflate", "br", "zstd"})
@@ -319,6 +322,8 @@ class Backstop(_Chained):
         chunk, a header mitmproxy refused, a client gone mid-body): no answer can reach the
         agent, so its flow fails."""
         if flow.response is not None or flow.metadata.get(FORWARDED):
+            return
+        if flow.metadata.get(RESET_BY_FAULT):  # a flow fault closed it on purpose
             return
         request = flow.request
         claimed = routed(flow) is not None or bool(flow.metadata.get(CLAIMED))

@@ -36,6 +36,7 @@ from flowproof_addons.conversation import CONVERSATION_TURN, MOCKED_TOOLS, Conve
 from flowproof_addons.credentials import drop_agent_credentials
 from flowproof_addons.guard import (
     FORWARDED,
+    RESET_BY_FAULT,
     Backstop,
     Refusal,
     RequestGuard,
@@ -108,6 +109,7 @@ def _deliver(flow: http.HTTPFlow, rendered: Rendered) -> Awaitable[None] | None:
     """`_respond`, or what a fault asks instead: the connection closed without an answer,
     or the answer after a wait (awaited by mitmproxy: the other flows go on meanwhile)."""
     if rendered.reset:
+        flow.metadata[RESET_BY_FAULT] = True
         flow.kill()
         return None
     if rendered.delay_s > 0:

@@ -2,7 +2,8 @@
 
 `assert_tool_call` steps are an ordered subsequence of the tool calls: each consumes the first
 matching call after the previous match, so unrelated calls in between are fine (`strict: true`
-forbids them). `assert_no_tool_call` looks at every call; `assert: reply ...` at the reply.
+forbids them). `assert_no_tool_call` looks at every call; `assert: reply ...` at the reply;
+`assert: output ...`, `exit code ...` and `model calls ...` at the facts of the run (`RunFacts`).
 A failure says what was expected, what the agent actually did, and where to look.
 """
 
@@ -18,10 +19,15 @@ from typing import Any
 from flowproof_cli.canonical import parse_or
 from flowproof_cli.errors import SpecError
 from flowproof_cli.match.patterns import PatternBudgetExceeded, within_budget
+from flowproof_cli.process import tail_lines
 from flowproof_cli.quoting import looks_alike, named, skeleton, unmasked
 from flowproof_cli.spec.grammar import (
     Clause,
+    ExitCodeAssertion,
     Matcher,
+    ModelCallsAssertion,
+    OutputAssertion,
+    ReplyAssertion,
     ToolCallAssertion,
     compile_regex,
 )
@@ -45,6 +51,17 @@ class AssertionFailure:
         return f"line {self.step_line}: {self.message}" if self.step_line else self.message
 
 
+@dataclass(frozen=True)
+class RunFacts:
+    """What `output`, `exit code` and `model calls` judge: the agent's own stdout and stderr
+    (whole; None for a url agent), how its process exited, and every model request the
+    flow's session saw (refused, faulted and retried attempts included)."""
+
+    output: str | None
+    exit_code: int | None
+    model_calls: int
+
+
 class _Missing:
     """The value at a path that does not resolve (distinct from a present null)."""
 
@@ -60,9 +77,11 @@ def evaluate(
     *,
     steps: Sequence[StepBase] | None = None,
     strict: bool | None = None,
+    run: RunFacts | None = None,
 ) -> list[AssertionFailure]:
     """Every failed assertion of `spec` (or of `steps`, some of its steps) against
-    `trajectory`, in step order."""
+    `trajectory` (and `run`, the facts of the run the `output`, `exit code` and `model
+    calls` steps judge), in step order."""
     resolver = _Resolver(spec, environ, handles)
     calls = trajectory.tool_calls
     failures: list[AssertionFailure] = []
@@ -90,8 +109,7 @@ def evaluate(
                 if hits:
                     failures.append(_failure(step, _explain_forbidden(assertion, calls, hits)))
             elif isinstance(step, ReplyStep):
-                text = resolver.text(step, step.assertion.text)
-                problem = _check_reply(text, trajectory)
+                problem = _check_assert(step, resolver, trajectory, run)
                 if problem is not None:
                     failures.append(_failure(step, problem))
         except PatternBudgetExceeded as exc:  # the flow fails here; no later pattern runs
@@ -118,6 +136,19 @@ class _Resolver:
         where = f"`{step.kind}` step at line {step.line}" if step.line else f"`{step.kind}` step"
         return resolve_variables(value, self.environ, self.handles, where=where)
 
+    def pattern(self, step: StepBase, value: str) -> None:
+        """A `matches` value that is a pattern once its variables are resolved, or the
+        SpecError at the step's line."""
+        try:
+            compile_regex(value)
+        except SpecError as exc:
+            path = self.spec.source_path
+            raise SpecError(
+                f"after resolving variables, {exc.detail}",
+                path=str(path) if path else None,
+                line=step.line,
+            ) from None
+
     def tool_assertion(self, step: ToolCallStep | NoToolCallStep) -> ToolCallAssertion:
         assertion = step.assertion
         if assertion.args is not None:
@@ -128,15 +159,7 @@ class _Resolver:
             if value is not None and "${" in value:
                 value = self.text(step, value)
                 if clause.matcher is Matcher.MATCHES:
-                    try:
-                        compile_regex(value)
-                    except SpecError as exc:
-                        path = self.spec.source_path
-                        raise SpecError(
-                            f"after resolving variables, {exc.detail}",
-                            path=str(path) if path else None,
-                            line=step.line,
-                        ) from None
+                    self.pattern(step, value)
             clauses.append(
                 Clause(
                     path=clause.path,
@@ -429,6 +452,68 @@ def _explain_unexpected(calls: list[ToolCall], index: int) -> str:
         f"strict: unexpected tool call {call.name} at position {index + 1} of {len(calls)} "
         f"(turn {call.turn}) is not matched by any assert_tool_call step; tools called, in "
         f"order: {sequence}. Fix: assert it with assert_tool_call, or set `strict: false`"
+    )
+
+
+def _check_assert(
+    step: ReplyStep, resolver: _Resolver, trajectory: Trajectory, run: RunFacts | None
+) -> str | None:
+    """What is wrong with one `assert:` step (None when it holds)."""
+    assertion = step.assertion
+    if isinstance(assertion, ReplyAssertion):
+        return _check_reply(resolver.text(step, assertion.text), trajectory)
+    if run is None:
+        return "it judges the agent's run, and this check was given none"
+    if isinstance(assertion, OutputAssertion):
+        text = resolver.text(step, assertion.text)
+        if assertion.matcher is Matcher.MATCHES and text != assertion.text:
+            resolver.pattern(step, text)
+        return _check_output(assertion, text, run.output)
+    if isinstance(assertion, ExitCodeAssertion):
+        if run.exit_code == assertion.code:
+            return None
+        said = _output_end(run.output)
+        return f"the agent exited with code {run.exit_code}, expected {assertion.code}{said}"
+    return _check_model_calls(assertion, run.model_calls)
+
+
+def _check_output(assertion: OutputAssertion, text: str, output: str | None) -> str | None:
+    """`output contains TEXT` / `output matches REGEX` against the agent's whole output."""
+    output = output or ""
+    if assertion.matcher is Matcher.CONTAINS:
+        if text in output:
+            return None
+        verb = f'does not contain "{text}"'
+    else:
+        pattern = compile_regex(text)
+        found = within_budget(
+            lambda: pattern.search(output) is not None,
+            kind="`matches` pattern",
+            pattern=text,
+            declared="in a spec step",  # evaluate() names the file and line
+            subject="the agent's output",
+        )
+        if found:
+            return None
+        verb = f"does not match {text}"
+    if not output.strip():
+        return f"the agent printed nothing (its stdout and stderr are empty), so its output {verb}"
+    return f"the agent's output {verb}{_output_end(output)}"
+
+
+def _output_end(output: str | None) -> str:
+    """`; its output ends with:` and the last lines the agent printed (nothing if none)."""
+    tail = tail_lines(output or "")
+    return f"; its output ends with:\n{tail}" if tail.strip() else "; it printed nothing"
+
+
+def _check_model_calls(assertion: ModelCallsAssertion, calls: int) -> str | None:
+    if assertion.holds(calls):
+        return None
+    expected = "exactly" if assertion.comparison == "equals" else assertion.comparison
+    return (
+        f"the agent made {calls} model call(s), expected {expected} {assertion.count} "
+        "(every model request counts: retries and refused ones too)"
     )
 
 

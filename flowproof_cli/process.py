@@ -23,6 +23,9 @@ from flowproof_cli.errors import AgentStartError
 
 OUTPUT_TAIL = 4000  # characters of stdout/stderr kept for messages and reports
 TAIL_LINES = 15  # lines of a child's stderr quoted in a message
+#: The most of one capture file `assert: output ...` judges (its last part, when longer): an
+#: agent's own output, whole for any agent that does not print a log of this size.
+OUTPUT_WHOLE = 32 * 1024 * 1024
 
 _DOUBLE_QUOTE_ESCAPABLE = frozenset('$`"\\\n')
 
@@ -38,6 +41,21 @@ def file_tail(stream: IO[bytes], characters: int = OUTPUT_TAIL) -> str:
     size = stream.tell()
     stream.seek(max(0, size - 4 * characters))
     return stream.read().decode("utf-8", "replace")[-characters:]
+
+
+def file_text(stream: IO[bytes], limit: int = OUTPUT_WHOLE) -> str:
+    """Everything written to a capture file (its last `limit` bytes, past that)."""
+    stream.seek(0, os.SEEK_END)
+    size = stream.tell()
+    stream.seek(max(0, size - limit))
+    return stream.read().decode("utf-8", "replace")
+
+
+def joined_output(stdout: str, stderr: str) -> str:
+    """An agent's stdout then its stderr, as one text (a newline between them)."""
+    if stdout and stderr and not stdout.endswith("\n"):
+        return f"{stdout}\n{stderr}"
+    return stdout + stderr
 
 
 def signal_group(pgid: int, sig: signal.Signals) -> bool:

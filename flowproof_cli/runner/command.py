@@ -26,6 +26,8 @@ from flowproof_cli.process import (
     MARKER,
     TAIL_LINES,
     exec_problem,
+    file_text,
+    joined_output,
     split_command,
     tail_lines,
     too_big_together,
@@ -55,9 +57,11 @@ DIVERGENCE_GRACE_S = 2.0
 class AgentOutcome:
     exit_code: int | None  # None when killed on timeout or stopped after the verdict
     timed_out: bool
-    stdout: str
+    stdout: str  # the last OUTPUT_TAIL characters, for messages and reports
     stderr: str
     duration_s: float
+    #: Its stdout then its stderr, whole (`assert: output ...` judges this).
+    output: str = ""
     stopped: bool = False  # stopped by flowproof once the verdict was settled (`settled`)
     #: A conversation's failure (runner/conversation.py `Dialogue.problem`), if any.
     conversation_problem: str | None = None
@@ -289,12 +293,14 @@ async def run_agent(
             if dialogue is not None:
                 dialogue.close()
         stdout_text, stderr_text = _tail(stdout), _tail(stderr)
+        output = joined_output(file_text(stdout), file_text(stderr))
     return AgentOutcome(
         exit_code=process.returncode if ending == "exited" else None,
         timed_out=ending == "timed_out",
         stdout=stdout_text,
         stderr=stderr_text,
         duration_s=loop.time() - started,
+        output=output,
         stopped=ending == "stopped",
         **_conversation_outcome(dialogue, ending, timeout_s, process.returncode),
     )

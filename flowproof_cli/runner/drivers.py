@@ -71,8 +71,13 @@ class Driven:
 
     failure: str | None = None  # the run itself failed: crash, timeout, unreachable service
     exit_code: int | None = None
+    #: `failure` is only that the agent exited non-zero: with an `assert: exit code` step
+    #: the judge leaves that exit to the step.
+    exit_failure: bool = False
     stdout: str = ""
     stderr: str = ""
+    #: The agent's own stdout then stderr, whole; None for a url agent (no process here).
+    output: str | None = None
     notes: list[str] = field(default_factory=list)
     egress: EgressReport | None = None  # the containment this run ran under, and its report
     service: Service | None = None  # a url agent's trigger; None for a command agent
@@ -196,7 +201,12 @@ async def drive_command(
 
 def _driven(outcome: AgentOutcome, session: CassetteSession, timeout_s: float) -> Driven:
     """How the agent's run ended, as facts for the judge."""
-    driven = Driven(exit_code=outcome.exit_code, stdout=outcome.stdout, stderr=outcome.stderr)
+    driven = Driven(
+        exit_code=outcome.exit_code,
+        stdout=outcome.stdout,
+        stderr=outcome.stderr,
+        output=outcome.output,
+    )
     if outcome.stopped:  # the divergence is the verdict; the stop is no failure of its own
         driven.notes.append(stopped_note())
     elif outcome.conversation_problem is not None:
@@ -214,6 +224,7 @@ def _driven(outcome: AgentOutcome, session: CassetteSession, timeout_s: float) -
         when = "before making any model call" if session.requests == 0 else "after its model calls"
         message = f"the agent exited with code {outcome.exit_code} {when}"
         driven.failure = f"{message}; its stderr ends with:\n{tail}" if tail else message
+        driven.exit_failure = True
     return driven
 
 

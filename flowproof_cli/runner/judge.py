@@ -15,12 +15,12 @@ with its step's line as data (`Failure.line`).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from flowproof_cli import trace as traces
-from flowproof_cli.assertions import evaluate
+from flowproof_cli.assertions import RunFacts, evaluate
 from flowproof_cli.cassette import CassetteSession
 from flowproof_cli.egress.report import EgressReport
 from flowproof_cli.evidence.secrets import Leak
@@ -79,11 +79,14 @@ def judge(
     """The flow's verdict from the run's facts: `egress` is the report of an agent run
     (None when no agent ran), `leaks` what the secret scan found, `replayed` the trace a
     replay judged against (None at record)."""
-    unsound = soundness(session=session, driven=driven, mode=mode, mcp=mcp)
+    unsound = soundness(
+        session=session, driven=driven, mode=mode, mcp=mcp, exit_judged=spec.judges_exit_code
+    )
+    run = run_facts(session, driven)
     if unsound or not spec.is_conversation:
-        judged = unsound or assertions(spec, spec.steps, session.trajectory(), environ)
+        judged = unsound or assertions(spec, spec.steps, session.trajectory(), environ, run)
     else:  # one loop over the turns
-        judged = judge_turns(spec, session, driven.turns, environ)
+        judged = judge_turns(spec, session, driven.turns, environ, run)
     judgement = Judgement(judged)
     if not unsound:  # a fault that never came to pass is judged on a sound run only
         calls = session.faults
@@ -97,12 +100,26 @@ def judge(
     return judgement
 
 
+def run_facts(session: CassetteSession, driven: Driven) -> RunFacts:
+    """What `output`, `exit code` and `model calls` steps judge: the agent's own output and
+    exit, and every model request the session counted."""
+    return RunFacts(driven.output, driven.exit_code, session.requests)
+
+
 def soundness(
-    *, session: CassetteSession, driven: Driven, mode: Mode, mcp: McpVerdict | None = None
+    *,
+    session: CassetteSession,
+    driven: Driven,
+    mode: Mode,
+    mcp: McpVerdict | None = None,
+    exit_judged: bool = False,
 ) -> list[Failure]:
     """Why the run itself is unsound, the first kind found (empty when it is sound); in a
-    conversation each failure names its turn."""
+    conversation each failure names its turn. With `exit_judged` (the spec has an `assert:
+    exit code` step) a non-zero exit is left to that step, not a failure by itself."""
     turn = session.divergence.conversation_turn if session.divergence else None
+    if exit_judged and driven.exit_failure:
+        driven = replace(driven, failure=None, exit_failure=False)
     return [
         found if isinstance(found, Failure) else Failure(found, turn=turn)
         for found in _unsound(session, driven, mode, mcp)
@@ -153,12 +170,13 @@ def assertions(
     steps: Sequence[StepBase],
     trajectory: Trajectory,
     environ: Mapping[str, str],
+    run: RunFacts | None = None,
 ) -> list[Failure]:
-    """The failed assertions among `steps` against `trajectory`, in step order, each with
-    its step's line (the flow's `strict` check has none)."""
+    """The failed assertions among `steps` against `trajectory` (and `run`), in step order,
+    each with its step's line (the flow's `strict` check has none)."""
     return [
         Failure(failure.message, failure.step_line)
-        for failure in evaluate(spec, trajectory, environ, steps=steps)
+        for failure in evaluate(spec, trajectory, environ, steps=steps, run=run)
     ]
 
 

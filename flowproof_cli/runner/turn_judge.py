@@ -13,7 +13,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from flowproof_cli.assertions import evaluate
+from flowproof_cli.assertions import RunFacts, evaluate
 from flowproof_cli.cassette import CassetteSession
 from flowproof_cli.cassette.conversation import turn_label
 from flowproof_cli.cassette.session import turn_trajectory
@@ -34,11 +34,12 @@ def judge_turns(
     session: CassetteSession,
     turns: Sequence[TurnOutcome],
     environ: Mapping[str, str],
+    run: RunFacts | None = None,
 ) -> list[Failure]:
-    """Every failed assertion of a conversation, the whole conversation's steps first, then
-    turn by turn in spec order."""
+    """Every failed assertion of a conversation, the whole conversation's steps first (with
+    `run`, the facts of the whole run), then turn by turn in spec order."""
     whole = evaluate(
-        spec, session.trajectory(), environ, steps=spec.conversation_steps, strict=False
+        spec, session.trajectory(), environ, steps=spec.conversation_steps, strict=False, run=run
     )  # `strict` holds turn by turn: each turn's calls against its own steps
     failures = [Failure(failure.message, failure.step_line) for failure in whole]
     for user in spec.conversation:

@@ -2,6 +2,14 @@
 
     assert_tool_call:    NAME [where PATH MATCHER [VALUE] [and PATH MATCHER [VALUE] ...]]
     assert:              reply contains TEXT   |   reply is TEXT
+                         output contains TEXT  |   output matches REGEX
+                         exit code equals N    |   exit code is N
+                         model calls equals N  |   model calls is N
+                         model calls at least N |  model calls at most N
+
+`reply` is what the model last said; `output`, `exit code` and `model calls` are facts of the
+whole run (the agent's own stdout and stderr, how its process ended, every model request the
+session saw), so they are judged once per flow.
 
 Prose instead of nested YAML keeps a spec readable by people who did not write it. The parser
 is hand-written (not a regex soup) so each mistake gets its own message with the fix. Errors
@@ -54,6 +62,28 @@ VALID_MATCHERS = (
 
 _CLAUSE_SPLIT = re.compile(r"\s+and\s+")
 _REPLY = re.compile(r"reply\s+(contains|is)(?:\s+(.*))?", re.DOTALL)
+_OUTPUT = re.compile(r"output\s+(contains|matches)(?:\s+(.*))?", re.DOTALL)
+_EXIT_CODE = re.compile(r"exit\s+code\s+(equals|is)(?:\s+(.*))?", re.DOTALL)
+_MODEL_CALLS = re.compile(
+    r"model\s+calls\s+(equals|is|at\s+least|at\s+most)(?:\s+(.*))?", re.DOTALL
+)
+#: The subjects of `assert:` and how each is written, for messages.
+ASSERT_FORMS = (
+    "`reply contains TEXT`, or `output contains TEXT`, `output matches REGEX`, "
+    "`exit code equals N`, `model calls equals N` (or `at least N`, `at most N`)"
+)
+#: Every spelling of the run's subjects (`output`, `exit code`, `model calls`), each a form
+#: that can fail on its own.
+RUN_FORMS = (
+    "output contains",
+    "output matches",
+    "exit code equals",
+    "exit code is",
+    "model calls equals",
+    "model calls is",
+    "model calls at least",
+    "model calls at most",
+)
 
 
 @dataclass(frozen=True)
@@ -96,6 +126,57 @@ class ReplyAssertion:
 
     def __str__(self) -> str:
         return self.source or f"reply contains {self.text}"
+
+
+@dataclass(frozen=True)
+class OutputAssertion:
+    """A parsed `assert: output contains TEXT` / `output matches REGEX`: the agent's own
+    stdout and stderr, whole (not the model's reply)."""
+
+    matcher: Matcher  # CONTAINS or MATCHES
+    text: str  # may hold ${VAR}
+    source: str = ""
+
+    def __str__(self) -> str:
+        return self.source or f"output {self.matcher.value} {self.text}"
+
+
+@dataclass(frozen=True)
+class ExitCodeAssertion:
+    """A parsed `assert: exit code equals N` (alias `is`): the agent's process exits with N.
+    With one, a non-zero exit is this step's to judge, not a failure of the run by itself."""
+
+    code: int
+    source: str = ""
+
+    def __str__(self) -> str:
+        return self.source or f"exit code equals {self.code}"
+
+
+@dataclass(frozen=True)
+class ModelCallsAssertion:
+    """A parsed `assert: model calls equals N` (alias `is`), `at least N`, `at most N`:
+    every model request the flow's session saw, retries and refused ones included."""
+
+    comparison: str  # "equals", "at least" or "at most"
+    count: int
+    source: str = ""
+
+    def holds(self, calls: int) -> bool:
+        if self.comparison == "at least":
+            return calls >= self.count
+        if self.comparison == "at most":
+            return calls <= self.count
+        return calls == self.count
+
+    def __str__(self) -> str:
+        return self.source or f"model calls {self.comparison} {self.count}"
+
+
+#: What an `assert:` step can say.
+Assertion = ReplyAssertion | OutputAssertion | ExitCodeAssertion | ModelCallsAssertion
+#: The subjects that are facts of the whole run, judged once per flow.
+RunAssertion = OutputAssertion | ExitCodeAssertion | ModelCallsAssertion
 
 
 def parse_tool_assertion(text: str) -> ToolCallAssertion:
@@ -212,8 +293,8 @@ def parse_reply_assertion(text: str) -> ReplyAssertion:
     match = _REPLY.fullmatch(source)
     if match is None:
         raise SpecError(
-            f"cannot read `assert: {source}`: expected `reply contains TEXT`. Fix: write e.g. "
-            "`assert: reply contains sunny` (tool calls use `assert_tool_call:`)"
+            f"cannot read `assert: {_shown(source)}`: expected {ASSERT_FORMS}. Fix: "
+            "write e.g. `assert: reply contains sunny` (tool calls use `assert_tool_call:`)"
         )
     value = (match.group(2) or "").strip()
     if not value:
@@ -222,6 +303,67 @@ def parse_reply_assertion(text: str) -> ReplyAssertion:
             "TEXT`, e.g. `reply contains sunny`"
         )
     return ReplyAssertion(text=value, source=source)
+
+
+def parse_assertion(text: str) -> Assertion:
+    """Parse any `assert:` text by its subject (`reply`, `output`, `exit code`, `model
+    calls`); raise SpecError naming the forms and the fix."""
+    source = text.strip()
+    words = source.split()
+    head = " ".join(words[:2])
+    if words[:1] == ["output"]:
+        return _parse_output(source)
+    if head == "exit code":
+        return ExitCodeAssertion(_whole_number(source, _EXIT_CODE, signed=True), source)
+    if head == "model calls":
+        match = _MODEL_CALLS.fullmatch(source)
+        count = _whole_number(source, _MODEL_CALLS, signed=False)
+        comparison = " ".join(match.group(1).split()) if match else "equals"
+        return ModelCallsAssertion("equals" if comparison == "is" else comparison, count, source)
+    return parse_reply_assertion(source)
+
+
+def _parse_output(source: str) -> OutputAssertion:
+    match = _OUTPUT.fullmatch(source)
+    if match is None:
+        raise SpecError(
+            f"cannot read `assert: {_shown(source)}`: `output` takes `contains TEXT` or "
+            "`matches REGEX`. Fix: write e.g. `assert: output contains try again`"
+        )
+    value = (match.group(2) or "").strip()
+    verb = match.group(1)
+    if not value:
+        what = "REGEX" if verb == "matches" else "TEXT"
+        raise SpecError(
+            f"`assert: {source}` has nothing to look for. Fix: write `output {verb} {what}`, "
+            "e.g. `output contains try again`"
+        )
+    matcher = Matcher.MATCHES if verb == "matches" else Matcher.CONTAINS
+    if matcher is Matcher.MATCHES and "${" not in value:
+        compile_regex(value)
+    return OutputAssertion(matcher, value, source)
+
+
+def _whole_number(source: str, pattern: re.Pattern[str], *, signed: bool) -> int:
+    """N of `exit code equals N` / `model calls ... N`, or the SpecError naming the fix."""
+    subject = "exit code" if signed else "model calls"
+    example = "exit code equals 1" if signed else "model calls equals 3"
+    match = pattern.fullmatch(source)
+    if match is None:
+        verbs = "`equals N` (alias `is N`)" + ("" if signed else ", `at least N`, `at most N`")
+        raise SpecError(
+            f"cannot read `assert: {_shown(source)}`: `{subject}` takes {verbs}. Fix: write "
+            f"e.g. `assert: {example}`"
+        )
+    value = (match.group(2) or "").strip()
+    digits = value[1:] if signed and value.startswith("-") else value
+    if not (digits.isascii() and digits.isdigit()):
+        what = "an exit code" if signed else "a count of model requests, 0 or more"
+        raise SpecError(
+            f"`assert: {_shown(source)}` needs a whole number ({what}), got "
+            f"{_shown(value) or 'nothing'!r}. Fix: write e.g. `{example}`"
+        )
+    return int(value)
 
 
 def _starts_with_words(text: str, words: str) -> bool:

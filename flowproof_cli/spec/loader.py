@@ -74,7 +74,18 @@ def parse_spec(text: str, path: str) -> FlowSpec:
         if isinstance(steps_node, yaml.SequenceNode)
         else []
     )
-    context = {"source_path": path, "step_lines": step_lines, **pattern_lines(root)}
+    faults_node = _child(root, "faults")
+    fault_lines = (
+        [_line(item) for item in faults_node.value]
+        if isinstance(faults_node, yaml.SequenceNode)
+        else []
+    )
+    context = {
+        "source_path": path,
+        "step_lines": step_lines,
+        "fault_lines": fault_lines,
+        **pattern_lines(root),
+    }
     try:
         return FlowSpec.model_validate(data, context=context)
     except ValidationError as exc:

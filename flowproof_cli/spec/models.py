@@ -34,6 +34,7 @@ from flowproof_cli.spec.conversation import (
     check_conversation,
     group_turns,
 )
+from flowproof_cli.spec.faults import FaultSpec, check_faults
 from flowproof_cli.spec.fields import (
     listed,
     not_a_variable_name,
@@ -48,6 +49,7 @@ from flowproof_cli.spec.steps import (
     NoSecretLeakStep,
     NoToolCallStep,
     PromptStep,
+    ReplyStep,
     Step,
     ToolCallStep,
     UserStep,
@@ -138,6 +140,14 @@ class FlowSpec(_Model):
         "`{id, title?, description?}`: this flow evidences a control; each run records "
         "its row, which `flowproof audit` reads."
     )
+    faults: list[FaultSpec] = listed(
+        "Faults injected on purpose, each at one named call of the recording (`at: model "
+        "call N`, `turn K model call N`, `mcp NAME call N`) with one kind: `answer` (an "
+        "HTTP status, with `retry_after`), `stream`, `delay`, `malformed`, `connection: "
+        "reset` for a model call; `error`, `tool_error`, `crash`, `hang` for an MCP call; "
+        "`times` faulted attempts before the recording serves. Applied identically at "
+        "record and replay, and kept in the trace."
+    )
     steps: list[Step] = Field(
         description=(
             "One-key mappings, in order: `prompt`, `user`, `assert_tool_call`, "
@@ -184,6 +194,14 @@ class FlowSpec(_Model):
         lines = context.get("step_lines") or []
         for step, line in zip(self.steps, lines, strict=False):
             step._line = line
+        for fault, line in zip(self.faults, context.get("fault_lines") or [], strict=False):
+            fault._line = line
+        _check_run_subjects(self)
+        check_faults(
+            self.faults,
+            mcp_servers=[server.name for server in self.mcp],
+            user_turns=_most_turns(self),
+        )
         return self
 
     @field_validator("skip_unless_env", mode="after")
@@ -290,8 +308,15 @@ class FlowSpec(_Model):
 
     @property
     def fault_plan(self) -> tuple[Fault, ...]:
-        """The flow's `faults:` (none yet: parsed by spec/faults.py)."""
-        return ()
+        """The `faults:` entries as the plain faults every layer applies, in spec order,
+        each with its spec line."""
+        return tuple(fault.fault for fault in self.faults)
+
+    @property
+    def judges_exit_code(self) -> bool:
+        """An `assert: exit code ...` step judges the agent's exit: a non-zero exit is then
+        that step's to judge, not a failure of the run by itself."""
+        return any(isinstance(step, ReplyStep) and step.judges_exit_code for step in self.steps)
 
     @property
     def mcp_mocks(self) -> dict[str, dict[str, Any]]:
@@ -353,3 +378,39 @@ class FlowSpec(_Model):
     @property
     def declared_tools(self) -> list[str]:
         return [tool.name for tool in self.tools]
+
+
+def _most_turns(spec: FlowSpec) -> int | None:
+    """The most conversation turns the `user:` steps can open (a simulated user up to
+    its `max_turns`); None when the flow is not a conversation."""
+    if not spec.is_conversation:
+        return None
+    return sum(
+        turn.simulated.max_turns if turn.simulated is not None else 1 for turn in spec.conversation
+    )
+
+
+def _check_run_subjects(spec: FlowSpec) -> None:
+    """`output`, `exit code` and `model calls` judge the whole run: a url agent has no
+    output or exit code of its own, and in a conversation they come before any turn."""
+    in_turn = {id(step) for turn in spec.conversation for step in turn.steps}
+    for index, step in enumerate(spec.steps):
+        if not isinstance(step, ReplyStep) or not step.judges_run:
+            continue
+        subject = " ".join(step.assert_.split()[:2]).removesuffix(" contains")
+        subject = subject.removesuffix(" matches")
+        if spec.agent.url is not None and subject in ("output", "exit code"):
+            raise spec_problem(
+                f"`assert: {step.assert_.strip()}` judges the agent's {subject}, and this "
+                "agent is a running service (`agent.url`) that flowproof does not start, "
+                f"so it has no {subject} here. Fix: judge its answer with `reply "
+                "contains TEXT`, or drive the agent with `command`",
+                ("steps", index, "assert"),
+            )
+        if id(step) in in_turn:
+            raise spec_problem(
+                f"`assert: {step.assert_.strip()}` judges the whole run, and it is written "
+                "under a `user:` turn. Fix: move it before the first `user:` step, with "
+                "the steps that judge the whole conversation",
+                ("steps", index, "assert"),
+            )

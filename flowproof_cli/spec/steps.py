@@ -31,16 +31,22 @@ from flowproof_cli.errors import SpecError
 from flowproof_cli.spec.base import _Model
 from flowproof_cli.spec.conversation import SimulatedUser, simulated_user
 from flowproof_cli.spec.grammar import (
-    ReplyAssertion,
+    Assertion,
+    ExitCodeAssertion,
+    RunAssertion,
     ToolCallAssertion,
-    parse_reply_assertion,
+    parse_assertion,
     parse_tool_assertion,
 )
 from flowproof_cli.spec.problems import SPEC_ERROR_TYPE, check_keys, spec_problem
 from flowproof_cli.spec.tools import _check_json
 
 _TOOL_ASSERTION_PATTERN = r"^\s*\S+(\s+where\s+\S[\s\S]*)?\s*$"
-_REPLY_PATTERN = r"^\s*reply\s+(contains|is)\s+\S[\s\S]*$"
+_REPLY_PATTERN = (
+    r"^\s*(reply\s+(contains|is)\s+\S[\s\S]*|output\s+(contains|matches)\s+\S[\s\S]*"
+    r"|exit\s+code\s+(equals|is)\s+-?[0-9]+\s*"
+    r"|model\s+calls\s+(equals|is|at\s+least|at\s+most)\s+[0-9]+\s*)$"
+)
 
 
 class StepBase(_Model):
@@ -354,12 +360,19 @@ class NoToolCallStep(_ToolAssertionStep):
 
 
 class ReplyStep(StepBase):
-    """The agent's final reply contains a text."""
+    """An `assert:` step: the agent's final reply contains a text; or a fact of the whole
+    run: its own output, its exit code, how many model requests it made."""
 
     kind: ClassVar[str] = "assert"
     assert_: str = Field(
         alias="assert",
-        description="`reply contains TEXT` (alias `reply is TEXT`, also a substring check).",
+        description=(
+            "`reply contains TEXT` (alias `reply is TEXT`, also a substring check); "
+            "`output contains TEXT` or `output matches REGEX` (the agent's own stdout and "
+            "stderr, whole); `exit code equals N` (alias `is`: with it, a non-zero exit is "
+            "this step's to judge); `model calls equals N` (alias `is`), `model calls at "
+            "least N`, `model calls at most N` (every model request, retries included)."
+        ),
         json_schema_extra={"pattern": _REPLY_PATTERN},
     )
 
@@ -367,14 +380,23 @@ class ReplyStep(StepBase):
     @classmethod
     def _check(cls, value: str) -> str:
         try:
-            parse_reply_assertion(value)
+            parse_assertion(value)
         except SpecError as exc:
             raise spec_problem(exc.detail) from None
         return value
 
     @property
-    def assertion(self) -> ReplyAssertion:
-        return parse_reply_assertion(self.assert_)
+    def assertion(self) -> Assertion:
+        return parse_assertion(self.assert_)
+
+    @property
+    def judges_run(self) -> bool:
+        """It judges a fact of the whole run (`output`, `exit code`, `model calls`)."""
+        return isinstance(self.assertion, RunAssertion)
+
+    @property
+    def judges_exit_code(self) -> bool:
+        return isinstance(self.assertion, ExitCodeAssertion)
 
 
 class NoEgressStep(StepBase):

@@ -104,6 +104,7 @@ def code_forms() -> dict[str, list[str]]:
         "matcher": [matcher.value for matcher in grammar.Matcher],
         "spelling": spellings,
         "reply": _reply_verbs(),
+        "subject": list(grammar.RUN_FORMS),
         "key": list(steps._MATCH_KEYS),
         "check": [check.__name__ for check in divergence.CHECKS] + ["request changed"],
         "kind": [CHAT, ENDPOINT],

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from flowproof_cli.assertions import evaluate
+from flowproof_cli.assertions import RunFacts, evaluate
 from flowproof_cli.errors import ConfigError, SpecError
 from flowproof_cli.spec import FlowSpec, parse_spec
 from flowproof_cli.trajectory import AssistantTurn, ToolCall, Trajectory
@@ -320,3 +320,75 @@ def test_a_spec_built_in_code_reports_a_bad_resolved_regex_without_a_place() -> 
         evaluate(FlowSpec.model_validate(data), trajectory(call("t", a="x")), {"P": "("})
     assert str(info.value).startswith("after resolving variables, `matches (` is not a valid")
     assert (info.value.path, info.value.line) == (None, None)
+
+
+# -- the run's subjects: each edge, and the whole text of each failure ---------------------------
+
+
+def run_failures(step: str, output: str = "out\n", exit_code: int = 0, calls: int = 3) -> list[str]:
+    spec = spec_of(f"assert: {step}")
+    facts = RunFacts(output=output, exit_code=exit_code, model_calls=calls)
+    return failures(spec, trajectory(), run=facts)
+
+
+@pytest.mark.parametrize(
+    ("step", "calls", "holds"),
+    [
+        ("model calls equals 3", 3, True),
+        ("model calls equals 3", 2, False),
+        ("model calls equals 3", 4, False),
+        ("model calls at least 3", 3, True),
+        ("model calls at least 3", 2, False),
+        ("model calls at least 3", 4, True),
+        ("model calls at most 3", 3, True),
+        ("model calls at most 3", 4, False),
+        ("model calls at most 3", 2, True),
+        ("model calls equals 0", 0, True),
+    ],
+)
+def test_model_calls_edges(step: str, calls: int, holds: bool) -> None:
+    assert (run_failures(step, calls=calls) == []) is holds
+
+
+@pytest.mark.parametrize(
+    ("step", "code", "holds"),
+    [
+        ("exit code equals 0", 0, True),
+        ("exit code equals 0", 1, False),
+        ("exit code equals 1", 0, False),
+        ("exit code equals -9", -9, True),
+        ("exit code equals 9", -9, False),
+    ],
+)
+def test_exit_code_edges(step: str, code: int, holds: bool) -> None:
+    assert (run_failures(step, exit_code=code) == []) is holds
+
+
+def test_output_is_searched_whole_and_case_sensitively() -> None:
+    assert run_failures("output contains first", output="first\n" + "x\n" * 5000) == []
+    assert run_failures("output contains First", output="first\n") != []
+    assert run_failures("output matches fir.t", output="first\n") == []
+    assert run_failures("output matches ^irst", output="first\n") != []
+
+
+def test_the_whole_text_of_each_run_failure() -> None:
+    assert run_failures("exit code equals 0", output="a\nb\n", exit_code=2) == [
+        "line 8: assert exit code equals 0: the agent exited with code 2, expected 0; its "
+        "output ends with:\na\nb"
+    ]
+    assert run_failures("exit code is 0", output="", exit_code=2) == [
+        "line 8: assert exit code is 0: the agent exited with code 2, expected 0; it printed "
+        "nothing"
+    ]
+    assert run_failures("model calls at most 1", calls=2) == [
+        "line 8: assert model calls at most 1: the agent made 2 model call(s), expected at "
+        "most 1 (every model request counts: retries and refused ones too)"
+    ]
+    assert run_failures("output matches ^b", output="a\nb") == [
+        "line 8: assert output matches ^b: the agent's output does not match ^b; its output "
+        "ends with:\na\nb"
+    ]
+    assert run_failures("output contains z", output=" \n") == [
+        "line 8: assert output contains z: the agent printed nothing (its stdout and stderr are "
+        'empty), so its output does not contain "z"'
+    ]

@@ -127,7 +127,9 @@ def test_a_regex_re_only_warns_about_parses_silently() -> None:
 
 def test_a_reply_assertion_that_cannot_be_read() -> None:
     assert reply_error("reply has sunny") == (
-        "cannot read `assert: reply has sunny`: expected `reply contains TEXT`. Fix: write e.g. "
+        "cannot read `assert: reply has sunny`: expected `reply contains TEXT`, or `output "
+        "contains TEXT`, `output matches REGEX`, `exit code equals N`, `model calls equals N` "
+        "(or `at least N`, `at most N`). Fix: write e.g. "
         "`assert: reply contains sunny` (tool calls use `assert_tool_call:`)"
     )
 

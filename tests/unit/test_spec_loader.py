@@ -182,7 +182,7 @@ def test_unknown_top_level_key(tmp_path: Path) -> None:
     assert "unknown key `stpes`" in str(error)
     assert "Did you mean `steps`?" in str(error)
     assert (
-        "name, app, agent, tools, mcp, strict, match, timeout, skip_unless_env, control, steps"
+        "name, app, agent, tools, mcp, strict, match, timeout, skip_unless_env, control, faults, steps"
         in str(error)
     )
 
@@ -431,6 +431,7 @@ def test_schema_contains_every_step_kind() -> None:
         "timeout",
         "skip_unless_env",
         "control",
+        "faults",
         "steps",
     }
     control = schema["$defs"]["ControlSpec"]
