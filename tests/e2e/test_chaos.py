@@ -74,12 +74,6 @@ def test_the_sdks_retries_absorb_each_status(recording: Path) -> None:
         assert cell["detail"] == f"{calls + 1} model request(s) for {calls} call(s)", cell
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the engine's own reset (addons/model.py `flow.kill()`) reaches the guard's "
-    "`error` hook, which fails the flow: `failed before flowproof could answer it "
-    "(Connection killed.)`, though the SDK retried and the flow otherwise passed",
-)
 def test_the_sdks_retries_absorb_a_reset(recording: Path) -> None:
     """ENGINE. A reset connection is retried by the SDK like a status."""
     done = run_cli("chaos", recording, "--json", "--kinds", "reset")
