@@ -9,6 +9,7 @@ agent's process group and close the proxy's port (see `runner.termination`).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import functools
 import os
 import time
@@ -24,6 +25,7 @@ from flowproof_cli.errors import TraceError
 from flowproof_cli.evidence import secrets as secret_scan
 from flowproof_cli.evidence.records import file_sha256
 from flowproof_cli.evidence.trajectory_diff import intent_of
+from flowproof_cli.faults.plan import Fault
 from flowproof_cli.match.addons import LoadedScript, ScriptAddon
 from flowproof_cli.match.agents import preset_version_notes
 from flowproof_cli.match.build import Declared, build_rules
@@ -124,6 +126,7 @@ async def run_flow(
     suite_match: Sequence[Declared] = (),
     hub: ProxyHub | None = None,
     keep_going: bool = False,
+    injected: tuple[Fault, ...] = (),
 ) -> FlowResult:
     """Run one flow and return its verdict. FlowproofError propagates (exit 2).
 
@@ -143,6 +146,7 @@ async def run_flow(
             keep_going=keep_going,
         )
         setup = await _off_loop(prepare) if _has_addons(spec, suite_match) else prepare()
+        setup = dataclasses.replace(setup, faults=injected) if injected else setup
         try:
             driven, mcp = await _drive_on(setup, hub)
             if setup.session.off_loop is not None:  # what its matcher addons found is judged
@@ -206,6 +210,7 @@ class _Setup:
     session: CassetteSession
     trace: traces.Trace | None  # the trace replayed; None when recording
     keep_going: bool = False  # the agent runs to its own end after a divergence
+    faults: tuple[Fault, ...] = ()  # the flow's faults (the MCP servers take theirs)
 
     @property
     def user_addons(self) -> list[ScriptAddon]:
@@ -271,6 +276,7 @@ async def _drive(setup: _Setup, hub: ProxyHub) -> tuple[Driven, McpVerdict]:
         environ=setup.environ,
         cwd=setup.cwd,
         lanes=setup.trace.mcp if setup.trace is not None else None,
+        faults=setup.faults,
     )
     try:
         mcp.prepare()
