@@ -83,8 +83,16 @@ class HttpRecordSession(HttpMcpSession):
     def _batch(self, batch: list[Any]) -> Outcome:
         if any(isinstance(m, dict) and mocked_tool(m, self.mocks) for m in batch):
             return self.refuse("a mocked tool cannot be called inside a JSON-RPC batch")
-        for element in batch:
-            self.recorder.client(element)
+        decisions = [
+            self.faults.decide(*canonical_request(m)) if kind_of(m) is Kind.REQUEST else Decision()
+            for m in batch
+        ]
+        faulted = next((d.fault for d in decisions if d.fault is not None), None)
+        if faulted is not None:
+            return self.refuse(f"the fault `{faulted.label}` hit a call inside a JSON-RPC batch")
+        for element, decision in zip(batch, decisions, strict=True):
+            retry_of = decision.retry_of.label if decision.retry_of is not None else None
+            self.recorder.client(element, retry_of=retry_of)
         return ForwardRequest(self.url)
 
     def _message(self, message: dict[str, Any], headers: Mapping[str, str]) -> Outcome:

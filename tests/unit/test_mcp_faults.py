@@ -302,3 +302,16 @@ def test_http_replay_drops_the_connection_of_a_crash_and_answers_an_error() -> N
     reply = post(session, call_tool(4, "write", name="b"))
     assert isinstance(reply, Reply) and json.loads(reply.body)["error"]["code"] == -32603
     assert session.applied == {RPC.label: 1, "mcp notes call 1: crash": 1}
+
+
+def test_http_record_refuses_a_fault_inside_a_batch() -> None:
+    session = HttpRecordSession("notes", url="http://real/mcp", faults=(DOWN,))
+    post(session, {**INIT, "params": {"protocolVersion": "2025-03-26"}})
+    session.on_upstream_message(res(1, {"protocolVersion": "2025-03-26"}), via=1)
+    batch = [call_tool(2, "read", name="a"), call_tool(3, "write", name="b")]
+    reply = session.on_request("POST", {}, json.dumps(batch).encode())
+    assert isinstance(reply, Reply) and reply.status == 400
+    assert session.errors == [
+        "the MCP server 'notes': the fault `mcp notes call 2: tool_error: database "
+        "unavailable` hit a call inside a JSON-RPC batch"
+    ]
