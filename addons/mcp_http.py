@@ -189,6 +189,7 @@ class McpHttpBoundary:
             if isinstance(session, HttpRecordSession):
                 deadline.arm(flow, session.bound.seconds)  # until its headers
         elif isinstance(outcome, Drop):
+            mark_forwarded(flow)  # unanswered on purpose: no refusal, no failure for it
             flow.kill()  # a crash fault: the connection closes with no answer
             flow.comment = f"flowproof: MCP '{session.server}' dropped (a crash fault)"
         elif isinstance(outcome, StreamReply):

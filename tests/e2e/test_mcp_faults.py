@@ -39,6 +39,11 @@ def mcp_fault(kind: str, value: Any = None, *, call: int, times: int = 1) -> Fau
     return Fault(CallAt("mcp", call, server="notes"), kind, value, times=times)
 
 
+def write_then_give_up() -> Any:
+    """The model's script (a fresh one for each record: a script counts its calls)."""
+    return sequence(Reply(tool_calls=[WRITE]), Reply(text="The notes server is down."))
+
+
 def write_spec(folder: Path, server: dict[str, Any], env: dict[str, str], says: str) -> Path:
     spec = {
         "name": "notes agent",
@@ -147,10 +152,9 @@ def test_a_stdio_server_that_crashes_mid_flow_is_judged_by_what_the_agent_does(
     notes = tmp_path / "notes"
     env = {"NOTES_DIR": str(notes), "REPORT_TOOL_FAILURES": "1", "TOOL_TIMEOUT": "20"}
     crash = (mcp_fault(CRASH, call=1),)
-    script = sequence(Reply(tool_calls=[WRITE]), Reply(text="The notes server is down."))
     server = {"name": "notes", "command": f"{PY} {NOTES_V2}"}
     spec = write_spec(tmp_path, server, env, "reply contains server is down")
-    record(spec, script, crash)
+    record(spec, write_then_give_up(), crash)
     assert executed(notes) == []
     trace = trace_of(spec)
     write = next(c for c in trace["mcp"]["notes"]["calls"] if c["method"] == "tools/call")
@@ -159,6 +163,27 @@ def test_a_stdio_server_that_crashes_mid_flow_is_judged_by_what_the_agent_does(
     told = [m for t in trace["turns"] for m in t["request"]["messages"] if m["role"] == "tool"]
     assert told[0]["content"].startswith("tool failed: ")
     assert replay(spec, crash) == []
+
+
+def test_a_dropped_http_connection_kills_this_sdk_agent_alike_at_record_and_replay(
+    tmp_path: Path,
+) -> None:
+    """Over streamable HTTP a crash drops the connection unanswered. The mcp 2.x client
+    does not survive it (its session's task group dies with the agent, whatever the agent
+    catches): the flow fails at record with the fault, and at replay with the same fault
+    injected over a lane recorded without it, naming the agent's own exit both times."""
+    notes = tmp_path / "notes"
+    env = {"NOTES_DIR": str(notes), "REPORT_TOOL_FAILURES": "1", "TOOL_TIMEOUT": "20"}
+    crash = (mcp_fault(CRASH, call=1),)
+    died = "agent error: ExceptionGroup: unhandled errors in a TaskGroup"
+    with http_server(notes_http(), {"NOTES_DIR": str(notes)}) as url:
+        spec = write_spec(tmp_path, {"name": "notes", "url": url}, env, "reply contains down")
+        with pytest.raises(AssertionError, match=died):
+            record(spec, write_then_give_up(), crash)
+        assert executed(notes) == []  # the dropped write never reached the server
+        record(spec, write_then_give_up(), ())
+    failures = replay(spec, crash)
+    assert len(failures) == 1 and died in failures[0], failures
 
 
 def test_a_fault_injected_at_replay_over_a_lane_recorded_without_it(tmp_path: Path) -> None:
