@@ -315,3 +315,22 @@ def test_http_record_refuses_a_fault_inside_a_batch() -> None:
         "the MCP server 'notes': the fault `mcp notes call 2: tool_error: database "
         "unavailable` hit a call inside a JSON-RPC batch"
     ]
+
+
+def test_a_hang_at_record_answers_nothing_and_repeats_add_no_lane_entry(tmp_path: Path) -> None:
+    hang = fault(HANG, call=1, times=2)
+    session = standin(tmp_path, "record", [hang])
+    session.faults[0]["times"] = 2
+    attempts = b"".join(line(call_tool(n, "read", name="a")) for n in (2, 3, 4))
+    stdout = io.BytesIO()
+    assert run_standin(session, io.BytesIO(line(INIT) + attempts), stdout) == 0
+    answered = [json.loads(m)["id"] for m in stdout.getvalue().splitlines()]
+    assert answered == [1, 4]  # two silent attempts, then the retry reached the server
+    entries = read_entries(tmp_path / "notes.capture.jsonl")
+    lane, _ = lane_from_capture(entries)
+    assert [(c.method, c.fault) for c in lane.calls] == [
+        ("initialize", None),
+        ("tools/call", hang.label),
+    ]
+    assert lane.calls[1].result == {"echo": "tools/call"}
+    assert faults_applied(entries) == {hang.label: 2} and unanswered(entries) == []
