@@ -36,6 +36,7 @@ from flowproof_cli.errors import FlowproofError
 from flowproof_cli.mcp.call_bound import CallBound
 from flowproof_cli.mcp.canonical import INTERNAL_ERROR
 from flowproof_cli.mcp.http import (
+    Drop,
     ForwardRequest,
     HttpMcpSession,
     Reply,
@@ -187,6 +188,10 @@ class McpHttpBoundary:
             self._forward(flow, outcome)
             if isinstance(session, HttpRecordSession):
                 deadline.arm(flow, session.bound.seconds)  # until its headers
+        elif isinstance(outcome, Drop):
+            mark_forwarded(flow)  # unanswered on purpose: no refusal, no failure for it
+            flow.kill()  # a crash fault: the connection closes with no answer
+            flow.comment = f"flowproof: MCP '{session.server}' dropped (a crash fault)"
         elif isinstance(outcome, StreamReply):
             port = await self.streams.ensure_started()
             key = self.streams.register(outcome.channel)

@@ -10,6 +10,12 @@ A torn last line (a kill mid-write) is skipped when reading.
                                                       CLOCK_MONOTONIC, which the runner's
                                                       conversation turns are timed on too)
     {"i": "...", "k": "c", "m": {...}, "mock": true}  ... a mocked tools/call (not forwarded)
+    {"i": "...", "k": "c", "m": {...}, "fault": "<label>", "answer": {...}}
+                                                      ... a faulted attempt, answered by
+                                                      flowproof with `answer` (none: a crash
+                                                      or a hang), never forwarded
+    {"i": "...", "k": "c", "m": {...}, "retry_of": "<label>"}
+                                                      ... the identical retry of that call
     {"i": "...", "k": "s", "m": {...}}                the server (or a mock) answered m
     {"i": "...", "k": "error", "text": "..."}         the stand-in could not do its job
     {"i": "...", "k": "refused", "text": "..."}       a message flowproof refused
@@ -105,11 +111,32 @@ def lane_from_capture(entries: list[dict[str, Any]]) -> tuple[Lane, bool]:
         if kind == START:
             started = True
         elif kind == CLIENT:
-            mocked = bool(entry.get("mock"))
-            recorder.client(message, instance=instance, mocked=mocked, at=stamp_of(entry))
+            recorder.client(
+                message,
+                instance=instance,
+                mocked=bool(entry.get("mock")),
+                at=stamp_of(entry),
+                fault=_text(entry.get("fault")),
+                fault_answer=entry.get("answer") if isinstance(entry.get("answer"), dict) else None,
+                retry_of=_text(entry.get("retry_of")),
+            )
         elif kind == SERVER:
             recorder.server(message, instance=instance)
     return recorder.lane, started
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def faults_applied(entries: list[dict[str, Any]]) -> dict[str, int]:
+    """Record: fault label -> attempts the stand-ins answered with it."""
+    applied: dict[str, int] = {}
+    for entry in entries:
+        label = entry.get("fault") if entry.get("k") == CLIENT else None
+        if isinstance(label, str):
+            applied[label] = applied.get(label, 0) + 1
+    return applied
 
 
 def client_messages(entries: list[dict[str, Any]]) -> list[Any]:
@@ -146,7 +173,7 @@ def call_count(entries: list[dict[str, Any]]) -> int:
 
 def unanswered(entries: list[dict[str, Any]]) -> list[str]:
     """Record: the agent's requests the server never answered (`call_text` of each), in
-    order. A request the agent cancelled, a stream meant to stay open
+    order. A faulted attempt, a request the agent cancelled, a stream meant to stay open
     (`subscriptions/listen`), and every call of a stand-in that failed (its failure named
     them, and answered them) are not counted."""
     waiting: dict[tuple[str, str], str] = {}
@@ -156,6 +183,8 @@ def unanswered(entries: list[dict[str, Any]]) -> list[str]:
         message: Any = entry.get("m")
         if kind in (ERROR, REFUSED):
             failed.add(instance)
+        elif entry.get("fault") is not None:
+            continue  # answered by the fault (or, on purpose, never: a crash, a hang)
         elif kind == CLIENT and kind_of(message) is Kind.REQUEST and not entry.get("mock"):
             if message["method"] not in STREAMING_METHODS:
                 label = call_label(message["method"], message.get("params"))

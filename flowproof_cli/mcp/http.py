@@ -2,7 +2,8 @@
 
 `addons/mcp_http.py` hands each HTTP request on a server's listener to `on_request` and
 gets back what to do: a whole `Reply`, a `ForwardRequest` to the real server (record), or a
-`StreamReply` to serve over time from the loopback stream server (replay).
+`StreamReply` to serve over time from the loopback stream server (replay, and a hang
+fault at record), or `Drop` (a crash fault: the connection closes unanswered).
 
 The front checks what every request must be whatever the mode (a method MCP knows, a JSON
 body, a JSON-RPC message whose 2026-07-28 headers agree with it, a batch only where the
@@ -60,7 +61,12 @@ class StreamReply:
     channel: Channel
 
 
-Outcome = Reply | ForwardRequest | StreamReply
+@dataclass
+class Drop:
+    """A crash fault: the connection is closed without an answer."""
+
+
+Outcome = Reply | ForwardRequest | StreamReply | Drop
 
 
 def json_reply(status: int, message: Any, headers: Mapping[str, str] | None = None) -> Reply:
@@ -193,6 +199,11 @@ class HttpMcpSession(ABC):
     @abstractmethod
     def divergence(self) -> str | None:
         """Replay: where the agent left the lane."""
+
+    @property
+    @abstractmethod
+    def applied(self) -> dict[str, int]:
+        """fault.label -> attempts answered with it."""
 
     @abstractmethod
     def failures(self) -> list[str]:

@@ -12,8 +12,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from flowproof_cli.faults.plan import Fault
 from flowproof_cli.mcp.canonical import Kind, kind_of
 from flowproof_cli.mcp.http import (
+    Drop,
     HttpMcpSession,
     Outcome,
     Reply,
@@ -39,10 +41,15 @@ class HttpReplaySession(HttpMcpSession):
     mode = Mode.REPLAY
 
     def __init__(
-        self, server: str, *, lane: Lane | None = None, mocks: Mapping[str, Any] | None = None
+        self,
+        server: str,
+        *,
+        lane: Lane | None = None,
+        mocks: Mapping[str, Any] | None = None,
+        faults: tuple[Fault, ...] = (),
     ):
         super().__init__(server, mocks)
-        self.replayer = Replayer(server, lane or Lane(), self.mocks)
+        self.replayer = Replayer(server, lane or Lane(), self.mocks, faults)
         self.streams = ReplayStreams(self.replayer)
 
     @property
@@ -89,6 +96,8 @@ class HttpReplaySession(HttpMcpSession):
             self.streams.route(emissions, None)
             return Reply(202)
         here = self.replayer.last_position
+        if any(e.crash for e in emissions):
+            return Drop()  # a crash fault: no answer, the connection closes
         mine = self.streams.route(emissions, here)
         final = next((e for e in mine if e.final), None)
         extra = {SESSION_HEADER: REPLAY_SESSION_ID} if message.get("method") == "initialize" else {}
@@ -128,6 +137,10 @@ class HttpReplaySession(HttpMcpSession):
     @property
     def divergence(self) -> str | None:
         return self.replayer.divergence
+
+    @property
+    def applied(self) -> dict[str, int]:
+        return self.replayer.applied
 
     def failures(self) -> list[str]:
         return self.replayer.failures()

@@ -15,6 +15,10 @@ detail (no request ids, no session ids, no HTTP status of a plain answer).
         settled_after: 3       # answered only once 3 other calls had been answered
         status: 400            # HTTP status of an error answer, when it was not 200
         conversation_turn: 2   # a conversation's: the turn open when the agent made it
+        fault: "mcp notes call 2: tool_error: down"   # its first attempts got this fault
+        fault_answer: {result: {...}}   # ... answered so (absent: a crash or a hang); then
+                               # `result`/`error` is what its identical retry got (absent:
+                               # the agent never retried it)
     server:
       - after: 2               # calls answered when it crossed
         during: 3              # 1-based call pending when it crossed (emitted after it arrives)
@@ -53,6 +57,10 @@ class Call:
     status: int | None = None
     #: A conversation's: the turn the agent made the call in (None: a one-turn flow).
     conversation_turn: int | None = None
+    #: The label of the fault its first attempts got (`faults.plan.Fault.label`), and the
+    #: answer they got (None: a crash or a hang). Its own answer is then the retry's.
+    fault: str | None = None
+    fault_answer: dict[str, Any] | None = None
     #: When it reached flowproof (CLOCK_MONOTONIC, comparable across processes); not stored.
     arrived_at: float | None = field(default=None, compare=False, repr=False)
 
@@ -118,6 +126,10 @@ def lane_to_document(lane: Lane) -> dict[str, Any]:
             entry["status"] = call.status
         if call.conversation_turn is not None:
             entry["conversation_turn"] = call.conversation_turn
+        if call.fault is not None:
+            entry["fault"] = call.fault
+            if call.fault_answer is not None:
+                entry["fault_answer"] = sorted_keys(call.fault_answer)
         calls.append(entry)
     events: list[dict[str, Any]] = []
     for event in lane.server:
@@ -142,6 +154,18 @@ def lane_to_document(lane: Lane) -> dict[str, Any]:
 def _int(value: Any, what: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise TypeError(f"{what} is not an integer")
+    return value
+
+
+def _text(value: Any, what: str) -> str | None:
+    if value is not None and not isinstance(value, str):
+        raise TypeError(f"{what} is not text")
+    return value
+
+
+def _mapping(value: Any, what: str) -> dict[str, Any] | None:
+    if value is not None and not isinstance(value, dict):
+        raise TypeError(f"{what} is not a mapping")
     return value
 
 
@@ -189,6 +213,8 @@ def lane_from_document(document: Any, source: str) -> Lane:
                         if "conversation_turn" in entry
                         else None
                     ),
+                    fault=_text(entry.get("fault"), "fault"),
+                    fault_answer=_mapping(entry.get("fault_answer"), "fault_answer"),
                 )
             )
         except (KeyError, TypeError, AttributeError) as exc:

@@ -4,6 +4,10 @@ Fed in arrival order, from either transport: `client()` for what the agent sent,
 for what the server sent. `instance` tells apart concurrent connections to the same server
 (two stand-in processes, two HTTP sessions) so their request ids never collide.
 
+A faulted attempt (`fault`: the label, `fault_answer`: what flowproof answered) is never
+forwarded: the first one of a call makes its lane entry, repeats add nothing; its identical
+retry (`retry_of`: the label) is that same entry's call, its answer the entry's answer.
+
 Attribution of server-started traffic: `via` is the id of the request whose answer
 stream carried it (HTTP); without it (stdio, the standalone stream) a progress token or
 subscription id names the call, else the most recently sent pending call of the same
@@ -60,22 +64,37 @@ class LaneRecorder:
         self._ids: dict[int, Any] = {}
         self._tokens: dict[int, Any] = {}
         self._server_requests: dict[tuple[str, str], int] = {}  # (instance, id) -> event
+        self._faulted: dict[str, int] = {}  # fault label -> call index
 
     # -- what the agent sent ---------------------------------------------------------
 
     def client(
-        self, message: Any, *, instance: str = "", mocked: bool = False, at: float | None = None
+        self,
+        message: Any,
+        *,
+        instance: str = "",
+        mocked: bool = False,
+        at: float | None = None,
+        fault: str | None = None,
+        fault_answer: dict[str, Any] | None = None,
+        retry_of: str | None = None,
     ) -> int | None:
         """Record one client message; the 0-based call index of a request, else None. `at`
         is when it arrived (CLOCK_MONOTONIC; default now), which places it in its
         conversation turn."""
         kind = kind_of(message)
         if kind is Kind.REQUEST and message["method"] != PING:
-            method, params = canonical_request(message)
-            position = len(self.lane.calls)
-            arrived_at = time.monotonic() if at is None else at
-            call = Call(method=method, params=params, mocked=mocked, arrived_at=arrived_at)
-            self.lane.calls.append(call)
+            if fault is not None:
+                return self._faulted_attempt(message, fault, fault_answer, at)
+            position = self._faulted.get(retry_of) if retry_of is not None else None
+            if position is None:
+                method, params = canonical_request(message)
+                position = len(self.lane.calls)
+                arrived_at = time.monotonic() if at is None else at
+                call = Call(method=method, params=params, mocked=mocked, arrived_at=arrived_at)
+                self.lane.calls.append(call)
+            else:
+                self.lane.calls[position].mocked = mocked
             self._pending[(instance, id_key(message["id"]))] = position
             self._arrival[position] = self.answered
             self._instance_of[position] = instance
@@ -87,6 +106,21 @@ class LaneRecorder:
             if event is not None:
                 self.lane.server[event].answer = answer_of(message)
         return None
+
+    def _faulted_attempt(
+        self, message: Any, label: str, answer: dict[str, Any] | None, at: float | None
+    ) -> int:
+        """A faulted attempt: the first makes the call's entry, a repeat adds nothing."""
+        position = self._faulted.get(label)
+        if position is None:
+            method, params = canonical_request(message)
+            position = len(self.lane.calls)
+            arrived_at = time.monotonic() if at is None else at
+            self.lane.calls.append(
+                Call(method, params, fault=label, fault_answer=answer, arrived_at=arrived_at)
+            )
+            self._faulted[label] = position
+        return position
 
     def position_of(self, request_id: Any, *, instance: str = "") -> int | None:
         """The 0-based call index of a request still waiting for its answer, else None."""

@@ -12,6 +12,12 @@ and the call it arrived `during` has arrived. A server-initiated request holds e
 behind it until the agent answers it; the answer is matched like a call. A call's answer
 goes out once the server messages recorded during it are out (and, when it was answered
 late at record, once as many other calls have been answered).
+
+Faults (`faults.McpFaults`): a faulted `tools/call` must match its recorded call strictly,
+then gets the fault instead of the recorded answer (an error, an `isError` result, a crash
+emission, or nothing: a hang); its identical retry is served the recorded answer at the
+same position. This holds whether the lane was recorded with the fault (the call's entry
+names it) or without it (a fault injected at replay only).
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from flowproof_cli.faults.plan import CRASH, Fault
 from flowproof_cli.mcp.canonical import (
     PING,
     SUBSCRIPTION_ID_META,
@@ -30,12 +37,21 @@ from flowproof_cli.mcp.canonical import (
     canonical_request,
     error_message,
     id_key,
+    is_modern,
     kind_of,
     progress_token,
+    with_id,
 )
+from flowproof_cli.mcp.faults import Decision, McpFaults, fault_answer
 from flowproof_cli.mcp.lane import Call, Lane, call_label
 from flowproof_cli.mcp.matching import compare_answer, compare_call
-from flowproof_cli.mcp.mocks import MOCK_REFUSALS, lane_schemas, mock_answer, refusal
+from flowproof_cli.mcp.mocks import (
+    MOCK_REFUSALS,
+    lane_schemas,
+    mock_answer,
+    mocked_tool,
+    refusal,
+)
 
 DIVERGENCE_CODE = -32099  # JSON-RPC server-error range: flowproof refused a diverged call
 #: The channel of an answer that has no lane position (a ping): it goes back at once.
@@ -48,6 +64,7 @@ class Emission:
     channel: int | None  # 0-based call position whose answer carries it; None: standalone
     final: bool = False  # the answer of `channel` (its stream ends after it)
     status: int | None = None  # HTTP status of an error answer recorded with one
+    crash: bool = False  # a crash fault: the server dies here (stdio) / drops it (HTTP)
 
 
 @dataclass
@@ -59,10 +76,18 @@ class _Arrived:
 
 
 class Replayer:
-    def __init__(self, server: str, lane: Lane, mocks: Mapping[str, Any] | None = None):
+    def __init__(
+        self,
+        server: str,
+        lane: Lane,
+        mocks: Mapping[str, Any] | None = None,
+        faults: tuple[Fault, ...] = (),
+    ):
         self.server = server
         self.lane = lane
         self.mocks = dict(mocks or {})
+        self.faults = McpFaults(server, faults)
+        self._faulted_position: int | None = None  # the call awaiting its retry
         self.arrived: list[_Arrived] = []
         self.answered = 0
         self.divergence: str | None = None
@@ -92,6 +117,11 @@ class Replayer:
                 version = call.result.get("protocolVersion")
                 return version if isinstance(version, str) else None
         return None
+
+    @property
+    def applied(self) -> dict[str, int]:
+        """fault.label -> attempts answered with it (a fault never applied is absent)."""
+        return dict(self.faults.applied)
 
     @property
     def contacted(self) -> bool:
@@ -125,6 +155,9 @@ class Replayer:
         if self.divergence is not None:
             text = f"flowproof: replay stopped after a divergence: {self.divergence}"
             return [Emission(error_message(message["id"], DIVERGENCE_CODE, text), position, True)]
+        decision = self.faults.decide(method, params)
+        if decision.again or decision.retry_of is not None:
+            return self._faulted_again(message, decision, at)
         calls = self.lane.calls
         self.diverged_at = at  # kept only if this call diverges (`divergence` is set)
         if position >= len(calls):
@@ -135,14 +168,61 @@ class Replayer:
                 f"{len(calls)} call(s)",
             )
         difference = compare_call(calls[position], method, params)
+        if difference is None and calls[position].fault is not None and decision.fault is None:
+            difference = (
+                f"it was recorded with the fault `{calls[position].fault}`, which this replay "
+                "does not apply; re-record the flow"
+            )
         if difference is not None:
             return self._diverge(message, position, difference)
+        if decision.fault is not None:
+            self._faulted_position = position
+            self._responded.add(position)  # its recorded answer waits for the retry
+            self.arrived.append(_Arrived(message["id"], progress_token(message), None, at))
+            return [*self._fault(message, position, decision.fault), *self._advance()]
+        return self._serve(message, position, at)
+
+    def _serve(self, message: dict[str, Any], position: int, at: float) -> list[Emission]:
+        """A matched call: its mock or its recorded answer, once its turn comes."""
         try:
             mock = mock_answer(message, self.mocks, self._schemas, self._mock_calls)
         except MOCK_REFUSALS as exc:  # a bad schema is checked before the agent starts
             return self._refuse(message, position, refusal(self.server, exc)[0])
-        self.arrived.append(_Arrived(message["id"], progress_token(message), mock, at))
+        arrived = _Arrived(message["id"], progress_token(message), mock, at)
+        if position < len(self.arrived):
+            self.arrived[position] = arrived  # a faulted call's retry
+        else:
+            self.arrived.append(arrived)
         return self._advance()
+
+    def _faulted_again(
+        self, message: dict[str, Any], decision: Decision, at: float
+    ) -> list[Emission]:
+        """A repeated attempt of the faulted call (faulted again), or its retry (served)."""
+        position = self._faulted_position
+        assert position is not None  # the faults only say `again`/`retry_of` after a fault
+        self.last_position = position
+        if decision.fault is not None:
+            return self._fault(message, position, decision.fault)
+        call = self.lane.calls[position]
+        if not call.answered and mocked_tool(message, self.mocks) is None:
+            return self._diverge(
+                message,
+                position,
+                f"the agent retried {call.label()} after the fault `{decision.retry_of}`, and "
+                "the recording has no retry of it (the agent did not retry then); re-record "
+                "the flow",
+            )
+        self._responded.discard(position)
+        return self._serve(message, position, at)
+
+    def _fault(self, message: dict[str, Any], position: int, fault: Fault) -> list[Emission]:
+        """The fault's answer to this attempt: an error or an isError result, the crash,
+        or nothing at all (a hang)."""
+        answer = fault_answer(fault, modern=is_modern(message))
+        if answer is not None:
+            return [Emission(with_id(message["id"], copy.deepcopy(answer)), position, True)]
+        return [Emission({}, position, True, crash=True)] if fault.kind == CRASH else []
 
     def _answer(self, message: dict[str, Any]) -> list[Emission]:
         index = self._sent.pop(id_key(message["id"]), None)

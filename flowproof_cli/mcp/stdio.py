@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from flowproof_cli.dialects.base import ResultSequence
+from flowproof_cli.faults.plan import CRASH, Fault, faults_from_document
 from flowproof_cli.mcp.call_bound import STREAMING_METHODS, CallBound, Deadlines, call_text
 from flowproof_cli.mcp.canonical import (
     INTERNAL_ERROR,
@@ -45,12 +46,14 @@ from flowproof_cli.mcp.canonical import (
     canonical_request,
     error_message,
     id_key,
+    is_modern,
     kind_of,
     progress_token,
     usable_id,
     with_id,
 )
 from flowproof_cli.mcp.capture import CLIENT, ERROR, REFUSED, SERVER, START, CaptureFile
+from flowproof_cli.mcp.faults import Decision, McpFaults, fault_answer
 from flowproof_cli.mcp.lane import call_label, lane_from_document
 from flowproof_cli.mcp.mocks import MOCK_REFUSALS, mock_answer, output_schemas, refusal
 from flowproof_cli.mcp.recorder import is_json_rpc, quote_line
@@ -77,6 +80,10 @@ _TOO_DEEP = object()  # ... and for JSON nested deeper than the parser goes
 #: What the agent is told of such a line (with -32700), as the HTTP boundary words a body.
 TOO_DEEP = "the line is JSON nested too deeply to read"
 _STDERR_TAIL = 2048
+#: How a stand-in ends on a crash fault: as a server that died of an error would.
+CRASH_EXIT = 1
+#: What `_replay_line` gives for a crash fault (compared by identity, never written).
+_CRASHED = b"flowproof: a crash fault\n"
 
 
 def _parse(raw: bytes) -> Any:
@@ -126,6 +133,13 @@ class StandinSession:
     lane: dict[str, Any] | None = None  # replay: the lane document
     call_timeout_s: float | None = None  # record: each call's bound (None: unbounded)
     call_timeout_set: bool = False  # ... set by the server's `call_timeout`
+    faults: list[dict[str, Any]] = field(default_factory=list)  # this server's, as a trace has them
+
+    def fault_values(self) -> tuple[Fault, ...]:
+        values = faults_from_document(self.faults)
+        if isinstance(values, str):  # written by flowproof itself a moment ago
+            raise ValueError(f"the session's faults: {values}")
+        return values
 
     @property
     def bound(self) -> CallBound | None:
@@ -235,10 +249,10 @@ def _record(
     previous = signal.signal(signal.SIGTERM, stop)
     try:
         for raw, fits in read_lines(source):
-            if fits:
-                relay.from_agent(raw)
-            else:
+            if not fits:
                 output.write(_line(error_message(None, INVALID_REQUEST, _OVERLONG)))
+            elif relay.from_agent(raw):
+                return CRASH_EXIT  # a crash fault: the server is stopped, as if it died
     except (BrokenPipeError, OSError):
         pass
     finally:
@@ -270,6 +284,7 @@ class _Relay:
         self.server = server
         self.schemas: dict[str, Any] = {}  # the real server's outputSchemas, for mocks
         self.counts: dict[str, int] = {}  # tool -> mocked calls answered (`results:`)
+        self.faults = McpFaults(session.server, session.fault_values())
         self.failure: str | None = None
         self.stopping = False  # the agent is done: the server's end is no failure
         self._stopped = threading.Event()  # set with `stopping`, for a thread to wait on
@@ -297,22 +312,41 @@ class _Relay:
 
     # -- the agent's side ----------------------------------------------------------------
 
-    def from_agent(self, raw: bytes) -> None:
-        """One line of the agent's: answered, whatever it holds or whatever goes wrong."""
+    def from_agent(self, raw: bytes) -> bool:
+        """One line of the agent's: answered, whatever it holds or whatever goes wrong.
+        True when a crash fault hit it (the stand-in must end as a dead server)."""
         try:
-            _record_client(
-                raw,
-                self.session,
-                self.capture,
-                self.output,
-                forward=self._forward,
-                schemas=self.schemas,
-                counts=self.counts,
-            )
+            if not self.faults:
+                return self._record_line(raw)
+            with self.capture.locked():  # faults count calls across the server's stand-ins
+                self._catch_up()
+                return self._record_line(raw)
         except Exception as exc:  # any line, any bug: the flow fails, the stand-in goes on
             text = could_not_handle_line(self.session.server, exc)
             self.capture.append(ERROR, text=text)
             self.output.write(_line(error_message(None, INTERNAL_ERROR, f"flowproof: {text}")))
+        return False
+
+    def _record_line(self, raw: bytes) -> bool:
+        return _record_client(
+            raw,
+            self.session,
+            self.capture,
+            self.output,
+            forward=self._forward,
+            schemas=self.schemas,
+            counts=self.counts,
+            faults=self.faults,
+        )
+
+    def _catch_up(self) -> None:
+        """The calls other stand-ins of this server took meanwhile (one the agent started
+        after a crash fault), so a fault hits the same call whichever process gets it."""
+        for entry in self.capture.read_new():
+            message: Any = entry.get("m")
+            mine = entry.get("i") == self.capture.instance
+            if entry.get("k") == CLIENT and not mine and kind_of(message) is Kind.REQUEST:
+                self.faults.decide(*canonical_request(message))
 
     def _forward(self, data: bytes, passed: list[Any]) -> None:
         """Send on what no mock answered; once the server has failed, answer it here.
@@ -506,17 +540,25 @@ def _record_client(
     forward: Callable[[bytes, list[Any]], Any],
     schemas: dict[str, Any],
     counts: dict[str, int],
-) -> None:
+    faults: McpFaults | None = None,
+) -> bool:
+    """Answer, fault or forward one line of the agent's; True when a crash fault hit it."""
     message = _parse(raw)
     if message is _TOO_DEEP:  # answered as the HTTP boundary answers such a body
         capture.append(ERROR, text=sent_too_deep(session.server))
         output.write(_line(error_message(None, PARSE_ERROR, f"flowproof: {TOO_DEEP}")))
-        return
+        return False
     if message is _NOT_JSON:
         message = None  # forwarded as it is: the real server answers what it cannot read
     elements = message if isinstance(message, list) else [message]
     passed: list[Any] = []
     for element in elements:
+        decision = _decision(faults, element)
+        if decision.fault is not None:
+            if _faulted(element, decision.fault, capture, output):
+                return True
+            continue
+        retry = {"retry_of": decision.retry_of.label} if decision.retry_of is not None else {}
         try:
             answer = (
                 mock_answer(element, session.mocks, schemas, counts)
@@ -528,20 +570,37 @@ def _record_client(
             capture.append(ERROR, text=text)
         if answer is None:
             if kind_of(element) is not Kind.INVALID:
-                capture.append(CLIENT, element)
+                capture.append(CLIENT, element, **retry)
             passed.append(element)
             continue
         reply = with_id(element["id"], answer)
-        capture.append(CLIENT, element, mock=True)
+        capture.append(CLIENT, element, mock=True, **retry)
         capture.append(SERVER, reply)
         output.write(_line(reply))
-    if len(passed) == len(elements):
+    if passed:
         data = raw if raw.endswith(b"\n") else raw + b"\n"
-    elif not passed:
-        return
-    else:
-        data = _line(passed if isinstance(message, list) else passed[0])
-    forward(data, passed)
+        if len(passed) != len(elements):
+            data = _line(passed if isinstance(message, list) else passed[0])
+        forward(data, passed)
+    return False
+
+
+def _decision(faults: McpFaults | None, element: Any) -> Decision:
+    if faults is None or kind_of(element) is not Kind.REQUEST:
+        return Decision()
+    return faults.decide(*canonical_request(element))
+
+
+def _faulted(element: dict[str, Any], fault: Fault, capture: CaptureFile, output: _Output) -> bool:
+    """A faulted attempt, never forwarded: captured with its fault, answered with it (or
+    not at all: a hang). True for a crash (the caller ends the stand-in)."""
+    answer = fault_answer(fault, modern=is_modern(element))
+    crash = {"crash": True} if fault.kind == CRASH else {}
+    extra = {"answer": answer} if answer is not None else crash
+    capture.append(CLIENT, element, fault=fault.label, **extra)
+    if answer is not None:
+        output.write(_line(with_id(element["id"], answer)))
+    return fault.kind == CRASH
 
 
 def _stop(server: subprocess.Popen[bytes], threads: list[threading.Thread]) -> None:
@@ -569,7 +628,7 @@ def _replay(
     session: StandinSession, capture: CaptureFile, source: IO[bytes], output: _Output
 ) -> int:
     lane = lane_from_document(session.lane or {}, f"the lane of '{session.server}'")
-    replayer = Replayer(session.server, lane, session.mocks)
+    replayer = Replayer(session.server, lane, session.mocks, session.fault_values())
     mine: set[int] = set()
 
     def catch_up() -> None:
@@ -592,6 +651,8 @@ def _replay(
             catch_up()
             lines = _replay_line(raw, session.server, replayer, capture, mine)
         for line in lines:
+            if line is _CRASHED:
+                return CRASH_EXIT  # a crash fault: the agent's pipes close as a server dies
             output.write(line)
     return 0
 
@@ -630,17 +691,23 @@ def _replay_message(
         others: list[bytes] = []
         for element in message:
             for emission, final in _receive(element, replayer, capture, mine):
+                if emission is None:
+                    return [*others, _CRASHED]
                 if final:
                     finals.append(emission)
                 else:
                     others.append(_line(emission))
         return [*others, _line(finals)] if finals else others
-    return [_line(emission) for emission, _ in _receive(message, replayer, capture, mine)]
+    return [
+        _CRASHED if emission is None else _line(emission)
+        for emission, _ in _receive(message, replayer, capture, mine)
+    ]
 
 
 def _receive(
     message: Any, replayer: Replayer, capture: CaptureFile, mine: set[int]
-) -> list[tuple[dict[str, Any], bool]]:
+) -> list[tuple[dict[str, Any] | None, bool]]:
+    """(message, final) of each emission for this stand-in; a None message: a crash."""
     if kind_of(message) is Kind.INVALID:  # answered as JSON-RPC says, never silence
         return [(error_message(usable_id(message), INVALID_REQUEST, _NOT_RPC), True)]
     capture.append(CLIENT, message)
@@ -648,7 +715,7 @@ def _receive(
     if kind_of(message) is Kind.REQUEST and replayer.last_position is not None:
         mine.add(replayer.last_position)
     return [
-        (emission.message, emission.final)
+        (None if emission.crash else emission.message, emission.final)
         for emission in emissions
         if emission.channel is None or emission.channel in mine
     ]

@@ -293,6 +293,7 @@ async def _drive(setup: _Setup, hub: ProxyHub) -> tuple[Driven, McpVerdict]:
         environ=setup.environ,
         cwd=setup.cwd,
         lanes=setup.trace.mcp if setup.trace is not None else None,
+        faults=setup.faults,
     )
     try:
         mcp.prepare()
@@ -335,7 +336,10 @@ def _observed(setup: _Setup, driven: Driven, mcp: McpVerdict, *, duration_s: flo
     result.notes.extend(dict.fromkeys(session.notes))  # each said once, however often it held
     result.divergence = session.divergence.to_json() if session.divergence else None
     calls = session.faults
-    result.faults = fault_report(setup.faults, calls.applied, calls.not_applicable)
+    applied = {**calls.applied, **mcp.applied}
+    result.faults = fault_report(
+        setup.faults, applied, {**calls.not_applicable, **mcp.not_applicable}
+    )
     return result
 
 

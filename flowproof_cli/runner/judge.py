@@ -89,9 +89,7 @@ def judge(
         judged = judge_turns(spec, session, driven.turns, environ, run)
     judgement = Judgement(judged)
     if not unsound:  # a fault that never came to pass is judged on a sound run only
-        calls = session.faults
-        seen = {"model": calls.calls}
-        judgement.failures.extend(fault_failures(faults, calls.applied, calls.not_applicable, seen))
+        judgement.failures.extend(_fault_failures(faults, session, mcp or McpVerdict.none()))
     if egress is not None:
         _judge_egress(judgement, spec, egress)
     judgement.failures.extend(leak_failures(leaks))
@@ -104,6 +102,17 @@ def run_facts(session: CassetteSession, driven: Driven) -> RunFacts:
     """What `output`, `exit code` and `model calls` steps judge: the agent's own output and
     exit, and every model request the session counted."""
     return RunFacts(driven.output, driven.exit_code, session.requests)
+
+
+def _fault_failures(
+    faults: tuple[Fault, ...], session: CassetteSession, mcp: McpVerdict
+) -> list[Failure]:
+    """What became of the faults of the model boundary and of each MCP server."""
+    calls = session.faults
+    applied = {**calls.applied, **mcp.applied}
+    not_applicable = {**calls.not_applicable, **mcp.not_applicable}
+    seen = {**mcp.per_server, "model": calls.calls}
+    return fault_failures(faults, applied, not_applicable, seen)
 
 
 def soundness(

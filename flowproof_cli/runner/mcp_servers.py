@@ -11,6 +11,9 @@ Each transport is one small class: `StdioServer` reads its stand-ins' capture fi
 `HttpServer` asks its session (`flowproof_cli.mcp.http`) of the flow's mode. At record each
 call to a real server is bounded (`mcp/call_bound.py`): the server's `call_timeout`, else the
 upstream timeout.
+
+Faults (`at: mcp NAME call N`) reach each server's boundary, which applies them at record
+and at replay alike (`mcp/faults.py`); `verdict()` says how many attempts each faulted.
 """
 
 from __future__ import annotations
@@ -27,17 +30,20 @@ from typing import Any, ClassVar
 from flowproof_cli.cassette.conversation import OpenTurn
 from flowproof_cli.cassette.upstream import upstream_timeout
 from flowproof_cli.errors import ConfigError, SpecError
+from flowproof_cli.faults.plan import Fault, faults_to_document
 from flowproof_cli.mcp.call_bound import CallBound
 from flowproof_cli.mcp.capture import (
     ERROR,
     REFUSED,
     call_count,
+    faults_applied,
     lane_from_capture,
     read_entries,
     stamped_client_messages,
     started,
     unanswered,
 )
+from flowproof_cli.mcp.faults import server_faults
 from flowproof_cli.mcp.http import HttpMcpSession
 from flowproof_cli.mcp.http_record import HttpRecordSession
 from flowproof_cli.mcp.http_replay import HttpReplaySession
@@ -90,6 +96,11 @@ class McpVerdict:
     waiting: list[str] = field(default_factory=list)
     #: A conversation's: the turn each failure above belongs to, by its text.
     turns: dict[str, int] = field(default_factory=dict)
+    #: fault.label -> attempts the boundaries answered with it (never applied: absent).
+    applied: dict[str, int] = field(default_factory=dict)
+    #: fault.label -> why it cannot apply (no MCP fault is ever inapplicable: its call is a
+    #: tools/call, which every kind can answer; kept for the runner's one shape).
+    not_applicable: dict[str, str] = field(default_factory=dict)
 
     @classmethod
     def none(cls) -> McpVerdict:
@@ -102,10 +113,13 @@ class McpServer(ABC):
     #: `${flowproof.<kind>.<name>}`, the handle agent.env can name it by.
     handle_kind: ClassVar[str]
 
-    def __init__(self, spec: McpServerSpec, mode: Mode, recorded: Lane):
+    def __init__(
+        self, spec: McpServerSpec, mode: Mode, recorded: Lane, faults: tuple[Fault, ...] = ()
+    ):
         self.spec = spec
         self.mode = mode
         self.recorded = recorded  # replay: the lane of the trace (record: empty)
+        self.faults = server_faults(faults, spec.name)
 
     @property
     def name(self) -> str:
@@ -156,6 +170,10 @@ class McpServer(ABC):
         """Replay: what answered the agent from the lane, once collected."""
         return None
 
+    @abstractmethod
+    def applied(self) -> dict[str, int]:
+        """fault.label -> attempts answered with it, once collected."""
+
 
 class StdioServer(McpServer):
     """A `command:` server: the agent launches flowproof's stand-in, which captures."""
@@ -173,8 +191,9 @@ class StdioServer(McpServer):
         cwd: Path,
         python: str | None = None,
         bound: CallBound | None = None,
+        faults: tuple[Fault, ...] = (),
     ):
-        super().__init__(spec, mode, recorded)
+        super().__init__(spec, mode, recorded, faults)
         self.python = python
         self.bound = bound  # record: each call's bound
         self.session_file = folder / f"{spec.name}.session.json"
@@ -192,6 +211,7 @@ class StdioServer(McpServer):
             lane=None if record else lane_to_document(recorded),
             call_timeout_s=bound.seconds if bound is not None else None,
             call_timeout_set=bound is not None and bound.from_spec,
+            faults=faults_to_document(self.faults),
         ).write(self.session_file)
 
     def target(self) -> str:
@@ -202,12 +222,17 @@ class StdioServer(McpServer):
         (once: every verdict below reads this replayer)."""
         self._entries = read_entries(self.capture)
         if self.mode is Mode.REPLAY:
-            self._replayer = Replayer(self.name, self.recorded, self.spec.mocks)
+            self._replayer = Replayer(self.name, self.recorded, self.spec.mocks, self.faults)
             for message, at in stamped_client_messages(self._entries):
                 self._replayer.receive(message, at)
 
     def replayer(self) -> Replayer | None:
         return self._replayer
+
+    def applied(self) -> dict[str, int]:
+        if self._replayer is not None:
+            return self._replayer.applied
+        return faults_applied(self._entries)
 
     def lane(self) -> Lane:
         return lane_from_capture(self._entries)[0]
@@ -253,9 +278,15 @@ class HttpServer(McpServer):
     handle_kind = "mcp_url"
 
     def __init__(
-        self, spec: McpServerSpec, mode: Mode, recorded: Lane, *, environ: Mapping[str, str]
+        self,
+        spec: McpServerSpec,
+        mode: Mode,
+        recorded: Lane,
+        *,
+        environ: Mapping[str, str],
+        faults: tuple[Fault, ...] = (),
     ):
-        super().__init__(spec, mode, recorded)
+        super().__init__(spec, mode, recorded, faults)
         self.port = 0  # the bound listener port, once bound
         self.session: HttpMcpSession = (
             HttpRecordSession(
@@ -263,9 +294,10 @@ class HttpServer(McpServer):
                 url=_dialable(spec, environ),
                 mocks=spec.mocks,
                 bound=call_bound(spec, environ),
+                faults=self.faults,
             )
             if mode is Mode.RECORD
-            else HttpReplaySession(spec.name, lane=recorded, mocks=spec.mocks)
+            else HttpReplaySession(spec.name, lane=recorded, mocks=spec.mocks, faults=self.faults)
         )
 
     @property
@@ -280,6 +312,9 @@ class HttpServer(McpServer):
 
     def replayer(self) -> Replayer | None:
         return self.session.replayer if isinstance(self.session, HttpReplaySession) else None
+
+    def applied(self) -> dict[str, int]:
+        return self.session.applied
 
     def lane(self) -> Lane:
         return self.session.lane()
@@ -332,8 +367,12 @@ class McpServers:
         cwd: Path,
         lanes: Mapping[str, Lane] | None = None,
         python: str | None = None,
+        faults: tuple[Fault, ...] = (),
     ):
+        """`faults`: the flow's (the spec's and any injected at replay), every boundary's;
+        each server takes those `at: mcp <its name> call N`."""
         self.mode = Mode(mode)
+        self.faults = tuple(f for f in faults if f.at.boundary == "mcp")
         self.environ = dict(environ)
         self.cwd = cwd
         self.recorded_lanes = dict(lanes or {})
@@ -344,6 +383,15 @@ class McpServers:
 
     def prepare(self) -> None:
         """Resolve every server (unset `${VAR}` is a ConfigError) and write stdio sessions."""
+        declared = {spec.name for spec in self.specs}
+        for fault in self.faults:
+            if fault.at.server not in declared:
+                where = f" (line {fault.line})" if fault.line is not None else ""
+                raise SpecError(
+                    f"the fault `{fault.label}`{where} names the MCP server "
+                    f"'{fault.at.server}', which the spec does not declare under `mcp` "
+                    f"(declared: {', '.join(sorted(declared)) or 'none'})"
+                )
         for spec in self.specs:
             lane = self.recorded_lanes.get(spec.name, Lane())
             problems = schema_problems(spec.name, spec.mocks, lane_schemas(lane))
@@ -353,7 +401,7 @@ class McpServers:
 
     def _server(self, spec: McpServerSpec, lane: Lane) -> McpServer:
         if spec.command is None:
-            return HttpServer(spec, self.mode, lane, environ=self.environ)
+            return HttpServer(spec, self.mode, lane, environ=self.environ, faults=self.faults)
         return StdioServer(
             spec,
             self.mode,
@@ -363,6 +411,7 @@ class McpServers:
             cwd=self.cwd,
             python=self.python,
             bound=call_bound(spec, self.environ) if self.mode is Mode.RECORD else None,
+            faults=self.faults,
         )
 
     def _temp_folder(self) -> Path:
@@ -421,6 +470,7 @@ class McpServers:
             per_server=counts,
             waiting=[call for server in self.servers for call in server.waiting()],
             turns=by_turn,
+            applied={k: v for s in self.servers for k, v in s.applied().items()},
         )
 
     def _misplaced(self, turns: Turns | None, by_turn: dict[str, int]) -> list[str]:

@@ -25,6 +25,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "flowproof_cli.routes",
         "flowproof_cli.trajectory",
         "flowproof_cli.verdict",
+        "flowproof_cli.faults",
     ),
     (
         "flowproof_cli.dialects",
