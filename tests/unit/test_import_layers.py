@@ -25,7 +25,6 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "flowproof_cli.routes",
         "flowproof_cli.trajectory",
         "flowproof_cli.verdict",
-        "flowproof_cli.faults",
     ),
     (
         "flowproof_cli.dialects",
