@@ -170,6 +170,9 @@ def _print_flow(result: FlowResult, *, with_time: bool, fs_report: str) -> None:
         click.echo(_indent(result.containment))
     for server, calls in result.mcp_calls.items():
         click.echo(_indent(f"mcp: {server} {calls} call(s)"))
+    for fault in result.faults:
+        if detail and fault["applied"]:
+            click.echo(_indent(f"fault: {fault['fault']}: {fault['applied']} attempt(s) faulted"))
     for note in result.notes:
         # Warnings carry their own label and are always printed; everything else is a note.
         if note.startswith("warning:"):

@@ -232,6 +232,8 @@ def flow_row(result: FlowResult, root: Path) -> dict[str, Any]:
     }
     if result.conversation is not None:  # absent for a one-turn flow, as before
         row["conversation"] = [dict(turn) for turn in result.conversation]
+    if result.faults:  # absent without faults, as before
+        row["faults"] = [dict(fault) for fault in result.faults]
     return row
 
 

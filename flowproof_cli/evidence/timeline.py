@@ -90,6 +90,8 @@ def _calls(
                 f"turn {view.number}:", f"model call {position} (trace turn {view.number}):", 1
             )
         lines.append(heading)
+        if (fault := trace.turns[view.number - 1].fault) is not None:
+            lines.extend(_indent([f"fault: {fault}"]))
         if view.is_endpoint:
             asked = (
                 view.endpoint.asked
