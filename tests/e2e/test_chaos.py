@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import run_cli
+from tests.conftest import REPO, run_cli
 from tests.e2e.flows import set_agent_env, write_flow
 from tests.fakes.fake_upstream import FakeUpstream
 
@@ -136,3 +136,18 @@ def test_a_spec_without_a_trace_exits_2(tmp_path: Path) -> None:
     assert done.code == 2, done.output
     assert f"error: no trace at {tmp_path / 'weather.trace.yaml'}" in done.stderr
     assert "Traceback" not in done.output
+
+
+def test_the_mcp_kinds_hit_each_recorded_tools_call() -> None:
+    """ENGINE (MCP): the project's own MCP flow, whose agent lets an MCP error or a dead
+    server end it: each cell names its call and crashed, none `never applied`."""
+    spec = REPO / "specs" / "mcp.flow.yaml"
+    done = run_cli("chaos", spec, "--kinds", "mcp-error,mcp-crash", "--json", cwd=REPO)
+    assert done.code == 0, done.output
+    found = [(cell["call"], cell["kind"], cell["outcome"]) for cell in cells(done.stdout)]
+    assert found == [
+        ("mcp notes call 1", "mcp-error", "crashed"),
+        ("mcp notes call 2", "mcp-error", "crashed"),
+        ("mcp notes call 1", "mcp-crash", "crashed"),
+        ("mcp notes call 2", "mcp-crash", "crashed"),
+    ], done.stdout

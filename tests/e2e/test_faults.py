@@ -167,12 +167,22 @@ def test_vercel_ai_absorbs_a_429(tmp_path: Path) -> None:
     faults = [{"at": "model call 1", "answer": 429, "retry_after": 0.1}]
     spec = faulted_flow(tmp_path, "node_ai_sdk_resilient.mjs", faults)
     recorded_and_replayed(spec)
+    # Red: the retry is a request of its own; a flow counting one request per call fails.
+    edit(spec, steps=[*WEATHER, {"assert": "model calls at most 2"}])
+    failed = run_cli("run", spec)
+    assert failed.code == 1, failed.output
+    assert "model calls" in failed.output and "3" in failed.output
 
 
 def test_a_reset_connection_is_retried_by_the_sdk(tmp_path: Path) -> None:
     faults = [{"at": "model call 2", "connection": "reset"}]
     spec = faulted_flow(tmp_path, "py_openai_resilient.py", faults)
     recorded_and_replayed(spec)
+    # Red: without retries the same reset ends the agent.
+    edit(spec, env={"AGENT_RETRIES": "0"})
+    failed = run_cli("run", spec)
+    assert failed.code == 1, failed.output
+    assert "APIConnectionError" in failed.output
 
 
 def test_an_agent_that_retries_a_cut_stream_passes_and_one_that_accepts_it_fails(
