@@ -52,6 +52,7 @@ from flowproof_cli.cassette.upstreams import Upstreams, upstreams_from_environme
 from flowproof_cli.dialects import Dialect, Rendered, route
 from flowproof_cli.dialects.websocket import is_upgrade
 from flowproof_cli.errors import ConfigError, FlowproofError
+from flowproof_cli.faults.model_calls import ModelCalls
 from flowproof_cli.match.addons import rules_from_master_addons
 from flowproof_cli.match.build import snapshot_rules
 from flowproof_cli.match.relocate import Relocation
@@ -215,7 +216,11 @@ class ModelBoundary:
         try:
             rules = _replay_rules(trace, self._trace_path, loaded)
             self.default = CassetteSession(
-                Mode.REPLAY, mocks=trace.mocks, recorded=list(trace.turns), rules=rules
+                Mode.REPLAY,
+                mocks=trace.mocks,
+                recorded=list(trace.turns),
+                rules=rules,
+                faults=ModelCalls(trace.faults),  # as the flow was recorded with them
             )
         except ConfigError as exc:
             log.error("flowproof: %s; replay is off", exc)

@@ -255,6 +255,24 @@ def test_model_divergence_marks_the_flow_and_stops_sdk_retries(model) -> None:
     assert flow.comment.startswith("flowproof: turn 1: model changed")
 
 
+def test_model_replay_applies_the_faults_the_trace_was_recorded_with(model, tmp_path) -> None:
+    addon, tctx = model
+    document = yaml.safe_load(WEATHER_TRACE.read_text())
+    document["faults"] = [{"at": "model call 1", "kind": "answer", "value": 429}]
+    faulted = tmp_path / "faulted.trace.yaml"
+    faulted.write_text(yaml.safe_dump(document))
+    replaying(tctx, addon, faulted)
+    first, retry = (
+        post(CHAT_PATH, weather_first_request()),
+        post(CHAT_PATH, weather_first_request()),
+    )
+    addon.request(first)
+    addon.request(retry)
+    assert first.response is not None and first.response.status_code == 429
+    assert "x-should-retry" not in first.response.headers  # the SDK may retry it
+    assert retry.response is not None and retry.response.status_code == 200
+
+
 def test_model_leaves_non_model_routes_and_answered_flows_alone(model) -> None:
     addon, tctx = model
     replaying(tctx, addon, WEATHER_TRACE)
