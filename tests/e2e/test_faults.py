@@ -13,27 +13,30 @@ import pytest
 import yaml
 
 from tests.conftest import REPO, CliResult, run_cli
-from tests.e2e.flows import write_flow
+from tests.e2e.flows import AGENTS, write_flow
 from tests.fakes.fake_upstream import FakeUpstream
 
 pytestmark = pytest.mark.slow
 
-AGENTS = Path(__file__).resolve().parent / "fault_agents"
+FAULT_AGENTS = Path(__file__).resolve().parent / "fault_agents"
+#: The SDK agents of the other tests, with their SDK's own retries (AGENT_RETRIES=default).
+DEFAULT_RETRIES = {"AGENT_RETRIES": "default"}
 PROMPT = "What's the weather in Nairobi right now? Use both tools."
 WEATHER = [
     {"prompt": PROMPT},
     {"assert_tool_call": "get_weather where city equals Nairobi"},
     {"assert": "reply contains sunny"},
 ]
-ANTHROPIC_ENV = {"ANTHROPIC_BASE_URL": "${flowproof.proxy_url}"}
+ANTHROPIC_ENV = {"ANTHROPIC_BASE_URL": "${flowproof.proxy_url}", **DEFAULT_RETRIES}
 
 
 def command(script: str) -> str:
+    path = FAULT_AGENTS / script if (FAULT_AGENTS / script).exists() else AGENTS / script
     if script.endswith(".mjs"):
         if not (REPO / "tests" / "node_modules").exists() or shutil.which("node") is None:
             pytest.skip("Node agents need `npm ci` in tests/ (make test runs it) and node on PATH")
-        return f"node {AGENTS / script}"
-    return f"{sys.executable} {AGENTS / script}"
+        return f"node {path}"
+    return f"{sys.executable} {path}"
 
 
 def faulted_flow(
@@ -49,7 +52,6 @@ def faulted_flow(
         command=command(script),
         env=env,
         steps=steps or WEATHER,
-        tools=[{"name": "get_weather"}, {"name": "get_time"}],
         faults=faults,
     )
 
@@ -118,7 +120,9 @@ def test_openai_python_absorbs_a_429_and_a_500_and_each_travels_in_the_trace(
 
 def test_openai_node_absorbs_a_429_and_a_500(tmp_path: Path) -> None:
     steps = [*WEATHER, {"assert": "model calls equals 4"}]
-    spec = faulted_flow(tmp_path, "node_openai_resilient.mjs", RATE_LIMITED, steps)
+    spec = faulted_flow(
+        tmp_path, "node_openai_chat_stream.mjs", RATE_LIMITED, steps, **DEFAULT_RETRIES
+    )
     recorded_and_replayed(spec)
     # Red: the count of requests is what the SDK really sent, retries included.
     edit(spec, steps=[*WEATHER, {"assert": "model calls equals 2"}])
@@ -129,7 +133,7 @@ def test_openai_node_absorbs_a_429_and_a_500(tmp_path: Path) -> None:
 
 def test_anthropic_absorbs_an_overloaded_529(tmp_path: Path) -> None:
     faults = [{"at": "model call 1", "answer": 529}]
-    spec = faulted_flow(tmp_path, "py_anthropic_resilient.py", faults, **ANTHROPIC_ENV)
+    spec = faulted_flow(tmp_path, "py_anthropic.py", faults, **ANTHROPIC_ENV)
     recorded_and_replayed(spec)
     assert trace_of(spec)["turns"][0]["fault"] == "model call 1: answer: 529"
     # Red: a trace recorded with one fault cannot judge a spec with another.
@@ -150,7 +154,7 @@ def test_google_genai_retries_nothing_by_default_and_absorbs_with_retry_options(
         {"assert": "output contains RESOURCE_EXHAUSTED"},
         {"assert": "model calls equals 1"},
     ]
-    spec = faulted_flow(tmp_path / "default", "py_google_genai_resilient.py", faults, dies)
+    spec = faulted_flow(tmp_path / "default", "py_google_genai.py", faults, dies)
     recorded_and_replayed(spec)  # the error path itself is the flow, and it passes
     # Red: the same flow asserting the agent came through fails, naming the exit code.
     edit(spec, steps=[{"prompt": PROMPT}, {"assert": "exit code equals 0"}])
@@ -158,14 +162,14 @@ def test_google_genai_retries_nothing_by_default_and_absorbs_with_retry_options(
     assert failed.code == 1, failed.output
     assert "exit code" in failed.output and "1" in failed.output
     retrying = faulted_flow(
-        tmp_path / "retrying", "py_google_genai_resilient.py", faults, GENAI_RETRY_ATTEMPTS="3"
+        tmp_path / "retrying", "py_google_genai.py", faults, GENAI_RETRY_ATTEMPTS="3"
     )
     recorded_and_replayed(retrying)
 
 
 def test_vercel_ai_absorbs_a_429(tmp_path: Path) -> None:
     faults = [{"at": "model call 1", "answer": 429, "retry_after": 0.1}]
-    spec = faulted_flow(tmp_path, "node_ai_sdk_resilient.mjs", faults)
+    spec = faulted_flow(tmp_path, "node_ai_sdk_openai.mjs", faults, **DEFAULT_RETRIES)
     recorded_and_replayed(spec)
     # Red: the retry is a request of its own; a flow counting one request per call fails.
     edit(spec, steps=[*WEATHER, {"assert": "model calls at most 2"}])

@@ -20,6 +20,12 @@ const tools = {
   }),
 };
 
+// No retries, unless AGENT_RETRIES says how many (`default`: the SDK's own).
+function retries() {
+  const wanted = process.env.AGENT_RETRIES ?? "0";
+  return wanted === "default" ? {} : { maxRetries: Number(wanted) };
+}
+
 async function main() {
   const openai = createOpenAI({ baseURL: process.env.OPENAI_BASE_URL });
   const result = await generateText({
@@ -28,7 +34,7 @@ async function main() {
     prompt: process.env.FLOWPROOF_PROMPT,
     tools,
     stopWhen: stepCountIs(10),
-    maxRetries: 0,
+    ...retries(),
   });
   if (result.finishReason !== "stop") {
     throw new Error(`run ended with finishReason=${result.finishReason}`);

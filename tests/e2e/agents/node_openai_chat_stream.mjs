@@ -63,7 +63,9 @@ async function streamTurn(client, messages) {
 }
 
 async function main() {
-  const client = new OpenAI({ maxRetries: 0 });
+  // No retries, unless AGENT_RETRIES says how many (`default`: the SDK's own).
+  const wanted = process.env.AGENT_RETRIES ?? "0";
+  const client = new OpenAI(wanted === "default" ? {} : { maxRetries: Number(wanted) });
   const messages = [
     { role: "system", content: "You are a weather assistant. Use the tools." },
     { role: "user", content: process.env.FLOWPROOF_PROMPT },

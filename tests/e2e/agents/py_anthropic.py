@@ -1,6 +1,7 @@
 """Real agent: anthropic-python Messages API (``messages.create``), non-streamed tool loop.
 
-The SDK reads ANTHROPIC_BASE_URL (without /v1) and ANTHROPIC_API_KEY itself.
+The SDK reads ANTHROPIC_BASE_URL (without /v1) and ANTHROPIC_API_KEY itself. No retries,
+unless AGENT_RETRIES says how many (`default`: the SDK's own).
 """
 
 from __future__ import annotations
@@ -40,7 +41,8 @@ def run_tool(name: str, args: dict) -> str:
 
 
 def main() -> int:
-    client = Anthropic(max_retries=0)
+    retries = os.environ.get("AGENT_RETRIES", "0")
+    client = Anthropic() if retries == "default" else Anthropic(max_retries=int(retries))
     messages: list[dict] = [{"role": "user", "content": os.environ["FLOWPROOF_PROMPT"]}]
     for _ in range(10):
         message = client.messages.create(

@@ -3,6 +3,7 @@
 ``genai.Client()`` reads GOOGLE_GEMINI_BASE_URL (without /v1: the SDK appends
 ``/v1/models/<model>:generateContent``) and the key (GOOGLE_API_KEY, else GEMINI_API_KEY)
 itself. Automatic function calling is off so every model turn is the agent's own.
+google-genai retries nothing by default; GENAI_RETRY_ATTEMPTS set gives it HttpRetryOptions.
 """
 
 from __future__ import annotations
@@ -49,7 +50,13 @@ def run_tool(name: str, args: dict[str, Any]) -> dict[str, Any]:
 
 
 def main() -> int:
-    client = genai.Client()
+    attempts = os.environ.get("GENAI_RETRY_ATTEMPTS")
+    retry = (
+        types.HttpRetryOptions(attempts=int(attempts), initial_delay=0.1, max_delay=0.5)
+        if attempts
+        else None
+    )
+    client = genai.Client(http_options=types.HttpOptions(retry_options=retry))
     contents: list[types.Content] = [
         types.Content(
             role="user", parts=[types.Part.from_text(text=os.environ["FLOWPROOF_PROMPT"])]
