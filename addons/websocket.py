@@ -299,12 +299,19 @@ class Frames:
         raw = json.dumps(body, ensure_ascii=False).encode()
         agent = flow.request.headers.get("user-agent")
         outcome = (
-            await session.off_loop.on_request(path, raw, dialect, user_agent=agent)
+            await session.off_loop.on_request(
+                path, raw, dialect, user_agent=agent, transport=WEBSOCKET
+            )
             if session.off_loop is not None
-            else session.on_request(path, raw, dialect, user_agent=agent)
+            else session.on_request(path, raw, dialect, user_agent=agent, transport=WEBSOCKET)
         )
         if isinstance(outcome, Rendered):
             message.drop()
+            if outcome.reset:  # a fault: the socket closed without an answer
+                flow.kill()
+                return
+            if outcome.delay_s > 0:  # a fault: the answer late (the other flows go on)
+                await asyncio.sleep(outcome.delay_s)
             self.send(flow, frames_of(outcome))
             return
         pending = replace(outcome.pending, transport=WEBSOCKET)

@@ -90,7 +90,11 @@ def faulted_record(
             pending.dialect, pending.live_request, kept.status, kept.response
         )
     if step.first:
-        tags = {"agent": pending.agent, "conversation_turn": pending.conversation_turn}
+        tags = {
+            "agent": pending.agent,
+            "transport": pending.transport,
+            "conversation_turn": pending.conversation_turn,
+        }
         session.recorded.append(_kept_answer(fault, pending.dialect, pending.canonical, **tags))
         session.faults.served_by(len(session.recorded) - 1)
     return _answer(session, fault, (pending.dialect, pending.live_request), None)

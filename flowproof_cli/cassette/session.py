@@ -157,6 +157,7 @@ class _Received:
     sent: dict[str, Any]  # its canonical form, before the match rules
     number: int  # the session's count of requests when it arrived, as failures name it
     agent: str | None = None  # `product/version` from its User-Agent (match/agents.py)
+    transport: str | None = None  # "websocket" when it came as a frame
 
 
 def _nothing() -> None:
@@ -355,15 +356,21 @@ class CassetteSession:
     # -- requests -----------------------------------------------------------------------
 
     def on_request(
-        self, path: str, body: bytes, dialect: Dialect | None = None, user_agent: str | None = None
+        self,
+        path: str,
+        body: bytes,
+        dialect: Dialect | None = None,
+        user_agent: str | None = None,
+        transport: str | None = None,
     ) -> Rendered | Forward:
         """Answer or forward one request (`dialect`: `route(path)` when the caller has it;
-        `user_agent`: its header, which names the agent and version that sent it). Whatever
+        `user_agent`: its header, which names the agent and version that sent it;
+        `transport`: "websocket" for a request sent as a frame). Whatever
         goes wrong is an answer that fails the flow, never an exception: one escaping the
         proxy's hook would let the request on toward the placeholder target. When the rules
         run matcher addons this waits on their scripts' threads: the event loop calls
         `off_loop.on_request` instead."""
-        read = self._received(path, body, dialect, user_agent)
+        read = self._received(path, body, dialect, user_agent, transport)
         return read if isinstance(read, Rendered) else self._answered(read, self._relaxed(read))
 
     def on_refused(self, path: str, dialect: Dialect, status: int, message: str) -> Rendered:
@@ -392,7 +399,12 @@ class CassetteSession:
         return self.refuse(dialect, 500, message, INTERNAL_KIND)
 
     def _received(
-        self, path: str, raw_body: bytes, dialect: Dialect | None, user_agent: str | None = None
+        self,
+        path: str,
+        raw_body: bytes,
+        dialect: Dialect | None,
+        user_agent: str | None = None,
+        transport: str | None = None,
     ) -> Rendered | _Received:
         """The request counted and read (mocks applied, canonical form), or its refusal."""
         if dialect is None:
@@ -406,7 +418,8 @@ class CassetteSession:
         except Exception as exc:  # any input, any bug: an answer
             return self._internal(dialect, clean_path, exc)
         if isinstance(read, _Received):  # who sent it, once it is a request to answer
-            read = replace(read, agent=self.agents.read(user_agent, self.rules.agent_tokens))
+            agent = self.agents.read(user_agent, self.rules.agent_tokens)
+            read = replace(read, agent=agent, transport=transport)
         return read
 
     def _relaxed(self, read: _Received) -> dict[str, Any] | Rendered:
@@ -428,7 +441,7 @@ class CassetteSession:
             if self.mode is Mode.RECORD:
                 tag = self.conversation.number if self.conversation else None
                 pending = PendingTurn(
-                    dialect, live, relaxed, read.sent, read.agent, None, None, tag
+                    dialect, live, relaxed, read.sent, read.agent, read.transport, None, tag
                 )
                 forward = partial(self._forward, dialect, read.path, live)
                 faulted = faulted_record(self, pending, forward)
@@ -709,9 +722,10 @@ class OffLoop:
         dialect: Dialect | None = None,
         *,
         user_agent: str | None = None,
+        transport: str | None = None,
     ) -> Rendered | Forward:
         session = self._session
-        read = session._received(path, raw_body, dialect, user_agent)
+        read = session._received(path, raw_body, dialect, user_agent, transport)
         if isinstance(read, Rendered):
             return read
         try:

@@ -129,3 +129,32 @@ def test_an_upstream_that_never_answers_the_upgrade_fails_the_record(tmp_path: P
     assert "could not reach the upstream model: no answer within 1 s" in recorded.stdout, (
         recorded.output
     )
+
+
+def test_a_fault_on_a_socket_call_answers_as_over_http(tmp_path: Path) -> None:
+    """A status fault is the Responses error event on the socket (this agent exits on it, at
+    record and at replay alike); a delay is the recorded answer, late."""
+    (tmp_path / "status").mkdir()
+    (tmp_path / "delay").mkdir()
+    status = write_flow(
+        tmp_path / "status",
+        command=AGENT,
+        tools=[],
+        steps=[{"prompt": STEPS[0]["prompt"]}, {"assert": "exit code equals 1"}],
+        faults=[{"at": "model call 1", "answer": 500}],
+    )
+    delayed = write_flow(
+        tmp_path / "delay",
+        command=AGENT,
+        tools=[],
+        steps=STEPS,
+        faults=[{"at": "model call 2", "delay": 0.5}],
+    )
+    for spec in (status, delayed):
+        with ResponsesWebSocketUpstream(api_key=KEY) as fake:
+            recorded = record(spec, fake)
+        assert recorded.code == 0, recorded.output
+        replayed = run_cli("run", spec)
+        assert replayed.code == 0, replayed.output
+    assert trace_of(status)["turns"][0]["transport"] == "websocket"
+    assert trace_of(delayed)["turns"][1]["fault"] == "model call 2: delay: 0.5"
