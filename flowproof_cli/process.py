@@ -17,9 +17,11 @@ import signal
 import sys
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from pathlib import Path
 from typing import IO, Any
 
 from flowproof_cli.errors import AgentStartError
+from flowproof_cli.keeper import PATH
 
 OUTPUT_TAIL = 4000  # characters of stdout/stderr kept for messages and reports
 TAIL_LINES = 15  # lines of a child's stderr quoted in a message
@@ -240,78 +242,10 @@ def too_big_together(argv: Sequence[str], env: Mapping[str, str]) -> str:
 
 # -- the keeper ---------------------------------------------------------------------------
 
-#: The keeper's whole program. It reads `[op, kind, value]` lines on stdin until flowproof's
-#: end of the pipe closes, then ends what is still held. Run with -I -S: no site, no user
-#: path, so it starts in milliseconds and imports nothing of the project.
-_KEEPER_PROGRAM = r"""# flowproof keeper: ends what a killed flowproof left behind
-import json, os, shutil, signal, time
-signal.signal(signal.SIGINT, signal.SIG_IGN)
-held = {"group": set(), "marker": set(), "cgroup": set(), "path": set()}
-pending = b""
-while chunk := os.read(0, 65536):
-    *lines, pending = (pending + chunk).split(b"\n")
-    for line in lines:
-        op, kind, value = json.loads(line)
-        (held[kind].add if op == "+" else held[kind].discard)(value)
-for pgid in held["group"]:
-    try:
-        os.killpg(pgid, signal.SIGKILL)
-    except OSError:
-        pass
-for cgroup in held["cgroup"]:
-    try:
-        kill = os.open(os.path.join(cgroup, "cgroup.kill"), os.O_WRONLY)
-        try:
-            os.write(kill, b"1")
-        finally:
-            os.close(kill)
-    except OSError:
-        for _ in range(40):
-            try:
-                with open(os.path.join(cgroup, "cgroup.procs")) as procs:
-                    members = [int(pid) for pid in procs.read().split()]
-            except (OSError, ValueError):
-                break
-            if not members:
-                break
-            for pid in members:
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except OSError:
-                    pass
-            time.sleep(0.05)
-    for _ in range(40):
-        try:
-            os.rmdir(cgroup)
-            break
-        except FileNotFoundError:
-            break
-        except OSError:
-            time.sleep(0.05)
-markers = {os.fsencode(marker) for marker in held["marker"]}
-for _ in range(3 if markers and os.path.isdir("/proc") else 0):
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit() or int(entry) == os.getpid():
-            continue
-        try:
-            with open("/proc/" + entry + "/environ", "rb") as stream:
-                marked = not markers.isdisjoint(stream.read().split(b"\0"))
-            if marked:
-                os.kill(int(entry), signal.SIGKILL)
-        except OSError:
-            pass
-    time.sleep(0.05)
-for path in held["path"]:
-    if os.path.isdir(path) and not os.path.islink(path):
-        shutil.rmtree(path, ignore_errors=True)
-    else:
-        try:
-            os.unlink(path)
-        except OSError:
-            pass
-"""
+#: The keeper's program (keeper.py), run as a script with -I -S: no site, no user path, so
+#: it starts in milliseconds and imports nothing of the project.
+_KEEPER_PROGRAM = str(Path(__file__).with_name("keeper.py"))
 
-GROUP, MARKER, CGROUP, PATH = "group", "marker", "cgroup", "path"
 _KEEPER_EXIT_S = 2.0  # at most this long to let the keeper finish at a normal exit
 
 
@@ -373,7 +307,7 @@ class Keeper:
 
         try:
             self._process = subprocess.Popen(
-                [sys.executable, "-I", "-S", "-c", _KEEPER_PROGRAM],
+                [sys.executable, "-I", "-S", _KEEPER_PROGRAM],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,

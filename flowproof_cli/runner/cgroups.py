@@ -31,7 +31,8 @@ import signal
 import sys
 import time
 
-from flowproof_cli.process import CGROUP, KEEPER, create_held
+from flowproof_cli.keeper import CGROUP
+from flowproof_cli.process import KEEPER, create_held
 
 PREFIX = "flowproof-"
 _END_WAIT_S = 2.0  # killed processes leave their cgroup at once; this is only a bound

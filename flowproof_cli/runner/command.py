@@ -20,10 +20,9 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from flowproof_cli.errors import AgentStartError
+from flowproof_cli.keeper import GROUP, MARKER
 from flowproof_cli.process import (
-    GROUP,
     KEEPER,
-    MARKER,
     TAIL_LINES,
     exec_problem,
     file_text,

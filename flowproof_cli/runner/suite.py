@@ -26,8 +26,9 @@ from pathlib import Path
 from typing import Any, Literal
 
 from flowproof_cli.errors import ConfigError
+from flowproof_cli.keeper import GROUP, MARKER
 from flowproof_cli.match.build import Declared
-from flowproof_cli.process import GROUP, KEEPER, MARKER, NUL, working_directory
+from flowproof_cli.process import KEEPER, NUL, working_directory
 from flowproof_cli.runner.command import tail_lines
 from flowproof_cli.runner.termination import raising_on_sigterm
 from flowproof_cli.spec.suite import load_suite

@@ -703,7 +703,8 @@ def test_a_trace_write_killed_midway_leaves_no_temporary_file(tmp_path: Path) ->
 #: sleeper carries, and two folders; releases one group and one folder; then waits to die.
 _HOLDER = """
 import os, subprocess, sys, tempfile, time
-from flowproof_cli.process import GROUP, KEEPER, MARKER, PATH
+from flowproof_cli.keeper import GROUP, MARKER, PATH
+from flowproof_cli.process import KEEPER
 sleep = [sys.executable, "-c", "import time; time.sleep(600)"]
 kept, freed = (subprocess.Popen(sleep, start_new_session=True) for _ in range(2))
 marked = subprocess.Popen(sleep, start_new_session=True, env={**os.environ, "KEPT": sys.argv[2]})

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from flowproof_cli.process import CGROUP, KEEPER
+from flowproof_cli.keeper import CGROUP
+from flowproof_cli.process import KEEPER
 from flowproof_cli.runner import cgroups, command, orphans
 from flowproof_cli.runner.cgroups import AgentCgroup, own_cgroup
 

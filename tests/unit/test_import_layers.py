@@ -19,6 +19,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "flowproof_cli.errors",
         "flowproof_cli.canonical",
         "flowproof_cli.faults.plan",
+        "flowproof_cli.keeper",
         "flowproof_cli.mode",
         "flowproof_cli.process",
         "flowproof_cli.quoting",
