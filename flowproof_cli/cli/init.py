@@ -61,4 +61,38 @@ def init(command: str, out: Path | None, timeout: float) -> None:
         ) from None
     tools = ", ".join(found.tools) or "none"
     click.echo(f"wrote {path}: {found.report.model_requests} model request(s), tools: {tools}")
+    click.echo(schema_beside(path))
     click.echo(f"next: edit its prompt and assertions, then `flowproof record {path}`")
+
+
+def schema_beside(spec_path: Path) -> str:
+    """Write the spec schema beside a new spec, as the file its first line names, and say
+    what was done. A schema file already there is left as it is (it may be the project's
+    own), with the command that refreshes it when it is not this version's schema."""
+    from flowproof_cli.spec.schema import SCHEMA_FILE, schema_text  # noqa: PLC0415
+
+    target = spec_path.parent / SCHEMA_FILE
+    text = schema_text()
+    refresh = f"flowproof schema > {target}"
+    try:
+        with target.open("x", encoding="utf-8") as handle:
+            handle.write(text)
+    except FileExistsError:
+        if _holds(target, text):
+            return f"{target}, the schema its first line names, is current"
+        return (
+            f"note: left {target} as it is: it is not this flowproof's schema. Refresh: {refresh}"
+        )
+    except OSError as exc:
+        return (
+            f"warning: could not write {target} ({exc.strerror}): editors find no schema "
+            f"there until `{refresh}`"
+        )
+    return f"wrote {target}: the schema its first line names, for editors"
+
+
+def _holds(path: Path, text: str) -> bool:
+    try:
+        return path.read_text(encoding="utf-8") == text
+    except (OSError, UnicodeDecodeError):
+        return False

@@ -42,6 +42,9 @@ COMMANDS = {
         "and map what the agent survives.",
         runs_flows=True,
     ),
+    "check": Entry(
+        "check", "Validate specs and suites and find stale traces, without running anything."
+    ),
     "schema": Entry("schema", "Print the JSON Schema of *.flow.yaml files."),
     "doctor": Entry(
         "doctor",

@@ -26,6 +26,17 @@ def discover_specs(root: Path) -> list[Path]:
     return sorted(found)
 
 
+def discover_suites(root: Path) -> list[Path]:
+    """Every `suite.yaml` below root, skipping what `discover_specs` skips (`flowproof
+    check DIR` validates a suite even when no flow lies below it yet)."""
+    found = [
+        path
+        for path in root.rglob(SUITE_FILE)
+        if not path.is_dir() and not IGNORED_DIRS.intersection(path.relative_to(root).parts[:-1])
+    ]
+    return sorted(found)
+
+
 def nearest_suite(spec_path: Path) -> Path | None:
     """The `suite.yaml` closest above spec_path, or None.
 

@@ -20,6 +20,7 @@ from mitmproxy import http
 from flowproof_cli.dialects import CHAT, route
 from flowproof_cli.runner.canned import CannedReplies
 from flowproof_cli.runner.doctor import DoctorReport, diagnose
+from flowproof_cli.spec.schema import MODELINE
 
 PROMPT_PLACEHOLDER = "Describe the task for the agent here."
 DEFAULT_INIT_TIMEOUT_S = 60.0
@@ -109,6 +110,7 @@ def starter_spec(command: str, found: Probe, spec_name: str) -> str:
     upstream = UPSTREAMS.get(found.dialects[0] if found.dialects else "", UPSTREAMS["openai-chat"])
     spoke = ", ".join(found.dialects) or "no model API"
     lines = [
+        MODELINE,  # editors validate the spec against the schema file init writes beside it
         f"# Written by `flowproof init` from one run of the agent ({spoke}) against canned",
         "# replies. Next: replace the prompt, add assertions, then record it once:",
         f"#   FLOWPROOF_AGENT_UPSTREAM={upstream} FLOWPROOF_AGENT_KEY=... \\",

@@ -6,9 +6,16 @@ prose steps are strings with a `pattern`; the grammar itself is checked only by 
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from flowproof_cli.spec.models import FlowSpec
+
+#: The schema's file name where a project keeps it beside its flows (`flowproof init`
+#: writes it there), and the first line of a spec that points an editor at it: the YAML
+#: language server resolves the path against the spec's own folder.
+SCHEMA_FILE = "flow.schema.json"
+MODELINE = f"# yaml-language-server: $schema={SCHEMA_FILE}"
 
 
 def spec_json_schema() -> dict[str, Any]:
@@ -17,3 +24,8 @@ def spec_json_schema() -> dict[str, Any]:
     # `result: null` is a mock returning null; a schema default of null would claim otherwise.
     schema["$defs"]["ToolSpec"]["properties"]["result"].pop("default", None)
     return schema
+
+
+def schema_text() -> str:
+    """The schema as `flowproof schema` prints it, and as a schema file holds it."""
+    return json.dumps(spec_json_schema(), indent=2, sort_keys=True) + "\n"

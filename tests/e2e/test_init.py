@@ -30,6 +30,10 @@ def test_init_writes_a_spec_that_loads_with_the_offered_tools(tmp_path: Path) ->
     assert [tool.name for tool in spec.tools] == ["get_weather", "get_time", "delete_city"]
     assert not spec.mocks  # declared, not mocked
     assert "FLOWPROOF_AGENT_UPSTREAM=https://api.openai.com/v1" in written.read_text()
+    schema = tmp_path / "flow.schema.json"  # the file the spec's first line names, for editors
+    assert written.read_text().startswith("# yaml-language-server: $schema=flow.schema.json\n")
+    assert f"wrote {schema.name}: the schema its first line names, for editors" in result.stdout
+    assert schema.read_text() == run_cli("schema").stdout
 
 
 def test_init_names_the_anthropic_upstream_and_honours_out(tmp_path: Path) -> None:

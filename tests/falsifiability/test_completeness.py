@@ -33,6 +33,7 @@ from flowproof_cli.match.presets import preset_names
 from flowproof_cli.spec import grammar, steps
 from flowproof_cli.spec.match import MatchSpec, NormalizeSpec
 from tests.falsifiability import cases
+from tests.falsifiability import test_check_can_fail as check_verdicts
 from tests.falsifiability import test_conversations_can_fail as conversation_verdicts
 from tests.falsifiability import test_faults_can_fail as fault_verdicts
 from tests.falsifiability import test_websocket_verdicts as websocket_verdicts
@@ -194,6 +195,13 @@ MESSAGE_SITES: dict[str, tuple[str, ...]] = {
     "flowproof_cli.runner.conversation": ("Dialogue.problem",),
     "flowproof_cli.runner.turn_judge": ("unserved_turns",),
     "flowproof_cli.runner.fault_verdicts": ("fault_failures", "check_recorded_faults"),
+    "flowproof_cli.runner.staleness": (
+        "missing_trace",
+        "mocks_difference",
+        "faults_difference",
+        "match_difference",
+        "turns_difference",
+    ),
     "flowproof_cli.cassette.faulted": ("_retried",),
     "flowproof_cli.cassette.conversation": ("OpenTurn.worded",),
     "flowproof_cli.runner.descriptors": ("ConnectionCap._over", "AcceptWatch.handled"),
@@ -388,6 +396,7 @@ def _case_messages() -> list[str]:
     said += list(websocket_verdicts.MESSAGES.values())
     said += [case.message for case in conversation_verdicts.CASES.values()]
     said += [case.message for case in fault_verdicts.CASES.values()]
+    said += [case.message for case in check_verdicts.CASES.values()]
     return [re.sub(r"<<[^<>]*>>", "X", text) for text in said]
 
 

@@ -1,7 +1,7 @@
 """The import budget of the light paths, pinned by the modules they load (never by a time).
 
-`flowproof --help`, every `flowproof CMD --help`, `schema`, `audit`, `diff`, `show` and
-`match` run in every CI job; importing the proxy engine (mitmproxy), the divergence
+`flowproof --help`, every `flowproof CMD --help`, `schema`, `audit`, `check`, `diff`, `show`
+and `match` run in every CI job; importing the proxy engine (mitmproxy), the divergence
 explainer (deepdiff) or the schema checker (jsonschema) for them is paid on every call. Each
 path runs in a fresh interpreter that reports which modules the CLI added to sys.modules.
 The embedded proxy, for its part, must import mitmproxy without its ~30 default addons
@@ -130,6 +130,17 @@ def run_record(tmp_path: Path) -> Path:
 def test_light_commands_load_no_engine(tmp_path: Path, args: tuple[str, ...]) -> None:
     modules = loaded_by(tmp_path, *args)
     assert over_budget(modules, (*HEAVY, "flowproof_cli.runner")) == []
+
+
+def test_check_loads_no_engine(tmp_path: Path) -> None:
+    """`flowproof check` (a pre-commit hook, every CI job) reads specs, suites and traces:
+    no proxy, no flow runner, no divergence explainer. (A spec's `allow_egress` entries are
+    parsed by egress/policy.py as the spec loads: that part of egress is the spec's.)"""
+    modules = loaded_by(tmp_path, "check", "specs")
+    assert "flowproof_cli.runner.staleness" in modules  # it did compare the traces
+    spec_loads = ("flowproof_cli.egress",)
+    forbidden = (*(m for m in HEAVY if m not in spec_loads), "flowproof_cli.runner.job")
+    assert over_budget(modules, (*forbidden, "flowproof_cli.runner.suite")) == []
 
 
 def test_audit_reads_json_only(tmp_path: Path, run_record: Path) -> None:
