@@ -33,6 +33,7 @@ class Checked:
     errors: list[str] = field(default_factory=list)  # a spec, suite or trace that does not load
     stale: list[dict[str, Any]] = field(default_factory=list)  # {spec, trace, differences, fix}
     skipped: list[str] = field(default_factory=list)  # a trace with no spec beside it
+    notes: list[str] = field(default_factory=list)  # worth knowing, not stale
     flows: int = 0
     suites: int = 0
     current: int = 0  # flows whose trace fits their spec
@@ -71,6 +72,7 @@ def check(paths: tuple[Path, ...], as_json: bool) -> None:
             "errors": found.errors,
             "stale": found.stale,
             "skipped": found.skipped,
+            "notes": found.notes,
             "exit_code": int(found.exit_code),
         }
         click.echo(json.dumps(document, indent=2))
@@ -167,6 +169,7 @@ def _check_flow(
     except FlowproofError as exc:
         found.errors.append(str(exc))
         return
+    found.notes.extend(f"{spec_path}: {note}" for note in verdict.notes)
     if not verdict.differences:
         found.current += 1
         return
@@ -188,6 +191,8 @@ def _print_text(found: Checked) -> None:
         click.echo(f"stale: {flow['spec']}: {what}. Fix: {flow['fix']}")
     for skipped in found.skipped:
         click.echo(f"skipped: {skipped}")
+    for note in found.notes:
+        click.echo(f"note: {note}")
     click.echo(
         f"checked {found.flows} flow(s) and {found.suites} suite(s): {found.current} current, "
         f"{len(found.stale)} stale, {len(found.errors)} error(s)"

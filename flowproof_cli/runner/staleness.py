@@ -37,6 +37,9 @@ class Staleness:
     spec_path: Path
     trace_path: Path
     differences: list[str] = field(default_factory=list)
+    #: What differs without making the trace stale: a preset's rules that changed since
+    #: recording (the replay applies today's preset to the recorded requests).
+    notes: list[str] = field(default_factory=list)
 
     @property
     def fix(self) -> str:
@@ -64,13 +67,54 @@ def staleness(
     if not trace_path.exists():
         return Staleness(spec_path, trace_path, [missing_trace(trace_path)])
     trace = traces.load(trace_path)
+    recorded = [entry for entry in trace.match if "addon" not in entry]
+    now = _match_now(spec, spec_path, suite_match)
     differences = [
         *mocks_difference(trace.mocks, dict(spec.mocks)),
         *faults_difference(trace.faults, spec.fault_plan),
-        *match_difference(trace.match, _match_now(spec, spec_path, suite_match)),
+        *match_difference(_declared_rules(recorded), _declared_rules(now)),
         *turns_difference(spec.is_conversation, trace.conversation is not None),
     ]
-    return Staleness(spec_path, trace_path, differences)
+    return Staleness(spec_path, trace_path, differences, preset_drift(recorded, now))
+
+
+def _is_preset_rule(entry: dict[str, Any]) -> bool:
+    return str(entry.get("from", "")).startswith("preset ")
+
+
+def _declared_rules(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The rules a spec or suite declares itself, and which presets they name: the rules
+    inside a preset are flowproof's, and change with it."""
+    kept, presets = [], []
+    for entry in entries:
+        if "addon" in entry:
+            continue
+        if not _is_preset_rule(entry):
+            kept.append(entry)
+        elif entry["from"] not in presets:
+            presets.append(entry["from"])
+    return kept + [{"from": preset} for preset in presets]
+
+
+def preset_drift(recorded: list[dict[str, Any]], now: list[dict[str, Any]]) -> list[str]:
+    """A preset whose rules changed since the trace was recorded: not stale (the replay
+    applies today's rules to the recorded requests, so it still passes), but worth a
+    re-record, which stores the requests as today's rules match them."""
+    named_both = {str(e["from"]) for e in recorded if _is_preset_rule(e)} & {
+        str(e["from"]) for e in now if _is_preset_rule(e)
+    }
+    changed = sorted(
+        {
+            str(entry["from"])
+            for entry in [*recorded, *now]
+            if entry.get("from") in named_both and (entry in recorded) != (entry in now)
+        }
+    )
+    return [
+        f"the {preset}'s rules changed since it was recorded; the replay applies today's, "
+        "so it still passes (re-record to store the requests as they match now)"
+        for preset in changed
+    ]
 
 
 def _match_now(
@@ -127,6 +171,8 @@ def match_difference(recorded: list[dict[str, Any]], now: list[dict[str, Any]]) 
 def _rule_name(entry: dict[str, Any]) -> str:
     """A snapshot entry as a rule's report names it: `ignore PATH (origin)`."""
     origin = entry.get("from", "?")
+    if set(entry) == {"from"}:  # a preset, named as a whole (`_declared_rules`)
+        return str(origin)
     if "ignore" in entry:
         return f"ignore {entry['ignore']} ({origin})"
     if "normalize" in entry:

@@ -134,6 +134,20 @@ def test_a_trace_recorded_under_other_match_rules_is_stale(tmp_path: Path) -> No
     )
 
 
+def test_a_presets_changed_rules_are_a_note_not_stale(tmp_path: Path) -> None:
+    """The replay applies today's preset to the recorded requests: still current."""
+    spec = write_spec(tmp_path, match={"presets": ["dates"]})
+    old_rule = {"from": "preset dates", "normalize": {"pattern": "x", "replace": "<date>"}}
+    write_trace(spec, match=[old_rule])
+    code, out = check(spec)
+    assert code == 0, out
+    assert "note: " in out and "the preset dates's rules changed since it was recorded" in out
+    # Red: a preset the spec no longer names is a declared rule gone, so the trace is stale.
+    write_trace(spec, match=[{**old_rule, "from": "preset claude-code"}])
+    code, out = check(spec)
+    assert code == 1 and "recorded only: preset claude-code" in out, out
+
+
 def test_a_suite_match_rule_counts_and_a_recorded_one_is_current(tmp_path: Path) -> None:
     (tmp_path / "suite.yaml").write_text(yaml.safe_dump({"match": IGNORE}))
     spec = write_spec(tmp_path)
