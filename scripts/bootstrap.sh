@@ -158,7 +158,7 @@ demo_npm_ready() {
 }
 
 # step LOG TITLE COMMAND...: one line `bootstrap: TITLE ... done (Ns; log: LOG)`; on failure
-# the log's last lines, then exit 1.
+# the log's last lines, and status 1.
 step() {
     local log="$LOGS/$1" title="$2" start=$SECONDS
     shift 2
@@ -171,13 +171,15 @@ step() {
     echo "FAILED (log: $log)"
     echo "---- last 40 lines of $log ----" >&2
     tail -n 40 "$log" >&2
-    exit 1
+    return 1
 }
 
 demo_npm_install() {
     # `npm ci` installs examples/package-lock.json as committed; the stamp goes in after it,
     # since `npm ci` empties node_modules first.
-    npm ci --prefix examples --no-audit --no-fund && demo_npm_fingerprint > "$DEMO_NODE/.stamp"
+    # A half-filled folder would make the Node flows fail where they should skip: it goes.
+    npm ci --prefix examples --no-audit --no-fund && demo_npm_fingerprint > "$DEMO_NODE/.stamp" \
+        || { rm -rf "$DEMO_NODE"; return 1; }
 }
 
 demo_bootstrap() {
@@ -187,19 +189,24 @@ demo_bootstrap() {
         require_python
         if [[ ! -x "$VENV/bin/python" ]] || ! is_ok_python "$VENV/bin/python"; then
             rm -rf "$VENV"
-            step venv.log "creating .venv with $PY ($("$PY" --version 2>&1))" "$PY" -m venv "$VENV"
+            step venv.log "creating .venv with $("$PY" --version 2>&1)" \
+                "$PY" -m venv "$VENV" || exit 1
         fi
-        step pip-demo.log "installing flowproof (editable) and the examples' SDKs (openai, anthropic, openai-agents, mcp) into .venv" \
-            "$VENV/bin/python" -m pip install -e ".[demo]"
+        step pip-demo.log "installing flowproof and the examples' SDKs into .venv" \
+            "$VENV/bin/python" -m pip install -e ".[demo]" || exit 1
         demo_fingerprint > "$DEMO_STAMP"
     fi
     if ! demo_npm_ready; then
         if command -v npm >/dev/null 2>&1; then
             ready=0
-            step npm-demo.log "installing the Node examples' npm packages (openai, @anthropic-ai/claude-code) into $DEMO_NODE" \
-                demo_npm_install
+            # A failed npm install (no registry, say) costs only the two Node flows, not the demo.
+            step npm-demo.log "installing the Node examples' npm packages into $DEMO_NODE" \
+                demo_npm_install \
+                || echo "bootstrap: the Node and Claude Code examples will SKIP" \
+                    "(the next make demo tries npm again)"
         else
-            echo "bootstrap: npm not found: the Node and Claude Code examples will SKIP (install Node.js and npm, then run make demo again)"
+            echo "bootstrap: npm not found: the Node and Claude Code examples will SKIP" \
+                "(install Node.js and npm, then make demo again)"
         fi
     fi
     if [[ $ready == 1 ]]; then echo "bootstrap: .venv is ready (nothing to install)"; fi
