@@ -28,8 +28,9 @@ OFFLINE := env -u OPENAI_API_KEY -u ANTHROPIC_API_KEY -u FLOWPROOF_AGENT_KEY \
 NODE_MODULES_IF_READY := $$(for d in tests examples; do \
 	[ -x $$d/node_modules/.bin/claude ] && echo "$(CURDIR)/$$d/node_modules" && break; done)
 
+# Two flows at once (each its own process and proxy; the verdicts keep their order).
 demo: bootstrap-demo
-	@$(OFFLINE) EXAMPLES_NODE_MODULES="$(NODE_MODULES_IF_READY)" $(FLOWPROOF) run examples/
+	@$(OFFLINE) EXAMPLES_NODE_MODULES="$(NODE_MODULES_IF_READY)" $(FLOWPROOF) run -j 2 examples/
 
 # The test suite, then the project's own flows (specs/README.md) replayed from their traces.
 test: bootstrap lint typecheck
