@@ -157,58 +157,80 @@ demo_npm_ready() {
         && [[ "$(cat "$DEMO_NODE/.stamp")" == "$(demo_npm_fingerprint)" ]]; }
 }
 
-# step LOG TITLE COMMAND...: one line `bootstrap: TITLE ... done (Ns; log: LOG)`; on failure
-# the log's last lines, and status 1.
-step() {
-    local log="$LOGS/$1" title="$2" start=$SECONDS
-    shift 2
-    mkdir -p "$LOGS"
-    printf 'bootstrap: %s ... ' "$title"
-    if "$@" > "$log" 2>&1; then
-        echo "done ($((SECONDS - start))s; log: $log)"
+# A step's one line: `bootstrap: TITLE ... done (Ns; log: LOG)`. On failure the log's last
+# lines follow on stderr and the status is 1.
+step_begin() { printf 'bootstrap: %s ... ' "$1"; }
+step_end() {  # LOG START STATUS
+    if [[ $3 == 0 ]]; then
+        echo "done ($((SECONDS - $2))s; log: $1)"
         return 0
     fi
-    echo "FAILED (log: $log)"
-    echo "---- last 40 lines of $log ----" >&2
-    tail -n 40 "$log" >&2
+    echo "FAILED (log: $1)"
+    echo "---- last 40 lines of $1 ----" >&2
+    tail -n 40 "$1" >&2
     return 1
+}
+step() {  # LOG TITLE COMMAND...
+    local log="$LOGS/$1" start=$SECONDS status=0
+    step_begin "$2"
+    shift 2
+    "$@" > "$log" 2>&1 || status=$?
+    step_end "$log" "$start" "$status"
 }
 
 demo_npm_install() {
     # `npm ci` installs examples/package-lock.json as committed; the stamp goes in after it,
-    # since `npm ci` empties node_modules first.
-    # A half-filled folder would make the Node flows fail where they should skip: it goes.
+    # since `npm ci` empties node_modules first. A half-filled folder would make the Node
+    # flows fail where they should skip: it goes.
     npm ci --prefix examples --no-audit --no-fund && demo_npm_fingerprint > "$DEMO_NODE/.stamp" \
         || { rm -rf "$DEMO_NODE"; return 1; }
 }
 
 demo_bootstrap() {
-    local ready=1
-    if ! demo_python_ready; then
-        ready=0
+    local ready=1 python_ready=1 npm_pid="" npm_start=$SECONDS npm_log="$LOGS/npm-demo.log"
+    demo_python_ready || python_ready=0
+    if [[ $python_ready == 0 ]]; then
         require_python
         if [[ ! -x "$VENV/bin/python" ]] || ! is_ok_python "$VENV/bin/python"; then
             rm -rf "$VENV"
-            step venv.log "creating .venv with $("$PY" --version 2>&1)" \
-                "$PY" -m venv "$VENV" || exit 1
         fi
-        step pip-demo.log "installing flowproof and the examples' SDKs into .venv" \
-            "$VENV/bin/python" -m pip install -e ".[demo]" || exit 1
-        demo_fingerprint > "$DEMO_STAMP"
     fi
+    mkdir -p "$LOGS"
+    # npm works in the background while pip does (each mostly waits on the network and the
+    # disk); its line comes after pip's.
     if ! demo_npm_ready; then
         if command -v npm >/dev/null 2>&1; then
-            ready=0
-            # A failed npm install (no registry, say) costs only the two Node flows, not the demo.
-            step npm-demo.log "installing the Node examples' npm packages into $DEMO_NODE" \
-                demo_npm_install \
-                || echo "bootstrap: the Node and Claude Code examples will SKIP" \
-                    "(the next make demo tries npm again)"
+            demo_npm_install > "$npm_log" 2>&1 &
+            npm_pid=$!
         else
             echo "bootstrap: npm not found: the Node and Claude Code examples will SKIP" \
                 "(install Node.js and npm, then make demo again)"
         fi
     fi
+    local python_ok=1
+    if [[ $python_ready == 0 ]]; then
+        ready=0
+        if [[ ! -x "$VENV/bin/python" ]]; then
+            step venv.log "creating .venv with $("$PY" --version 2>&1)" "$PY" -m venv "$VENV" \
+                || python_ok=0
+        fi
+        if [[ $python_ok == 1 ]]; then
+            step pip-demo.log "installing flowproof and the examples' SDKs into .venv" \
+                "$VENV/bin/python" -m pip install -e ".[demo]" || python_ok=0
+        fi
+        if [[ $python_ok == 1 ]]; then demo_fingerprint > "$DEMO_STAMP"; fi
+    fi
+    if [[ -n $npm_pid ]]; then
+        ready=0
+        local npm_status=0
+        wait "$npm_pid" || npm_status=$?
+        # A failed npm install (no registry, say) costs only the two Node flows, not the demo.
+        step_begin "installing the Node examples' npm packages into $DEMO_NODE"
+        step_end "$npm_log" "$npm_start" "$npm_status" \
+            || echo "bootstrap: the Node and Claude Code examples will SKIP" \
+                "(the next make demo tries npm again)"
+    fi
+    if [[ $python_ok == 0 ]]; then exit 1; fi
     if [[ $ready == 1 ]]; then echo "bootstrap: .venv is ready (nothing to install)"; fi
 }
 
