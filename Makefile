@@ -3,10 +3,17 @@ VENV := .venv
 PY := $(VENV)/bin/python
 FLOWPROOF := $(VENV)/bin/flowproof
 
-.PHONY: bootstrap demo test test-quick test-stress lint typecheck bench mutate clean
+.PHONY: bootstrap bootstrap-demo demo test test-quick test-stress lint typecheck bench mutate clean
 
+# Everything `make test` needs (scripts/bootstrap.sh): .venv with the dev and agents extras,
+# tests/node_modules, the cookbook venvs in .deps/ and, when root, the egress tests' apt tools.
 bootstrap:
 	@bash scripts/bootstrap.sh
+
+# Only what the demo needs: .venv with flowproof and the examples' SDKs (the `demo` extra),
+# examples/node_modules where npm exists. One line per step; pip's and npm's logs in .venv/logs/.
+bootstrap-demo:
+	@bash scripts/bootstrap.sh demo
 
 # Offline on purpose: no key and no upstream reach a replay; the agents find their SDKs in
 # .venv, which comes first on PATH.
@@ -14,13 +21,16 @@ OFFLINE := env -u OPENAI_API_KEY -u ANTHROPIC_API_KEY -u FLOWPROOF_AGENT_KEY \
 	-u FLOWPROOF_AGENT_UPSTREAM -u OPENAI_BASE_URL -u ANTHROPIC_BASE_URL \
 	-u GOOGLE_GEMINI_BASE_URL -u GEMINI_API_KEY -u GOOGLE_API_KEY PATH="$(CURDIR)/$(VENV)/bin:$$PATH"
 
-# The Node and Claude Code examples use tests/node_modules (bootstrap fills it when npm is
-# installed); without it those two flows report SKIP. Looked up when the recipe runs, after
-# the bootstrap: on a fresh clone the folder does not exist yet when make reads this file.
-NODE_MODULES_IF_READY := $$([ -x tests/node_modules/.bin/claude ] && echo "$(CURDIR)/tests/node_modules")
+# The Node and Claude Code examples use tests/node_modules when `make test` filled it, else
+# examples/node_modules (the demo's bootstrap fills it when npm is installed); without either
+# those two flows report SKIP. Looked up when the recipe runs, after the bootstrap: on a fresh
+# clone neither folder exists yet when make reads this file.
+NODE_MODULES_IF_READY := $$(for d in tests examples; do \
+	[ -x $$d/node_modules/.bin/claude ] && echo "$(CURDIR)/$$d/node_modules" && break; done)
 
-demo: bootstrap
-	@$(OFFLINE) EXAMPLES_NODE_MODULES="$(NODE_MODULES_IF_READY)" $(FLOWPROOF) run examples/
+# Two flows at once (each its own process and proxy; the verdicts keep their order).
+demo: bootstrap-demo
+	@$(OFFLINE) EXAMPLES_NODE_MODULES="$(NODE_MODULES_IF_READY)" $(FLOWPROOF) run -j 2 examples/
 
 # The test suite, then the project's own flows (specs/README.md) replayed from their traces.
 test: bootstrap lint typecheck

@@ -1,11 +1,23 @@
 #!/usr/bin/env bash
-# Create .venv with a Python >= 3.12 and install flowproof with its test dependencies.
+# Create .venv with a Python >= 3.12 and install what one of the two entry points needs.
 # Finds the interpreter by itself (PATH, then pyenv), and says clearly when none exists.
+#
+#   scripts/bootstrap.sh        `make test`: flowproof with its test dependencies, every npm
+#                               package of tests/, the cookbook venvs, apt tools when root
+#   scripts/bootstrap.sh demo   `make demo`: flowproof and the examples' own SDKs (the `demo`
+#                               extra), examples/package.json's npm packages; nothing else
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+MODE="${1:-test}"
 VENV=.venv
-STAMP="$VENV/.bootstrap-stamp"
+STAMP="$VENV/.bootstrap-stamp"  # the full (test) bootstrap's; the demo's never writes it
+DEMO_STAMP="$VENV/.bootstrap-demo-stamp"
+LOGS="$VENV/logs"
+if [[ "$MODE" != test && "$MODE" != demo ]]; then
+    echo "bootstrap: unknown mode '$MODE'. Fix: scripts/bootstrap.sh [demo]" >&2
+    exit 2
+fi
 
 is_ok_python() {
     "$1" -c 'import sys; raise SystemExit(0 if sys.version_info >= (3, 12) else 1)' 2>/dev/null
@@ -60,7 +72,6 @@ ensure_egress_tools() {
         echo "bootstrap: ${missing[*]} missing; egress containment tests will be skipped" >&2
     fi
 }
-ensure_egress_tools
 
 fingerprint() {
     local f
@@ -116,17 +127,126 @@ cookbook_ready() {
 # and tests/package-lock.json, live in tests/node_modules (a lockfile edit changes the fingerprint).
 npm_ready() { [[ ! -f tests/package.json ]] || ! command -v npm >/dev/null 2>&1 || [[ -d tests/node_modules ]]; }
 
-if [[ -x "$VENV/bin/python" ]] && [[ -f "$STAMP" ]] && [[ "$(cat "$STAMP")" == "$(fingerprint)" ]] \
-    && mcp1_ready && cookbook_ready && npm_ready; then
+full_ready() { [[ -f "$STAMP" ]] && [[ "$(cat "$STAMP")" == "$(fingerprint)" ]]; }
+
+require_python() {
+    if ! PY="$(find_python)"; then
+        echo "bootstrap: flowproof needs Python >= 3.12 (mitmproxy 12 requires it), and none was found." >&2
+        echo "bootstrap: looked on PATH (python3.13, python3.12, python3) and in \$PYENV_ROOT/versions." >&2
+        echo "bootstrap: install one (for example 'pyenv install 3.12') or set FLOWPROOF_PYTHON=/path/to/python3.12." >&2
+        exit 2
+    fi
+}
+
+# ---- make demo -------------------------------------------------------------------------
+# The demo's bootstrap: one line per step; each step's full output (pip, npm, setuptools'
+# warnings) goes to a log under .venv/logs/, named in the line and shown when the step fails.
+# Ready when the full bootstrap is (its `agents` extra holds the demo's SDKs and
+# tests/node_modules the demo's npm packages), so `make demo` after `make test` installs
+# nothing; its own stamp never stands in for the full one, so `make test` after `make demo`
+# still installs everything.
+DEMO_NODE=examples/node_modules
+demo_fingerprint() { cat pyproject.toml | sha256sum | cut -d' ' -f1; }
+demo_npm_fingerprint() { cat examples/package.json examples/package-lock.json | sha256sum | cut -d' ' -f1; }
+demo_python_ready() {
+    [[ -x "$VENV/bin/python" ]] && { full_ready || { [[ -f "$DEMO_STAMP" ]] \
+        && [[ "$(cat "$DEMO_STAMP")" == "$(demo_fingerprint)" ]]; }; }
+}
+demo_npm_ready() {
+    [[ -x tests/node_modules/.bin/claude ]] || { [[ -f "$DEMO_NODE/.stamp" ]] \
+        && [[ "$(cat "$DEMO_NODE/.stamp")" == "$(demo_npm_fingerprint)" ]]; }
+}
+
+# A step's one line: `bootstrap: TITLE ... done (Ns; log: LOG)`. On failure the log's last
+# lines follow on stderr and the status is 1.
+step_begin() { printf 'bootstrap: %s ... ' "$1"; }
+step_end() {  # LOG START STATUS
+    if [[ $3 == 0 ]]; then
+        echo "done ($((SECONDS - $2))s; log: $1)"
+        return 0
+    fi
+    echo "FAILED (log: $1)"
+    echo "---- last 40 lines of $1 ----" >&2
+    tail -n 40 "$1" >&2
+    return 1
+}
+step() {  # LOG TITLE COMMAND...
+    local log="$LOGS/$1" start=$SECONDS status=0
+    step_begin "$2"
+    shift 2
+    "$@" > "$log" 2>&1 || status=$?
+    step_end "$log" "$start" "$status"
+}
+
+demo_npm_install() {
+    # `npm ci` installs examples/package-lock.json as committed; the stamp goes in after it,
+    # since `npm ci` empties node_modules first. A half-filled folder would make the Node
+    # flows fail where they should skip: it goes.
+    npm ci --prefix examples --no-audit --no-fund && demo_npm_fingerprint > "$DEMO_NODE/.stamp" \
+        || { rm -rf "$DEMO_NODE"; return 1; }
+}
+
+demo_bootstrap() {
+    local ready=1 python_ready=1 npm_pid="" npm_start=$SECONDS npm_log="$LOGS/npm-demo.log"
+    demo_python_ready || python_ready=0
+    if [[ $python_ready == 0 ]]; then
+        require_python
+        if [[ ! -x "$VENV/bin/python" ]] || ! is_ok_python "$VENV/bin/python"; then
+            rm -rf "$VENV"
+        fi
+    fi
+    mkdir -p "$LOGS"
+    # npm works in the background while pip does (each mostly waits on the network and the
+    # disk); its line comes after pip's.
+    if ! demo_npm_ready; then
+        if command -v npm >/dev/null 2>&1; then
+            demo_npm_install > "$npm_log" 2>&1 &
+            npm_pid=$!
+        else
+            echo "bootstrap: npm not found: the Node and Claude Code examples will SKIP" \
+                "(install Node.js and npm, then make demo again)"
+        fi
+    fi
+    local python_ok=1
+    if [[ $python_ready == 0 ]]; then
+        ready=0
+        if [[ ! -x "$VENV/bin/python" ]]; then
+            step venv.log "creating .venv with $("$PY" --version 2>&1)" "$PY" -m venv "$VENV" \
+                || python_ok=0
+        fi
+        if [[ $python_ok == 1 ]]; then
+            step pip-demo.log "installing flowproof and the examples' SDKs into .venv" \
+                "$VENV/bin/python" -m pip install -e ".[demo]" || python_ok=0
+        fi
+        if [[ $python_ok == 1 ]]; then demo_fingerprint > "$DEMO_STAMP"; fi
+    fi
+    if [[ -n $npm_pid ]]; then
+        ready=0
+        local npm_status=0
+        wait "$npm_pid" || npm_status=$?
+        # A failed npm install (no registry, say) costs only the two Node flows, not the demo.
+        step_begin "installing the Node examples' npm packages into $DEMO_NODE"
+        step_end "$npm_log" "$npm_start" "$npm_status" \
+            || echo "bootstrap: the Node and Claude Code examples will SKIP" \
+                "(the next make demo tries npm again)"
+    fi
+    if [[ $python_ok == 0 ]]; then exit 1; fi
+    if [[ $ready == 1 ]]; then echo "bootstrap: .venv is ready (nothing to install)"; fi
+}
+
+if [[ "$MODE" == demo ]]; then
+    demo_bootstrap
     exit 0
 fi
 
-if ! PY="$(find_python)"; then
-    echo "bootstrap: flowproof needs Python >= 3.12 (mitmproxy 12 requires it), and none was found." >&2
-    echo "bootstrap: looked on PATH (python3.13, python3.12, python3) and in \$PYENV_ROOT/versions." >&2
-    echo "bootstrap: install one (for example 'pyenv install 3.12') or set FLOWPROOF_PYTHON=/path/to/python3.12." >&2
-    exit 2
+# ---- make test -------------------------------------------------------------------------
+ensure_egress_tools
+
+if [[ -x "$VENV/bin/python" ]] && full_ready && mcp1_ready && cookbook_ready && npm_ready; then
+    exit 0
 fi
+
+require_python
 
 echo "bootstrap: using $PY ($("$PY" --version 2>&1))"
 if [[ ! -x "$VENV/bin/python" ]] || ! is_ok_python "$VENV/bin/python"; then

@@ -1,7 +1,7 @@
 // A Node tool-calling agent: the npm `openai` package (Chat Completions, streamed) in a loop.
 // The client reads OPENAI_BASE_URL and OPENAI_API_KEY itself, which flowproof injects; the
-// task is FLOWPROOF_PROMPT. `openai` comes from the project's tests/node_modules (NODE_PATH
-// in the spec); your own agent uses its own node_modules.
+// task is FLOWPROOF_PROMPT. `openai` comes from examples/node_modules or tests/node_modules
+// (NODE_PATH in the spec, set by `make demo`); your own agent uses its own node_modules.
 const { OpenAI } = require("openai");
 
 const MODEL = process.env.AGENT_MODEL ?? "gpt-4o-mini";

@@ -26,7 +26,10 @@ needs_node = pytest.mark.skipif(not HAS_NODE, reason="tests/node_modules is not 
 def _copy_examples(tmp_path: Path) -> Path:
     """The examples at another path (their traces and agents with them, no run records)."""
     copy = tmp_path / "examples"
-    shutil.copytree(REPO / "examples", copy, ignore=shutil.ignore_patterns(".flowproof"))
+    # not examples/node_modules (`make demo` fills it): the copy runs with tests/node_modules
+    shutil.copytree(
+        REPO / "examples", copy, ignore=shutil.ignore_patterns(".flowproof", "node_modules")
+    )
     return copy
 
 
