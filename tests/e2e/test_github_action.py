@@ -112,3 +112,16 @@ def test_the_action_runs_the_script_with_its_inputs_as_environment() -> None:
     (upload,) = [step for step in steps if "upload-artifact" in step.get("uses", "")]
     assert upload["with"]["path"] == "${{ steps.replay.outputs.junit }}"
     assert upload["if"].startswith("always()")
+
+
+def test_the_ci_page_uses_the_action_with_its_real_inputs() -> None:
+    """docs/ci.md's workflow: every `with:` of the action is an input action.yml declares,
+    and its input table lists exactly those inputs."""
+    page = (REPO / "docs" / "ci.md").read_text()
+    (block,) = [b.split("```")[0] for b in page.split("```yaml\n")[1:] if "OWNER/flowproof@" in b]
+    steps = yaml.safe_load(block)["jobs"]["replay"]["steps"]
+    (used,) = [step for step in steps if step.get("uses", "").startswith("OWNER/flowproof@")]
+    inputs = yaml.safe_load(ACTION.read_text())["inputs"]
+    assert set(used["with"]) <= set(inputs)
+    table = {line.split("`")[1] for line in page.splitlines() if line.startswith("| `")}
+    assert set(inputs) <= table
