@@ -13,6 +13,7 @@ fails here, not on a user's machine.
 from __future__ import annotations
 
 import http.cookiejar
+import importlib.util
 import json
 import os
 import shutil
@@ -141,6 +142,8 @@ def installed(
     xdist worker asks first (the install is most of this module's time)."""
     if not (WHEELHOUSE / ".stamp").is_file():
         pytest.skip(f"no wheelhouse at {WHEELHOUSE}: run `make bootstrap` (it fills it)")
+    if importlib.util.find_spec("build") is None:
+        pytest.skip("the `build` package is missing from this venv: run `make bootstrap`")
     kind = request.param
 
     def compute() -> list[str]:
