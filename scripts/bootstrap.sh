@@ -123,6 +123,37 @@ cookbook_ready() {
     for name in "${COOKBOOK_VENVS[@]}"; do venv_ready "$name" || return 1; done
 }
 
+# The installed-package test (tests/e2e/test_installed_package.py) installs the built wheel
+# and sdist into fresh virtualenvs with no network: from this wheelhouse of flowproof's
+# runtime dependencies, its build requirements (the sdist builds on install) and pytest
+# (for the plugin). Its stamp is that requirement list.
+WHEELHOUSE=.deps/wheelhouse
+wheelhouse_requirements() {
+    "$VENV/bin/python" - <<'PY'
+import tomllib
+with open("pyproject.toml", "rb") as handle:
+    project = tomllib.load(handle)
+print(*project["project"]["dependencies"], *project["build-system"]["requires"], sep="\n")
+PY
+    echo "pytest>=8"
+}
+wheelhouse_ready() {
+    [[ -x "$VENV/bin/python" ]] && [[ -f "$WHEELHOUSE/.stamp" ]] \
+        && [[ "$(cat "$WHEELHOUSE/.stamp")" == "$(wheelhouse_requirements | sha256sum | cut -d' ' -f1)" ]]
+}
+wheelhouse_install() {
+    echo "bootstrap: filling $WHEELHOUSE with flowproof's runtime dependencies (offline installs)"
+    rm -rf "$WHEELHOUSE"
+    mkdir -p "$WHEELHOUSE"
+    if ! "$VENV/bin/python" -m pip wheel --quiet --wheel-dir "$WHEELHOUSE" \
+        -r <(wheelhouse_requirements) 2> >(grep -v "is ignored: it is neither" >&2); then
+        rm -rf "$WHEELHOUSE"
+        echo "bootstrap: pip could not fill $WHEELHOUSE; the installed-package test will be skipped" >&2
+        return 0
+    fi
+    wheelhouse_requirements | sha256sum | cut -d' ' -f1 > "$WHEELHOUSE/.stamp"
+}
+
 # The Node agents, MCP servers and coding CLIs of the e2e tests, pinned in tests/package.json
 # and tests/package-lock.json, live in tests/node_modules (a lockfile edit changes the fingerprint).
 npm_ready() { [[ ! -f tests/package.json ]] || ! command -v npm >/dev/null 2>&1 || [[ -d tests/node_modules ]]; }
@@ -242,7 +273,8 @@ fi
 # ---- make test -------------------------------------------------------------------------
 ensure_egress_tools
 
-if [[ -x "$VENV/bin/python" ]] && full_ready && mcp1_ready && cookbook_ready && npm_ready; then
+if [[ -x "$VENV/bin/python" ]] && full_ready && mcp1_ready && cookbook_ready && npm_ready \
+    && wheelhouse_ready; then
     exit 0
 fi
 
@@ -283,6 +315,8 @@ fi
 for name in "${COOKBOOK_VENVS[@]}"; do
     venv_ready "$name" || venv_install "$name"
 done
+
+wheelhouse_ready || wheelhouse_install
 
 fingerprint > "$STAMP"
 echo "bootstrap: ready ($VENV)"

@@ -76,6 +76,10 @@ COMMANDS = {
         "Open TRACE (or the trace of SPEC) in mitmweb on 127.0.0.1, each model turn and MCP "
         "call one flow, read as a conversation.",
     ),
+    "addons": Entry(
+        "addons",
+        "Locate the mitmproxy addon scripts flowproof installs, for stock mitmdump and mitmweb.",
+    ),
     "mcp-stdio": Entry(
         "mcp_stdio",
         "Stand in for the MCP server SERVER over stdio (started by flowproof's injection).",
