@@ -98,3 +98,20 @@ class Terminated(SystemExit):
 
     def __init__(self) -> None:
         super().__init__(ExitCode.TERMINATED)
+
+
+class EarlyInterrupt:
+    """A Ctrl-C before a run's event loop took SIGINT over, remembered.
+
+    Python raises KeyboardInterrupt wherever the main thread is; when that is a weakref
+    callback or a `__del__` (an import's module lock, say) the exception is printed as
+    "Exception ignored" and lost, and the run went on to exit 0. The console script installs
+    `handler` once flowproof is loaded; the run's loop (`runner.termination`) ends with
+    KeyboardInterrupt (exit 130) when an interrupt came before it, lost or not."""
+
+    pressed = False
+
+    @staticmethod
+    def handler(signum: int, frame: object) -> None:
+        EarlyInterrupt.pressed = True
+        raise KeyboardInterrupt

@@ -40,8 +40,12 @@ def _interrupted_while_loading(signum: int, frame: FrameType | None) -> None:
 
 
 def main() -> None:
-    """The console script's entry point: the command, loaded with interrupts quiet."""
+    """The console script's entry point: the command, loaded with interrupts quiet; then an
+    interrupt is remembered as well as raised (`errors.EarlyInterrupt`)."""
     with quiet_interrupts():
         from flowproof_cli.cli.main import main as run_command  # noqa: PLC0415
+        from flowproof_cli.errors import EarlyInterrupt  # noqa: PLC0415
 
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+        signal.signal(signal.SIGINT, EarlyInterrupt.handler)
     run_command()

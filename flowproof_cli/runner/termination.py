@@ -26,7 +26,7 @@ import sys
 import threading
 from collections.abc import Awaitable, Iterator
 
-from flowproof_cli.errors import Terminated
+from flowproof_cli.errors import EarlyInterrupt, Terminated
 
 
 class _LoopFlows:
@@ -117,6 +117,11 @@ async def stopping_once_on_ctrl_c[T](run: Awaitable[T]) -> T:
     background job) stays ignored."""
     loop = asyncio.get_running_loop()
     task = asyncio.current_task()
+    if EarlyInterrupt.pressed:  # a Ctrl-C Python lost on the way here: nothing has started
+        close = getattr(run, "close", None)
+        if close is not None:
+            close()  # the run's coroutine, never started, goes without a warning
+        raise KeyboardInterrupt
     if task is None or signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
         return await run
     pressed = 0

@@ -48,7 +48,7 @@ from flowproof_cli.runner.environment import (
     injected_variables,
     refuse_record_key,
 )
-from tests.conftest import CliResult, run_cli
+from tests.conftest import REPO, CliResult, run_cli
 from tests.fakes.fake_upstream import FakeUpstream, Reply, Script
 
 AGENT = '''\
@@ -156,13 +156,21 @@ def leaks_in_text(where: str, text: str, forms: dict[str, bytes]) -> list[str]:
     return [f"{where} ({name})" for name, form in forms.items() if form in data]
 
 
-def fresh_files(root: Path, since_ns: int = 0, skip: tuple[str, ...] = ()) -> list[Path]:
+def fresh_files(
+    root: Path, since_ns: int = 0, skip: tuple[str, ...] = (), prune: Path | None = None
+) -> list[Path]:
     """The regular files below `root` created or changed since `since_ns`, not descending
-    into top-level folders whose names start with one of `skip`."""
+    into top-level folders whose names start with one of `skip`, nor into `prune` (this
+    checkout, when it lies in the temp folder: a clean clone there holds gigabytes of test
+    environments, which a walk cannot get through in a test's time; the flows run in their
+    own project copies)."""
     found = []
+    pruned = str(prune) if prune is not None else None
     for folder, dirs, names in os.walk(root):
         if skip and folder == str(root):
             dirs[:] = [name for name in dirs if not name.startswith(skip)]
+        if pruned is not None:
+            dirs[:] = [name for name in dirs if os.path.join(folder, name) != pruned]
         for name in names:
             path = os.path.join(folder, name)
             try:
@@ -189,7 +197,7 @@ class TempWatch:
         # pytest's own folders hold every test's tmp_path (project copies, node_modules) and
         # are written to all the time by the other workers: walking them took minutes under
         # load. Each test reads its own project folder for the key separately (`leaks`).
-        return fresh_files(self.system, self.since_ns, skip=("pytest-of-",))
+        return fresh_files(self.system, self.since_ns, skip=("pytest-of-",), prune=REPO)
 
 
 @dataclass

@@ -116,3 +116,30 @@ def test_a_ctrl_c_between_the_command_and_its_exit_clean_up_is_an_interrupt() ->
     """Before `_exit` ignores SIGINT: `interrupted`, exit 130, no traceback."""
     probe = _probe(program=GAP_PROBE)
     assert (probe.returncode, probe.stderr) == (130, "interrupted\n")
+
+
+def test_an_interrupt_python_lost_before_the_run_still_ends_it_with_130() -> None:
+    """A KeyboardInterrupt raised in a weakref callback (an import's module lock) is
+    printed as ignored and lost; the handler remembered it, and the run's loop ends there
+    without starting the run."""
+    import asyncio
+
+    from flowproof_cli.errors import EarlyInterrupt
+    from flowproof_cli.runner.termination import stopping_once_on_ctrl_c
+
+    started = []
+
+    async def run() -> None:
+        started.append(True)
+
+    with pytest.raises(KeyboardInterrupt):
+        EarlyInterrupt.handler(2, None)
+    try:
+        assert EarlyInterrupt.pressed
+        with pytest.raises(KeyboardInterrupt):
+            asyncio.run(stopping_once_on_ctrl_c(run()))
+        assert started == []
+    finally:
+        EarlyInterrupt.pressed = False
+    asyncio.run(stopping_once_on_ctrl_c(run()))  # without one, the run runs
+    assert started == [True]
