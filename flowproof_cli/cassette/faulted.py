@@ -41,11 +41,10 @@ def _step(
 
 
 def _answer(
-    session: CassetteSession, fault: Fault, pending_or_live: Any, turn: Turn | None
+    session: CassetteSession, fault: Fault, dialect: Any, live: dict[str, Any], turn: Turn | None
 ) -> Rendered | None:
     """The fault's answer to the call (altering `turn`'s answer when it alters one), or
     None when it cannot apply to it (withdrawn, the reason kept)."""
-    dialect, live = pending_or_live
     response = turn.response if turn is not None else None
 
     def render(answer: Any) -> Rendered:
@@ -85,7 +84,7 @@ def faulted_record(
         if step.first or position is None:
             return forward(replace(pending, fault=fault.label, alter=fault))
         kept = session.recorded[position]
-        altered = _answer(session, fault, (pending.dialect, pending.live_request), kept)
+        altered = _answer(session, fault, pending.dialect, pending.live_request, kept)
         return altered or session.render(
             pending.dialect, pending.live_request, kept.status, kept.response
         )
@@ -97,7 +96,7 @@ def faulted_record(
         }
         session.recorded.append(_kept_answer(fault, pending.dialect, pending.canonical, **tags))
         session.faults.served_by(len(session.recorded) - 1)
-    return _answer(session, fault, (pending.dialect, pending.live_request), None)
+    return _answer(session, fault, pending.dialect, pending.live_request, None)
 
 
 def altered_upstream_answer(
@@ -109,7 +108,7 @@ def altered_upstream_answer(
         return rendered
     session.faults.served_by(position)
     kept = session.recorded[position]
-    altered = _answer(session, pending.alter, (pending.dialect, pending.live_request), kept)
+    altered = _answer(session, pending.alter, pending.dialect, pending.live_request, kept)
     return altered or rendered
 
 
@@ -141,9 +140,9 @@ def faulted_replay(
         )
     if fault.alters_answer:
         served = replace(turn, response=session.rules.live_response(turn.response))
-        answer = _answer(session, fault, (dialect, live), served)
+        answer = _answer(session, fault, dialect, live, served)
         return answer or session.render(dialect, live, turn.status, served.response)
-    return _answer(session, fault, (dialect, live), None)
+    return _answer(session, fault, dialect, live, None)
 
 
 def _retried(session: CassetteSession, dialect: Any, fault: Fault, position: int) -> Rendered:

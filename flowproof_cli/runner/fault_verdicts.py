@@ -11,21 +11,45 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from flowproof_cli.errors import TraceError
 from flowproof_cli.faults.plan import Fault, faults_to_document
 from flowproof_cli.verdict import Failure
+
+if TYPE_CHECKING:  # annotations only: `check` imports this module without the proxy
+    from flowproof_cli.faults.model_calls import ModelCalls
+    from flowproof_cli.runner.mcp_servers import McpVerdict
+
+
+def faults_moved(
+    recorded: tuple[Fault, ...], declared: tuple[Fault, ...]
+) -> tuple[str, str] | None:
+    """The recorded and the declared faults as labels (`none` for no fault), when the two
+    differ; None when the trace was recorded with exactly these. `check` and the replay
+    word it each their way."""
+    if faults_to_document(recorded) == faults_to_document(declared):
+        return None
+    return (
+        "; ".join(fault.label for fault in recorded) or "none",
+        "; ".join(fault.label for fault in declared) or "none",
+    )
+
+
+def fault_outcomes(model: ModelCalls, mcp: McpVerdict) -> tuple[dict[str, int], dict[str, str]]:
+    """What the model boundary and the MCP servers did with the flow's faults: attempts
+    faulted, and why not, by fault label."""
+    return {**model.applied, **mcp.applied}, {**model.not_applicable, **mcp.not_applicable}
 
 
 def check_recorded_faults(
     faults: tuple[Fault, ...], recorded: tuple[Fault, ...], trace_path: Path, record: str
 ) -> None:
     """TraceError unless the trace was recorded with exactly these faults."""
-    if faults_to_document(faults) == faults_to_document(recorded):
+    moved = faults_moved(recorded, faults)
+    if moved is None:
         return
-    spec_side = "; ".join(fault.label for fault in faults) or "none"
-    trace_side = "; ".join(fault.label for fault in recorded) or "none"
+    trace_side, spec_side = moved
     raise TraceError(
         f"{trace_path} was recorded with other faults than the spec's (recorded: "
         f"{trace_side}; the spec's: {spec_side}); what the agent did after a fault is "

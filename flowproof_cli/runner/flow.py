@@ -41,7 +41,11 @@ from flowproof_cli.runner.conversation_trace import (
     recorded_turns,
 )
 from flowproof_cli.runner.drivers import Driven, Wiring, drive_command, drive_service
-from flowproof_cli.runner.fault_verdicts import check_recorded_faults, fault_report
+from flowproof_cli.runner.fault_verdicts import (
+    check_recorded_faults,
+    fault_outcomes,
+    fault_report,
+)
 from flowproof_cli.runner.judge import Replayed, judge
 from flowproof_cli.runner.mcp_servers import McpServers, McpVerdict
 from flowproof_cli.runner.rerecord import place_recording
@@ -335,11 +339,8 @@ def _observed(setup: _Setup, driven: Driven, mcp: McpVerdict, *, duration_s: flo
     result.notes.extend(driven.notes)
     result.notes.extend(dict.fromkeys(session.notes))  # each said once, however often it held
     result.divergence = session.divergence.to_json() if session.divergence else None
-    calls = session.faults
-    applied = {**calls.applied, **mcp.applied}
-    result.faults = fault_report(
-        setup.faults, applied, {**calls.not_applicable, **mcp.not_applicable}
-    )
+    applied, unapplicable = fault_outcomes(session.faults, mcp)
+    result.faults = fault_report(setup.faults, applied, unapplicable)
     return result
 
 

@@ -29,7 +29,7 @@ from flowproof_cli.match.rules import MatchRules
 from flowproof_cli.mode import Mode
 from flowproof_cli.runner.drivers import Driven, Service
 from flowproof_cli.runner.environment import service_wiring_hint, wiring_hint
-from flowproof_cli.runner.fault_verdicts import fault_failures
+from flowproof_cli.runner.fault_verdicts import fault_failures, fault_outcomes
 from flowproof_cli.runner.mcp_servers import McpVerdict
 from flowproof_cli.runner.turn_judge import judge_turns, unserved_turns
 from flowproof_cli.spec import FlowSpec
@@ -108,10 +108,8 @@ def _fault_failures(
     faults: tuple[Fault, ...], session: CassetteSession, mcp: McpVerdict
 ) -> list[Failure]:
     """What became of the faults of the model boundary and of each MCP server."""
-    calls = session.faults
-    applied = {**calls.applied, **mcp.applied}
-    not_applicable = {**calls.not_applicable, **mcp.not_applicable}
-    seen = {**mcp.per_server, "model": calls.calls}
+    applied, not_applicable = fault_outcomes(session.faults, mcp)
+    seen = {**mcp.per_server, "model": session.faults.calls}
     return fault_failures(faults, applied, not_applicable, seen)
 
 

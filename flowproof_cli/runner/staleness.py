@@ -24,8 +24,9 @@ from pathlib import Path
 from typing import Any
 
 from flowproof_cli import trace as traces
-from flowproof_cli.faults.plan import Fault, faults_to_document
+from flowproof_cli.faults.plan import Fault
 from flowproof_cli.match.build import Declared, build_rules
+from flowproof_cli.runner.fault_verdicts import faults_moved
 from flowproof_cli.spec import FlowSpec
 from flowproof_cli.trace.storage import SPEC_SUFFIX, TRACE_SUFFIX
 
@@ -148,10 +149,10 @@ def mocks_difference(recorded: dict[str, Any], declared: dict[str, Any]) -> list
 
 
 def faults_difference(recorded: tuple[Fault, ...], declared: tuple[Fault, ...]) -> list[str]:
-    if faults_to_document(recorded) == faults_to_document(declared):
+    moved = faults_moved(recorded, declared)
+    if moved is None:
         return []
-    trace_side = "; ".join(fault.label for fault in recorded) or "none"
-    spec_side = "; ".join(fault.label for fault in declared) or "none"
+    trace_side, spec_side = moved
     return [f"its faults differ from the recorded ones (recorded: {trace_side}; now: {spec_side})"]
 
 
