@@ -193,3 +193,54 @@ def test_a_turn_fault_counts_calls_within_its_conversation_turn() -> None:
     assert calls.step(b"a", 1) is None and calls.step(b"b", 1) is None
     assert calls.step(b"c", 2) is None
     assert calls.step(b"d", 2) is not None
+
+
+def test_gemini_and_bedrock_refuse_in_their_own_shapes() -> None:
+    from flowproof_cli.dialects import dialect_named
+    from flowproof_cli.faults.kinds.status import status_answer
+
+    gemini = status_answer(dialect_named("gemini"), 429, 0.2)
+    error = json.loads(gemini.body)["error"]
+    assert (error["code"], error["status"]) == (429, "RESOURCE_EXHAUSTED")
+    assert error["details"] == [
+        {"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": "0.2s"}
+    ]
+    assert not [name for name, _ in gemini.headers if name.startswith("retry-after")]
+    bedrock = status_answer(dialect_named("bedrock-converse"), 429, None)
+    assert dict(bedrock.headers)["x-amzn-errortype"].startswith("ThrottlingException:")
+    assert json.loads(bedrock.body) == {
+        "message": "Too many requests, please wait before trying again."
+    }
+
+
+def test_a_mock_and_a_fault_on_one_call_both_apply() -> None:
+    """The mock rewrites what the model is told (the request), the fault what it answers."""
+    asked = {
+        "model": "gpt-4o-mini",
+        "messages": [
+            {"role": "user", "content": "time?"},
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {
+                        "id": "c1",
+                        "type": "function",
+                        "function": {"name": "get_time", "arguments": "{}"},
+                    }
+                ],
+            },
+            {"role": "tool", "tool_call_id": "c1", "content": "the real clock"},
+        ],
+    }
+    told = json.loads(json.dumps(asked))
+    told["messages"][2]["content"] = "09:00"
+    session = CassetteSession(
+        Mode.REPLAY,
+        mocks={"get_time": "09:00"},
+        recorded=[Turn("openai-chat", told, 200, reply("nine"))],
+        faults=ModelCalls((at(1, "answer", 429),)),
+    )
+    assert answered(ask(session, asked)).status == 429  # matched as mocked, then faulted
+    assert b"nine" in answered(ask(session, asked)).body
+    assert session.divergence is None
