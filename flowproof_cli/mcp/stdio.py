@@ -65,8 +65,8 @@ from flowproof_cli.quoting import failure as exception_text
 STOP_GRACE_S = 2.0
 #: How long a dead server's stderr may take to reach its end (a child of it may hold it).
 STDERR_DRAIN_S = 1.0
-#: A server killed by a signal while no call waits for it is most often the agent's process
-#: group being ended (the agent's exit, or flowproof ending the agent): the same SIGTERM
+#: A server killed by a signal (SIGTERM if a call waits for it) is most often the agent's
+#: process group being ended (the agent's exit, or flowproof ending the agent): the same SIGTERM
 #: reaches the stand-in, whose own stop follows. Within this grace that stop means the
 #: server's end was the agent's, not a failure.
 GROUP_END_GRACE_S = 2.0
@@ -398,15 +398,19 @@ class _Relay:
         return None
 
     def _ended_with_the_agent(self) -> bool:
-        """The server died of a signal while no call waited, and the stand-in's own stop
-        followed within the grace: one SIGTERM to the agent's group ended both."""
+        """The server died of a signal, and the stand-in's own stop followed within the
+        grace: one SIGTERM to the agent's group ended both. With a call waiting, only the
+        group's own SIGTERM qualifies (the flow's timeout ends a group whose server still
+        owes an answer); a crash mid-call is told to the agent at once."""
         try:
             code = self.server.wait(timeout=STOP_GRACE_S)
         except subprocess.TimeoutExpired:
             return False
         with self._lock:
             waiting = bool(self._pending)
-        return code < 0 and not waiting and self._stopped.wait(GROUP_END_GRACE_S)
+        if code >= 0 or (waiting and code != -signal.SIGTERM):
+            return False
+        return self._stopped.wait(GROUP_END_GRACE_S)
 
     def _from_server(self, raw: bytes) -> str | None:
         """Capture and relay one line; what is wrong with it, if anything (a blank line is

@@ -253,16 +253,23 @@ os.kill(os.getpid(), signal.SIGTERM)
 """
 
 
-def record_until(tmp_path: Path, script: str, agent_closes_after: float) -> list[dict]:
-    """The stand-in recording one `initialize` against `script`, the agent closing its end
-    `agent_closes_after` seconds after sending it; the capture's error entries."""
+# ... and one that dies of it while a `tools/call` waits: the flow's timeout ends the group.
+SIGTERMED_MID_CALL = SIGTERMED_SERVER.replace("os.kill", "sys.stdin.readline()\nos.kill")
+CALL = request(2, "tools/call", {"name": "silent", "arguments": {}})
+
+
+def record_until(
+    tmp_path: Path, script: str, agent_closes_after: float, *, calls: tuple[dict, ...] = ()
+) -> list[dict]:
+    """The stand-in recording `initialize` (and `calls`) against `script`, the agent closing
+    its end `agent_closes_after` seconds after sending them; the capture's error entries."""
     (tmp_path / "server.py").write_text(script)
     capture = tmp_path / "c.jsonl"
     session = StandinSession(
         "files", "record", str(capture), [sys.executable, str(tmp_path / "server.py")]
     )
     read_end, write_end = os.pipe()
-    os.write(write_end, line(INIT))
+    os.write(write_end, b"".join(line(message) for message in (INIT, *calls)))
     closer = threading.Timer(agent_closes_after, os.close, (write_end,))
     closer.start()
     with os.fdopen(read_end, "rb") as stdin:
@@ -283,3 +290,20 @@ def test_a_server_killed_while_the_agent_stays_is_still_a_failure(tmp_path: Path
         "the MCP server 'files' was killed by signal 15 while the agent was still connected"
         in error["text"]
     )
+
+
+def test_a_server_ended_with_the_group_while_a_call_waits_is_no_failure(tmp_path: Path) -> None:
+    """The flow's timeout ends the agent's group while the server still owes an answer: its
+    SIGTERM is the group's, and the stand-in's stop follows (CI once reported this server's
+    death in place of the timeout)."""
+    assert record_until(tmp_path, SIGTERMED_MID_CALL, 0.3, calls=(CALL,)) == []
+
+
+def test_a_server_killed_while_a_call_waits_and_the_agent_stays_is_a_failure(
+    tmp_path: Path,
+) -> None:
+    (error,) = record_until(tmp_path, SIGTERMED_MID_CALL, 4.0, calls=(CALL,))
+    assert (
+        "the MCP server 'files' was killed by signal 15 while 1 call waited for its answer "
+        "(tools/call silent)" in error["text"]
+    ), error["text"]
