@@ -5,8 +5,8 @@ Application Default Credentials: `google.auth.default()` reads the file that
 GOOGLE_APPLICATION_CREDENTIALS names, ahead of any other source, and the clients send its
 access token as `Authorization: Bearer`. The agent must hold no real credential, and must
 start offline (in the loopback-only namespace too), so flowproof points that variable at a
-file of its own: a service account whose key was made for this run and that belongs to no
-project.
+file of its own: a service account whose key was made on this machine (kept in the user's
+cache folder) and that belongs to no project.
 
 Why it needs no network: AnthropicVertex refreshes the credentials as it loads them, and a
 refresh normally posts to Google's token endpoint. A service account outside Google's
@@ -20,6 +20,7 @@ ANTHROPIC_VERTEX_PROJECT_ID / CLOUD_ML_REGION), as the request path carries them
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import os
@@ -31,18 +32,55 @@ CREDENTIALS_FILE = "google-placeholder-credentials.json"
 #: A universe no Google service lives in: credentials there sign their own tokens.
 PLACEHOLDER_UNIVERSE = "flowproof.invalid"
 PLACEHOLDER_ACCOUNT = "flowproof-placeholder@flowproof.invalid"
-#: Bits of the run's placeholder key: google-auth signs with RSA only. The key guards
-#: nothing, so the smallest size OpenSSL still signs with: 2048 bits took 0.09 s to make on
-#: this project's machine, 1024 bits 0.02 s, paid once by every flowproof process that
-#: starts an agent.
+#: Bits of the placeholder key: google-auth signs with RSA only. The key guards nothing, so
+#: the smallest size OpenSSL still signs with (1024 bits: 0.02 s to make, 2048: 0.09 s).
 _KEY_BITS = 1024
+#: Where the key is kept between runs, under the user's cache folder: making it (and
+#: importing `cryptography` to do so) cost every flow about 0.05 s before its agent started.
+_KEY_FILE = os.path.join("flowproof", "google-placeholder-key.pem")
+_PEM_HEAD = "-----BEGIN PRIVATE KEY-----"
 
 
 @functools.cache
 def _private_key_pem() -> str:
-    """An RSA key made once per flowproof process, never stored beyond the flow's private
-    folder: it signs nothing anyone checks."""
-    from cryptography.hazmat.primitives import serialization  # noqa: PLC0415 (only agents)
+    """The placeholder RSA key: the cached one, else a new one (cached when the cache folder
+    can be written). It signs nothing anyone checks, so one per user is as good as one per
+    run."""
+    path = os.path.join(_cache_folder(), _KEY_FILE)
+    try:
+        with open(path, encoding="ascii") as cached:
+            pem = cached.read()
+        if pem.startswith(_PEM_HEAD):
+            return pem
+    except (OSError, ValueError):
+        pass
+    pem = _new_key_pem()
+    with contextlib.suppress(OSError):
+        _keep(path, pem)
+    return pem
+
+
+def _cache_folder() -> str:
+    return os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+
+
+def _keep(path: str, pem: str) -> None:
+    """Write the key readable by its owner alone, whole or not at all (a rename)."""
+    os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+    temporary = f"{path}.{os.getpid()}.tmp"
+    descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        with os.fdopen(descriptor, "w", encoding="ascii") as out:
+            out.write(pem)
+        os.replace(temporary, path)
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        raise
+
+
+def _new_key_pem() -> str:
+    from cryptography.hazmat.primitives import serialization  # noqa: PLC0415 (only to make)
     from cryptography.hazmat.primitives.asymmetric import rsa  # noqa: PLC0415
 
     key = rsa.generate_private_key(public_exponent=65537, key_size=_KEY_BITS)
@@ -72,5 +110,5 @@ def credentials_path(folder: str) -> str:
 
 
 def placeholder_service_account_json() -> str:
-    """The file's content (the key is made once per process: every flow's file is the same)."""
+    """The file's content (one key per user: every flow's file is the same)."""
     return json.dumps(placeholder_service_account(), indent=2)
