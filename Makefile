@@ -47,7 +47,7 @@ test: bootstrap lint typecheck
 # The long probes (marker `stress`) at their full counts: 100 kill moments, every exit point.
 test-stress: bootstrap
 	FLOWPROOF_KILL_CASES=100 FLOWPROOF_SILENT_GREEN_POINTS=1000 FLOWPROOF_COMMIT_CASES=20 \
-		FLOWPROOF_SIDE_CALL_RUNS=20 \
+		FLOWPROOF_SIDE_CALL_RUNS=20 FLOWPROOF_LOAD_PLACES=30 \
 		$(PY) -m pytest -n 2 --dist worksteal -q -m stress
 
 test-quick: bootstrap
@@ -64,6 +64,7 @@ typecheck: bootstrap
 # containment group runs benchmarks/egress.py in a fresh network namespace (unshare -n).
 # FLOWPROOF_BENCH_QUICK=1 for a smoke run; `$(PY) benchmarks/run.py --only per-turn` for one group.
 bench: bootstrap
+	@$(COMPILE) benchmarks >/dev/null
 	@$(OFFLINE) $(PY) benchmarks/run.py
 
 # Mutation testing of the matching core, the assertion evaluator and the prose grammar
