@@ -1,10 +1,13 @@
 """The streamable-HTTP MCP boundary: one listener per declared server, one lane each.
 
 Thin glue between mitmproxy and `flowproof_cli.mcp.http.HttpMcpSession` (a record or a
-replay session), which holds the logic. Under `flowproof run`/`record` the runner hands this
-addon one session per listening port; any path containing `/mcp` on that port is the
-server's endpoint. Loaded into stock mitmdump/mitmweb with `-s`, it builds one session from
-options and serves every port:
+replay session), which holds the logic: what a request is, and at record what the real
+server's answer means (`mcp.http_upstream`), SSE and refusals included. The addon keeps
+mitmproxy's hooks, the flows' metadata, the streaming switches and the deadlines.
+
+Under `flowproof run`/`record` the runner hands this addon one session per listening port;
+any path containing `/mcp` on that port is the server's endpoint. Loaded into stock
+mitmdump/mitmweb with `-s`, it builds one session from options and serves every port:
 
     mitmdump -s addons/mcp_http.py --mode reverse:http://127.0.0.1:9@127.0.0.1:8931 \
         --set connection_strategy=lazy --set flowproof_mcp_trace=x.trace.yaml \
@@ -17,7 +20,6 @@ loopback stream server this addon owns (an addon's own response is sent whole).
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 from pathlib import Path
@@ -30,25 +32,15 @@ from flowproof_addons import deadline, guard
 from flowproof_addons.conversation import ConversationViews
 from flowproof_addons.guard import Backstop, Refusal, RequestGuard, mark_forwarded, request_body
 from flowproof_cli import trace as traces
-from flowproof_cli.canonical import parse_or
 from flowproof_cli.cassette.upstream import upstream_timeout
 from flowproof_cli.errors import FlowproofError
 from flowproof_cli.mcp.call_bound import CallBound
-from flowproof_cli.mcp.canonical import INTERNAL_ERROR
-from flowproof_cli.mcp.http import (
-    Drop,
-    ForwardRequest,
-    HttpMcpSession,
-    Reply,
-    StreamReply,
-    refusal_reply,
-)
+from flowproof_cli.mcp.http import Drop, ForwardRequest, HttpMcpSession, Reply, StreamReply
 from flowproof_cli.mcp.http_record import HttpRecordSession
 from flowproof_cli.mcp.http_replay import HttpReplaySession
-from flowproof_cli.mcp.recorder import is_json_rpc, quote_line
-from flowproof_cli.mcp.sse import STREAM_PATH, SseParser, StreamServer
+from flowproof_cli.mcp.http_upstream import ForwardingSession
+from flowproof_cli.mcp.sse import STREAM_PATH, StreamServer
 from flowproof_cli.mode import Mode
-from flowproof_cli.quoting import could_not_handle, failure
 from flowproof_cli.routes import CLAIMED, is_mcp_path
 
 log = logging.getLogger(__name__)
@@ -56,14 +48,6 @@ log = logging.getLogger(__name__)
 FORWARDED = "flowproof_mcp_forward"  # metadata: the ForwardRequest of a recorded flow
 STREAMED = "flowproof_mcp_stream"  # metadata: rerouted to the loopback stream server
 _DROPPED_HEADERS = ("host", "accept-encoding")
-
-
-def _not_json_rpc_event(session: HttpRecordSession, via: Any, data: str) -> None:
-    where = session.recorder.label_of(via)
-    session.errors.append(
-        f"the MCP server '{session.server}' sent an SSE event that is not JSON-RPC in its "
-        f"answer to {where}: {quote_line(data)}"
-    )
 
 
 def _reply(flow: http.HTTPFlow, reply: Reply) -> None:
@@ -145,10 +129,10 @@ class McpHttpBoundary:
         port = sockname[1] if sockname else None
         return self.sessions.get(port, self.default) if port is not None else self.default
 
-    def _recorder_for(self, flow: http.HTTPFlow) -> HttpRecordSession | None:
+    def _recorder_for(self, flow: http.HTTPFlow) -> ForwardingSession | None:
         """The record session whose real server answers a forwarded request."""
         session = self._session_for(flow)
-        return session if isinstance(session, HttpRecordSession) else None
+        return session if isinstance(session, ForwardingSession) else None
 
     def requestheaders(self, flow: http.HTTPFlow) -> None:
         if flow.response is None and is_mcp_path(flow.request.path) and self._session_for(flow):
@@ -166,17 +150,13 @@ class McpHttpBoundary:
             flow.metadata.pop(FORWARDED, None)
             flow.metadata.pop(guard.FORWARDED, None)
             flow.metadata.pop(STREAMED, None)
-            path = flow.request.path.split("?", 1)[0]
-            _reply(
-                flow, session.refuse(could_not_handle(path, exc), status=500, code=INTERNAL_ERROR)
-            )
+            _reply(flow, session.on_exception(flow.request.path.split("?", 1)[0], exc))
 
     async def _answer(self, flow: http.HTTPFlow, session: HttpMcpSession) -> None:
         request = flow.request
         body = request_body(request)
         if isinstance(body, Refusal):
-            session.requests += 1
-            _reply(flow, session.refuse(body.text, status=body.status))
+            _reply(flow, session.on_refused(body.text, body.status))
             return
         outcome = session.on_request(
             request.method, dict(request.headers), body, request.path.split("?", 1)[0]
@@ -186,7 +166,7 @@ class McpHttpBoundary:
             flow.comment = f"flowproof: MCP '{session.server}' answered by flowproof"
         elif isinstance(outcome, ForwardRequest):
             self._forward(flow, outcome)
-            if isinstance(session, HttpRecordSession):
+            if isinstance(session, ForwardingSession):
                 deadline.arm(flow, session.bound.seconds)  # until its headers
         elif isinstance(outcome, Drop):
             mark_forwarded(flow)  # unanswered on purpose: no refusal, no failure for it
@@ -205,7 +185,7 @@ class McpHttpBoundary:
     def flowproof_refused(self, flow: http.HTTPFlow, message: str) -> None:
         """The backstop refused a request on a listener of this boundary: its flow fails."""
         if (session := self._session_for(flow)) is not None:
-            session.errors.append(f"the MCP server '{session.server}': {message}")
+            session.fail(message)
 
     @staticmethod
     def _forward(flow: http.HTTPFlow, forward: ForwardRequest) -> None:
@@ -221,21 +201,19 @@ class McpHttpBoundary:
         response = flow.response
         if response is None:
             return
-        content_type = response.headers.get("content-type", "").lower()
-        if "text/event-stream" in content_type and FORWARDED in flow.metadata:
-            deadline.stop(flow)  # the answer began: a standalone stream may idle for long
         if flow.metadata.get(STREAMED):
             response.stream = True
             return
         forward: ForwardRequest | None = flow.metadata.get(FORWARDED)
         session = self._recorder_for(flow)
-        if forward is None or session is None or "text/event-stream" not in content_type:
+        if forward is None or session is None:
             return
-        parser = SseParser()
-        status = response.status_code
-        # A call's answer (not the standalone GET stream, nor a listen stream) that falls
-        # silent for its bound fails the record, as a server silent before it answers does.
-        idle_s = None if forward.standalone else session.wait_for(forward.via)
+        content_type = response.headers.get("content-type")
+        answer = session.on_response_headers(forward, response.status_code, content_type)
+        if answer is None:
+            return  # a whole answer: `response` hands it on
+        deadline.stop(flow)  # the answer began: a standalone stream may idle for long
+        idle_s = answer.idle_s
         if idle_s is not None:
             deadline.rearm(flow, idle_s)
 
@@ -244,24 +222,7 @@ class McpHttpBoundary:
                 deadline.rearm(flow, idle_s)
             elif idle_s is not None:
                 deadline.stop(flow)  # the stream ended
-            try:
-                events = parser.feed(chunk) if chunk else parser.close()
-                for event in events:
-                    if event.event == "message" and event.data:
-                        message = parse_or(event.data, None)
-                        if not is_json_rpc(message):  # the agent still gets it; record fails
-                            _not_json_rpc_event(session, forward.via, event.data)
-                            continue
-                        session.on_upstream_message(
-                            message,
-                            via=forward.via,
-                            standalone=forward.standalone,
-                            status=status,
-                            event_id=event.id,
-                        )
-            except Exception as exc:  # the bytes still reach the agent; the record fails
-                text = f"could not handle the real server's stream ({failure(exc)})"
-                session.errors.append(f"the MCP server '{session.server}': {text}")
+            answer.on_chunk(chunk)
             return chunk
 
         response.stream = tee
@@ -278,40 +239,15 @@ class McpHttpBoundary:
         response = flow.response
         if forward is None or session is None or response is None or response.stream:
             return
-        status = response.status_code
-        if status == 202 or flow.request.method != "POST":
-            return
-        content = response.get_content(strict=False) or b""
-        media = response.headers.get("content-type", "no content type").split(";")[0].strip()
-        try:
-            self._keep(session, forward, status, content, media)
-        except Exception as exc:  # an answer record cannot keep is not handed on as kept
-            text = f"could not handle the real server's answer ({failure(exc)})"
-            session.errors.append(f"the MCP server '{session.server}': {text}")
-            _reply(flow, refusal_reply(500, text, forward.via, INTERNAL_ERROR))
-
-    @staticmethod
-    def _keep(
-        session: HttpRecordSession,
-        forward: ForwardRequest,
-        status: int,
-        content: bytes,
-        media: str = "",
-    ) -> None:
-        try:
-            message = json.loads(content) if content else None
-        except ValueError:
-            message = None
-        if is_json_rpc(message):
-            session.on_upstream_message(message, via=forward.via, status=status)
-        elif status >= 400:
-            session.on_upstream_failure(forward.via, status, content.decode("utf-8", "replace"))
-        elif forward.via is not None:  # a call's answer that answers nothing: record fails
-            what = f"answered {session.recorder.label_of(forward.via)} with a body that is not"
-            session.errors.append(
-                f"the MCP server '{session.server}' {what} JSON-RPC (HTTP {status}, "
-                f"{quote_line(media)}): {quote_line(content) or '(empty)'}"
-            )
+        reply = session.on_response(
+            forward,
+            flow.request.method,
+            response.status_code,
+            response.headers.get("content-type"),
+            response.get_content(strict=False) or b"",
+        )
+        if reply is not None:
+            _reply(flow, reply)
 
     def error(self, flow: http.HTTPFlow) -> None:
         forward: ForwardRequest | None = flow.metadata.get(FORWARDED)
@@ -323,13 +259,10 @@ class McpHttpBoundary:
             session.on_upstream_timeout(forward.via)
             return
         reason = flow.error.msg if flow.error else "connection failed"
-        if reason == "Client disconnected.":
-            if flow.response is not None:
-                return  # the agent closed a stream it had: nothing went wrong
-            if session.on_agent_gone(forward.via):
-                return  # named by its call: the server had not answered it
-            reason = "the agent closed its connection before the server answered"
-        session.on_upstream_unreachable(reason)  # also a body cut by the server
+        gone = reason == "Client disconnected."  # mitmproxy's word for the agent's close
+        session.on_upstream_error(
+            forward, reason, agent_gone=gone, answered=flow.response is not None
+        )
 
 
 # Stock mitmdump/mitmweb: the guard first, so only MCP paths are answered; the

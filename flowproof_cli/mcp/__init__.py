@@ -11,6 +11,7 @@ call_bound.py     the bound of each call to a real server at record, and its wor
 stdio.py          the stdio stand-in (`flowproof mcp-stdio`)
 http.py           the streamable-HTTP boundary's request front (addons/mcp_http.py is the glue)
 http_record.py    record: forward to the real server, keep the lane
+http_upstream.py  record: what the real server's answers mean for the lane
 http_replay.py    replay: answer from the lane
 replay_streams.py the replay's SSE streams, kept whole for resumption
 sse.py            SSE framing and the loopback stream server used at replay

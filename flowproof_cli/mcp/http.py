@@ -3,7 +3,11 @@
 `addons/mcp_http.py` hands each HTTP request on a server's listener to `on_request` and
 gets back what to do: a whole `Reply`, a `ForwardRequest` to the real server (record), or a
 `StreamReply` to serve over time from the loopback stream server (replay, and a hang
-fault at record), or `Drop` (a crash fault: the connection closes unanswered).
+fault at record), or `Drop` (a crash fault: the connection closes unanswered). A request
+the proxy would not read goes to `on_refused`, one whose handling raised to `on_exception`,
+and the answer to a forwarded request to the record session (`http_upstream.py`): the
+addon holds no protocol logic, only mitmproxy's hooks, the streaming switches and the
+deadlines.
 
 The front checks what every request must be whatever the mode (a method MCP knows, a JSON
 body, a JSON-RPC message whose 2026-07-28 headers agree with it, a batch only where the
@@ -131,7 +135,18 @@ class HttpMcpSession(ABC):
         try:
             return self._handle(method, headers, body)
         except Exception as exc:  # any input, any bug: an answer, never an exception
-            return self.refuse(could_not_handle(path, exc), status=500, code=INTERNAL_ERROR)
+            return self.on_exception(path, exc)
+
+    def on_refused(self, text: str, status: int) -> Reply:
+        """A request the proxy would not read (its body's encoding): counted as one the
+        agent made, refused, and the flow fails."""
+        self.requests += 1
+        return self.refuse(text, status=status)
+
+    def on_exception(self, path: str, exc: Exception) -> Reply:
+        """Handling the request to `path` raised: a named 500 that fails the flow (the
+        request is refused, never forwarded)."""
+        return self.refuse(could_not_handle(path, exc), status=500, code=INTERNAL_ERROR)
 
     def _handle(self, method: str, headers: Mapping[str, str], body: bytes) -> Outcome:
         if method == "GET":
@@ -161,8 +176,13 @@ class HttpMcpSession(ABC):
         self, text: str, *, status: int = 400, code: int = INVALID_REQUEST, request_id: Any = None
     ) -> Reply:
         """A refusal that fails the flow too (the agent is told why)."""
-        self.errors.append(f"the MCP server '{self.server}': {text}")
+        self.fail(text)
         return refusal_reply(status, text, request_id, code)
+
+    def fail(self, text: str) -> None:
+        """The flow fails, naming this server (the backstop refused a request on its
+        listener, the record could not read what the real server sent)."""
+        self.errors.append(f"the MCP server '{self.server}': {text}")
 
     # -- what each mode does -------------------------------------------------------------
 

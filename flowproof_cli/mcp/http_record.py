@@ -2,7 +2,8 @@
 
 Every POST, GET and DELETE goes to the real url with the agent's headers (Authorization
 and Mcp-Session-Id pass through, neither is stored); answers, JSON or SSE, go back to the
-agent as the server sent them while the addon hands each message to `on_upstream_message`.
+agent as the server sent them while the addon hands them to `http_upstream.py`, which
+reads each message into the lane.
 A mocked `tools/call` is answered here and never forwarded, and so is a faulted attempt
 (`mcp/faults.py`): an error or an `isError` result, a dropped connection (crash), or an SSE
 answer that never says anything (hang, closed with the session).
@@ -15,9 +16,8 @@ from typing import Any
 
 from flowproof_cli.cassette.session import DEFAULT_UPSTREAM_TIMEOUT_S
 from flowproof_cli.faults.plan import CRASH, Fault
-from flowproof_cli.mcp.call_bound import STREAMING_METHODS, CallBound, call_text
+from flowproof_cli.mcp.call_bound import CallBound
 from flowproof_cli.mcp.canonical import (
-    INTERNAL_ERROR,
     Kind,
     canonical_request,
     is_modern,
@@ -28,12 +28,12 @@ from flowproof_cli.mcp.faults import Decision, McpFaults, fault_answer
 from flowproof_cli.mcp.http import (
     Drop,
     ForwardRequest,
-    HttpMcpSession,
     Outcome,
     Reply,
     StreamReply,
     json_reply,
 )
+from flowproof_cli.mcp.http_upstream import ForwardingSession
 from flowproof_cli.mcp.lane import Lane
 from flowproof_cli.mcp.mocks import (
     MOCK_REFUSALS,
@@ -42,12 +42,13 @@ from flowproof_cli.mcp.mocks import (
     output_schemas,
     refusal,
 )
-from flowproof_cli.mcp.recorder import LaneRecorder
 from flowproof_cli.mcp.sse import Channel
 from flowproof_cli.mode import Mode
 
 
-class HttpRecordSession(HttpMcpSession):
+class HttpRecordSession(ForwardingSession):
+    """What the agent sent, at record; what the real server sent is `ForwardingSession`'s."""
+
     mode = Mode.RECORD
 
     def __init__(
@@ -59,14 +60,10 @@ class HttpRecordSession(HttpMcpSession):
         bound: CallBound | None = None,
         faults: tuple[Fault, ...] = (),
     ):
-        super().__init__(server, mocks)
+        bound = bound or CallBound(DEFAULT_UPSTREAM_TIMEOUT_S)
+        super().__init__(server, url=url, mocks=mocks, bound=bound)
         self.faults = McpFaults(server, faults)
         self._hanging: list[Channel] = []
-        self.url = url
-        #: The wait for each answer (its headers, then between its SSE events): a failure.
-        self.bound = bound or CallBound(DEFAULT_UPSTREAM_TIMEOUT_S)
-        self.recorder = LaneRecorder()
-        self._seen_event_ids: set[str] = set()
 
     @property
     def negotiated(self) -> str | None:
@@ -131,73 +128,6 @@ class HttpRecordSession(HttpMcpSession):
         reply = with_id(message["id"], answer)
         self.recorder.server(reply)
         return json_reply(200, reply)
-
-    # -- what the real server sent -------------------------------------------------------
-
-    def on_upstream_message(
-        self,
-        message: Any,
-        *,
-        via: Any = None,
-        standalone: bool = False,
-        status: int | None = None,
-        event_id: str | None = None,
-    ) -> None:
-        """A message the real server sent (a JSON answer, or one SSE event)."""
-        if event_id:
-            if event_id in self._seen_event_ids:
-                return  # replayed to a resuming agent: already in the lane
-            self._seen_event_ids.add(event_id)
-        for element in message if isinstance(message, list) else [message]:
-            received = element
-            if (
-                via is not None
-                and not isinstance(message, list)
-                and kind_of(element) is Kind.RESPONSE
-                and element.get("id") is None
-            ):
-                # A request rejected before its id was read (`"id": null`): it answers `via`.
-                received = {**element, "id": via}
-            self.recorder.server(received, via=via, stream=standalone, status=status)
-
-    def on_upstream_failure(self, via: Any, status: int, text: str) -> None:
-        """A request answered with an HTTP error and no JSON-RPC body: keep it as an error."""
-        if via is None:
-            return
-        error = {"code": INTERNAL_ERROR, "message": f"HTTP {status}: {text[:200]}"}
-        self.recorder.server({"jsonrpc": "2.0", "id": via, "error": error}, status=status)
-
-    def wait_for(self, via: Any) -> float | None:
-        """Seconds the answer to request `via` may take (None: a stream left open)."""
-        position = self.recorder.position_of(via) if via is not None else None
-        if position is not None and self.recorder.lane.calls[position].method in STREAMING_METHODS:
-            return None
-        return self.bound.seconds
-
-    def on_upstream_timeout(self, via: Any) -> None:
-        """The real server stayed silent for the bound: the record fails naming the call."""
-        position = self.recorder.position_of(via) if via is not None else None
-        if position is None:
-            what = f"no answer within {self.bound.seconds:g} s ({self.bound.source()})"
-            self.on_upstream_unreachable(what)
-            return
-        call = call_text(self.recorder.lane.calls[position].label(), via)
-        self.errors.append(self.bound.server_not_answered(self.server, call))
-
-    def on_agent_gone(self, via: Any) -> bool:
-        """The agent closed its connection before the server answered request `via`: the
-        record fails naming the call; False when `via` names no waiting call."""
-        position = self.recorder.position_of(via) if via is not None else None
-        if position is None:
-            return False
-        call = call_text(self.recorder.lane.calls[position].label(), via)
-        self.errors.append(self.bound.unanswered_at_end(self.server, call))
-        return True
-
-    def on_upstream_unreachable(self, reason: str) -> None:
-        self.errors.append(
-            f"flowproof could not reach the real MCP server '{self.server}' at {self.url}: {reason}"
-        )
 
     # -- what the runner reads -----------------------------------------------------------
 
