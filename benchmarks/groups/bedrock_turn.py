@@ -18,7 +18,7 @@ WARMUP = 3
 NAMES = ("stub", "embedded")
 LABELS = {
     "stub": "bare asyncio stub, same bytes (floor)",
-    "embedded": "flowproof replay, embedded ProxyHost",
+    "embedded": "flowproof replay, embedded ProxyEngine",
 }
 
 

@@ -19,7 +19,7 @@ WARMUP = 3
 NAMES = ("stub", "embedded")
 LABELS = {
     "stub": "bare asyncio stub (floor)",
-    "embedded": "flowproof replay, embedded ProxyHost",
+    "embedded": "flowproof replay, embedded ProxyEngine",
 }
 
 

@@ -21,7 +21,7 @@ WARMUP = 3
 NAMES = ("stub", "embedded", "mitmdump", "aimock")
 LABELS = {
     "stub": "bare asyncio stub (floor)",
-    "embedded": "flowproof replay, embedded ProxyHost",
+    "embedded": "flowproof replay, embedded ProxyEngine",
     "mitmdump": "flowproof replay, mitmdump -s addons/model.py",
     "aimock": "aimock",
 }

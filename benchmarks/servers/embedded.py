@@ -3,7 +3,7 @@
     python benchmarks/servers/embedded.py replay TRACE [--repeat N]
     python benchmarks/servers/embedded.py record UPSTREAM_BASE_URL
 
-A `ProxyHost` carrying `RequestGuard` and `ModelBoundary`, with one `CassetteSession`
+A `ProxyEngine` carrying `RequestGuard` and `ModelBoundary`, with one `CassetteSession`
 keyed by the listening port, as `flowproof run` wires a flow. `--repeat N` replays the
 trace's turns N times over (one request repeated many times, without a huge file).
 First stdout line: `PORT <n>`; serves on 127.0.0.1 until SIGTERM.
@@ -23,7 +23,7 @@ from flowproof_addons.guard import RequestGuard
 from flowproof_addons.model import ModelBoundary
 from flowproof_cli import trace as traces
 from flowproof_cli.cassette import CassetteSession, Mode, Upstream
-from flowproof_cli.runner.proxy import ProxyHost
+from flowproof_cli.runner.proxy_engine import ProxyEngine
 
 
 def session_for(args: argparse.Namespace) -> CassetteSession:
@@ -37,7 +37,7 @@ async def serve(args: argparse.Namespace) -> None:
     session = session_for(args)
     boundary = ModelBoundary()
     # As `flowproof run` wires it: a replay dials nothing, so it carries no TLS (no CA).
-    proxy = ProxyHost([RequestGuard(), boundary], port=0, upstream_tls=args.mode == "record")
+    proxy = ProxyEngine([RequestGuard(), boundary], port=0, upstream_tls=args.mode == "record")
     await proxy.start()
     boundary.sessions[proxy.port] = session
     print(f"PORT {proxy.port}", flush=True)

@@ -12,9 +12,9 @@ import sys
 import click
 
 from flowproof_cli.cli.options import agent_option, agent_timeout_option
+from flowproof_cli.doctor.diagnosis import DEFAULT_PROMPT, DEFAULT_TIMEOUT_S, DoctorReport
 from flowproof_cli.errors import ExitCode
 from flowproof_cli.providers import REGISTRY, ProxyAddress
-from flowproof_cli.runner.doctor import DEFAULT_PROMPT, DEFAULT_TIMEOUT_S, DoctorReport
 from flowproof_cli.runner.environment import ORPHAN_MARKER_VARIABLE
 
 
@@ -101,7 +101,7 @@ def doctor(command: str, prompt: str, timeout: float) -> None:
     """Run CMD once and report whether its model requests reach flowproof (no spec, no key)."""
     import asyncio  # noqa: PLC0415 - not for --help
 
-    from flowproof_cli.runner.doctor import diagnose  # noqa: PLC0415
+    from flowproof_cli.doctor.diagnosis import diagnose  # noqa: PLC0415
 
     report = asyncio.run(diagnose(command, prompt=prompt, timeout_s=timeout))
     for line in render_report(report):

@@ -33,7 +33,7 @@ def init(command: str, out: Path | None, timeout: float) -> None:
     import asyncio  # noqa: PLC0415 - not for --help
 
     from flowproof_cli.cli.doctor import render_report  # noqa: PLC0415
-    from flowproof_cli.runner.init import default_spec_name, probe, starter_spec  # noqa: PLC0415
+    from flowproof_cli.doctor.starter import default_spec_name, probe, starter_spec  # noqa: PLC0415
 
     path = out or Path(default_spec_name(command))
     if path.exists():

@@ -1,4 +1,4 @@
-"""`flowproof inspect TRACE|SPEC`: a recorded trajectory in mitmweb (runner/inspect.py)."""
+"""`flowproof inspect TRACE|SPEC`: a recorded trajectory in mitmweb (flowproof_cli/inspect/)."""
 
 from __future__ import annotations
 
@@ -45,7 +45,8 @@ def inspect(target: Path, port: int) -> None:
     when TRACE is missing or not a readable trace.
     """
     from flowproof_cli import trace as traces  # noqa: PLC0415 - not for --help
-    from flowproof_cli.runner.inspect import WebView, trace_flows  # noqa: PLC0415
+    from flowproof_cli.inspect.trace_flows import trace_flows  # noqa: PLC0415
+    from flowproof_cli.inspect.web_view import WebView  # noqa: PLC0415
 
     path = _trace_path(target)
     flows = trace_flows(traces.load(path), str(path))

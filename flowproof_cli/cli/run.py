@@ -152,11 +152,11 @@ def _want_inspect(ctx: click.Context, wanted: bool) -> None:
 def _inspected[R](runner: Callable[..., R], *args: Any, **kwargs: Any) -> R:
     """`runner(...)` (`execute`, `run_jobs`); with `--inspect`, mitmweb is started first (its
     URL printed) and taps the run's proxy. It stops when the command ends: after a run that
-    reached its verdicts, only once Ctrl-C says so (flowproof_cli/runner/inspect.py)."""
+    reached its verdicts, only once Ctrl-C says so (flowproof_cli/inspect/live.py)."""
     ctx = click.get_current_context()
     if not ctx.meta.get(_INSPECT):
         return runner(*args, **kwargs)
-    from flowproof_cli.runner.inspect import LiveView  # noqa: PLC0415
+    from flowproof_cli.inspect.live import LiveView  # noqa: PLC0415
 
     live = LiveView.start(True)
     ctx.call_on_close(lambda: live.finish(_say))

@@ -27,7 +27,6 @@ from flowproof_cli.egress import EgressReport
 from flowproof_cli.egress import verdicts as egress
 from flowproof_cli.errors import ConfigError, PortInUseError
 from flowproof_cli.mode import Mode
-from flowproof_cli.runner.boundaries import ProxyHub
 from flowproof_cli.runner.command import (
     DIVERGENCE_GRACE_S,
     AgentOutcome,
@@ -49,6 +48,7 @@ from flowproof_cli.runner.environment import (
     task_file,
 )
 from flowproof_cli.runner.mcp_servers import McpServers
+from flowproof_cli.runner.run_proxy import RunProxy
 from flowproof_cli.runner.url_driver import TriggerOutcome, trigger
 from flowproof_cli.spec import FlowSpec
 from flowproof_cli.spec.fields import HEADER_FIX, header_problem
@@ -131,7 +131,7 @@ class Wiring:
     """What a driver opens its flow's listeners with: the run's proxy, the flow's MCP
     servers and its matcher addons."""
 
-    hub: ProxyHub
+    hub: RunProxy
     mcp: McpServers | None = None
     user_addons: Sequence[Any] = ()
 

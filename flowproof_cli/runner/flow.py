@@ -34,7 +34,6 @@ from flowproof_cli.match.user_code import Raised, SerialThread, addon_budget
 from flowproof_cli.mode import Mode
 from flowproof_cli.providers import upstream_signers
 from flowproof_cli.runner import orphans
-from flowproof_cli.runner.boundaries import ProxyHub
 from flowproof_cli.runner.conversation_trace import (
     conversation_state,
     recorded_conversation,
@@ -49,6 +48,7 @@ from flowproof_cli.runner.fault_verdicts import (
 from flowproof_cli.runner.judge import Replayed, judge
 from flowproof_cli.runner.mcp_servers import McpServers, McpVerdict
 from flowproof_cli.runner.rerecord import place_recording
+from flowproof_cli.runner.run_proxy import RunProxy
 from flowproof_cli.runner.termination import cancelled_by_sigterm
 from flowproof_cli.runner.tool_warnings import (
     handle_warnings,
@@ -135,7 +135,7 @@ async def run_flow(
     environ: Mapping[str, str] | None = None,
     timeout_s: float | None = None,
     suite_match: Sequence[Declared] = (),
-    hub: ProxyHub | None = None,
+    hub: RunProxy | None = None,
     keep_going: bool = False,
     injected: tuple[Fault, ...] = (),
 ) -> FlowResult:
@@ -192,14 +192,14 @@ async def _off_loop[T](prepare: Callable[[], T]) -> T:
         thread.close()
 
 
-async def _drive_on(setup: _Setup, hub: ProxyHub | None) -> tuple[Driven, McpVerdict]:
+async def _drive_on(setup: _Setup, hub: RunProxy | None) -> tuple[Driven, McpVerdict]:
     """`_drive` on the run's proxy; without one (a run of one), on a proxy of the flow's
     own, and the run's last orphan sweep."""
     if hub is not None:
         return await _drive(setup, hub)
     adopted_before = orphans.children()
     try:
-        async with ProxyHub(upstream_tls=setup.mode is Mode.RECORD) as own:
+        async with RunProxy(upstream_tls=setup.mode is Mode.RECORD) as own:
             return await _drive(setup, own)
     finally:
         await asyncio.to_thread(orphans.sweep, adopted_before)
@@ -288,7 +288,7 @@ def _prepare(
     )
 
 
-async def _drive(setup: _Setup, hub: ProxyHub) -> tuple[Driven, McpVerdict]:
+async def _drive(setup: _Setup, hub: RunProxy) -> tuple[Driven, McpVerdict]:
     """The flow's MCP servers up, the agent driven through the proxy, the servers down."""
     spec = setup.spec
     mcp = McpServers(

@@ -37,7 +37,7 @@ from flowproof_cli.trace import trace_path_for
 from flowproof_cli.verdict import FlowResult
 
 if TYPE_CHECKING:
-    from flowproof_cli.runner.boundaries import ProxyHub
+    from flowproof_cli.runner.run_proxy import RunProxy
 
 
 @dataclass(frozen=True)
@@ -140,17 +140,17 @@ class LazyHub:
     flows are all skipped never loads mitmproxy."""
 
     def __init__(self, addons: Sequence[Any] = (), *, upstream_tls: bool = True) -> None:
-        self._hub: ProxyHub | None = None
+        self._hub: RunProxy | None = None
         self._addons = addons  # joined after the boundaries (`run --inspect`)
         self._upstream_tls = upstream_tls  # a run that only replays dials nothing
 
-    def get(self) -> ProxyHub:
+    def get(self) -> RunProxy:
         """The hub, its start begun in the background: it overlaps the flow's own setup
         (trace, match rules, hooks), and the flow's first listener waits for it."""
         if self._hub is None:
-            from flowproof_cli.runner.boundaries import ProxyHub  # noqa: PLC0415
+            from flowproof_cli.runner.run_proxy import RunProxy  # noqa: PLC0415
 
-            self._hub = ProxyHub(self._addons, upstream_tls=self._upstream_tls)
+            self._hub = RunProxy(self._addons, upstream_tls=self._upstream_tls)
             starting = asyncio.ensure_future(self._hub.start())
             # A failed start is raised again by the listener that needs it; not logged here.
             starting.add_done_callback(lambda task: task.cancelled() or task.exception())

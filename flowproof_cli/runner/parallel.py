@@ -1,6 +1,6 @@
 """Running many flows in one event loop, N at a time, reporting results in the order given.
 
-One process, one event loop, one proxy (`boundaries.ProxyHub`, started when the first flow
+One process, one event loop, one proxy (`run_proxy.RunProxy`, started when the first flow
 needs it): each flow listens on ports of its own and its agent is a child process driven
 from this loop, so `-j N` costs no re-import and no second proxy. `-j 1` is the same path
 with one flow at a time, so both give the same verdicts.

@@ -21,7 +21,7 @@ from flowproof_addons.guard import RequestGuard
 from flowproof_addons.mcp_http import McpHttpBoundary
 from flowproof_cli.mcp.http_replay import HttpReplaySession
 from flowproof_cli.mcp.sse import SseParser
-from flowproof_cli.runner.proxy import ProxyHost
+from flowproof_cli.runner.proxy_engine import ProxyEngine
 from tests.conftest import run_cli
 from tests.e2e.mcp_flows import (
     NOTES_V2,
@@ -93,7 +93,7 @@ async def replay_over_http(*, drop: bool) -> dict[str, Any]:
     seen: dict[str, Any] = {}
     session = HttpReplaySession("notes", lane=lane())
     boundary = McpHttpBoundary()
-    async with ProxyHost([RequestGuard(), boundary]) as proxy:
+    async with ProxyEngine([RequestGuard(), boundary]) as proxy:
         boundary.sessions[proxy.port] = session
         url = f"http://127.0.0.1:{proxy.port}/mcp"
         async with httpx.AsyncClient(timeout=20, headers=ACCEPT_BOTH) as http:

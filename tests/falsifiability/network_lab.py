@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[2]
-PLACEHOLDER_PORT = 9  # the proxy's reverse target (runner/proxy.py): what a fall-through dials
+PLACEHOLDER_PORT = 9  # the proxy's reverse target (runner/proxy_engine.py): a fall-through dials it
 TCP_LISTEN, UDP_UNCONNECTED = "0A", "07"
 _SOCKET = re.compile(r"socket:\[(\d+)\]")
 

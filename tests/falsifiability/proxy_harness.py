@@ -1,4 +1,4 @@
-"""The run's own proxy (`runner.boundaries.ProxyHub`) for the boundary and hostile-input
+"""The run's own proxy (`runner.run_proxy.RunProxy`) for the boundary and hostile-input
 probes: flows with a model and an MCP listener each, a spy on every server connection the
 proxy opens, and a record of every error mitmproxy logged (an exception escaping a hook is
 logged as "Addon error"; a crashed connection as "mitmproxy has crashed")."""
@@ -18,7 +18,7 @@ from flowproof_cli.cassette import CassetteSession, Mode, Turn
 from flowproof_cli.mcp.http import HttpMcpSession
 from flowproof_cli.mcp.http_replay import HttpReplaySession
 from flowproof_cli.mcp.lane import Lane
-from flowproof_cli.runner.boundaries import ProxyHub
+from flowproof_cli.runner.run_proxy import RunProxy
 from tests.unit.proxy_clients import LoopThread, request
 
 CHAT = "/v1/chat/completions"
@@ -85,7 +85,7 @@ class OneFlow:
 @dataclass
 class Harness:
     loop: LoopThread
-    hub: ProxyHub
+    hub: RunProxy
     spy: DialSpy
     errors: LoggedErrors
     flows: list[OneFlow] = field(default_factory=list)
@@ -153,7 +153,7 @@ def running_harness() -> Iterator[Harness]:
     spy, errors = DialSpy(), LoggedErrors()
     mitmproxy_log = logging.getLogger("mitmproxy")
     mitmproxy_log.addHandler(errors)
-    running = Harness(LoopThread(), ProxyHub([spy]), spy, errors)
+    running = Harness(LoopThread(), RunProxy([spy]), spy, errors)
     try:
         running.loop.run(running.hub.start())
         yield running

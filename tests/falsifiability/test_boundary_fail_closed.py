@@ -4,7 +4,7 @@ gets a flowproof error, the flow fails, and nothing is forwarded anywhere.
 Each defect here was first seen as a request that slipped past the boundaries and went on to
 mitmproxy's placeholder reverse target (127.0.0.1:9), answered by mitmproxy's own 502 page
 while the flow's verdict and a recording knew nothing of it. The proxy under test is the
-run's own (`runner.boundaries.ProxyHub`), with a spy counting every server connection the
+run's own (`runner.run_proxy.RunProxy`), with a spy counting every server connection the
 proxy opens: a request that fails closed opens none.
 """
 
@@ -32,7 +32,7 @@ from flowproof_cli.mcp.http import HttpMcpSession
 from flowproof_cli.mcp.http_record import HttpRecordSession
 from flowproof_cli.mcp.http_replay import HttpReplaySession
 from flowproof_cli.mcp.lane import Lane
-from flowproof_cli.runner.proxy import ProxyHost
+from flowproof_cli.runner.proxy_engine import ProxyEngine
 from tests.conftest import run_cli
 from tests.e2e.test_stock_mitmdump import stock_proxy
 from tests.falsifiability.proxy_harness import (
@@ -279,7 +279,7 @@ def test_every_in_process_proxy_ends_with_the_backstop(proxy: Harness) -> None:
     """A proxy built with the front guard alone (no boundary) still forwards nothing."""
     spy = DialSpy()
     loop = LoopThread()
-    proxy = ProxyHost([RequestGuard(), spy])
+    proxy = ProxyEngine([RequestGuard(), spy])
     shared = ctx.master, ctx.options  # mitmproxy's one master per process: this module's
     try:
         port = loop.run(proxy.start())

@@ -25,7 +25,7 @@ from flowproof_cli.match.addons import ScriptAddon, load_matcher_script
 from flowproof_cli.match.rules import AddonRule, MatchRules
 from flowproof_cli.match.user_code import ScriptCalls, exception_text
 from flowproof_cli.mode import Mode
-from flowproof_cli.runner.boundaries import PortScoped
+from flowproof_cli.runner.port_scoped import PortScoped
 
 REQUEST = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
 PATH = "/v1/chat/completions"

@@ -3,7 +3,7 @@ answer), the proxy keeps serving the other requests and flows, nothing is forwar
 anywhere, and the verdict stays honest: a flow fails where one of its model or MCP
 requests was refused.
 
-The proxy is the run's own (`runner.boundaries.ProxyHub`); a spy sees every server
+The proxy is the run's own (`runner.run_proxy.RunProxy`); a spy sees every server
 connection it opens, and mitmproxy's error log must stay empty (an exception escaping a
 hook, a crashed connection). Targets at other hosts are names that never resolve
 (`.invalid`) or a loopback listener that counts what reaches it: never a real host.

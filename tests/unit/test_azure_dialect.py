@@ -7,11 +7,11 @@ import json
 
 import pytest
 
+from flowproof_addons.canned import canned_reply
 from flowproof_cli.cassette import CassetteSession, Forward, Upstream
 from flowproof_cli.dialects import dialect_named, route
 from flowproof_cli.dialects.azure import azure_path
 from flowproof_cli.mode import Mode
-from flowproof_cli.runner.canned import canned_reply
 
 CHAT = "/openai/deployments/weather-gpt/chat/completions?api-version=2024-10-21"
 BODY = {"model": "weather-gpt", "messages": [{"role": "user", "content": "hi"}]}

@@ -9,9 +9,9 @@ import jsonschema
 import pytest
 from mitmproxy.test import tflow
 
+from flowproof_addons.canned import CANNED_TEXT, CannedReplies, canned_reply
 from flowproof_cli.dialects import route
-from flowproof_cli.runner.canned import CANNED_TEXT, CannedReplies, canned_reply
-from flowproof_cli.runner.json_mode import JsonMode, json_answer, json_mode
+from flowproof_cli.dialects.json_mode import JsonMode, json_answer, json_mode
 
 # Gemini CLI's model router asks for this (its classifier's schema, as sent).
 ROUTER_SCHEMA: dict[str, Any] = {

@@ -23,8 +23,9 @@ from flowproof_cli.evidence.records import RunRecord, flow_row
 from flowproof_cli.evidence.timeline import timeline
 from flowproof_cli.evidence.trajectory_diff import diff_traces
 from flowproof_cli.evidence.turns import turn_rows, turns_line
+from flowproof_cli.inspect.live import FlowTap
+from flowproof_cli.inspect.trace_flows import trace_flows
 from flowproof_cli.pytest_plugin import _failure_line, _report
-from flowproof_cli.runner.inspect import FlowTap, trace_flows
 from flowproof_cli.runner.junit import junit_xml
 from flowproof_cli.trace import Trace
 from flowproof_cli.trace.conversation import RecordedConversation

@@ -1,5 +1,5 @@
 """The conversation content view (addons/conversation.py) on real recorded bodies, and the
-flows `flowproof inspect` builds from a trace (flowproof_cli/runner/inspect.py).
+flows `flowproof inspect` builds from a trace (flowproof_cli/inspect/trace_flows.py).
 
 Bodies come from the committed traces; streamed answers are the SSE streams the dialects
 themselves synthesize from those recordings. mitmproxy's own registry picks the view, as
@@ -24,7 +24,9 @@ from flowproof_addons.conversation import MOCKED_TOOLS, VIEW, VIEW_NAME, Convers
 from flowproof_cli import trace as traces
 from flowproof_cli.dialects import dialect_named
 from flowproof_cli.errors import TraceError
-from flowproof_cli.runner.inspect import FlowTap, frame, trace_flows
+from flowproof_cli.inspect.live import FlowTap
+from flowproof_cli.inspect.trace_flows import trace_flows
+from flowproof_cli.inspect.web_view import frame
 from tests.conftest import REPO
 
 DIALECT_TRACES = {

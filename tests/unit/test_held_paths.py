@@ -17,10 +17,10 @@ from pathlib import Path
 import pytest
 
 from flowproof_cli.cassette import Mode
+from flowproof_cli.inspect.web_view import WebView
 from flowproof_cli.process import KEEPER, PATH
-from flowproof_cli.runner.inspect import WebView
 from flowproof_cli.runner.mcp_servers import McpServers
-from flowproof_cli.runner.proxy import ProxyHost
+from flowproof_cli.runner.proxy_engine import ProxyEngine
 from flowproof_cli.trace.storage import write_atomic
 
 Holds = list[tuple[str, str, bool]]  # (op, path, existed at that moment)
@@ -52,7 +52,7 @@ def _made_then_removed(holds: Holds, prefix: str) -> str:
 
 
 def test_the_proxy_engine_folder_is_held_before_it_exists(holds: Holds) -> None:
-    proxy = ProxyHost([], port=None)
+    proxy = ProxyEngine([], port=None)
     path = _made_then_removed(holds, "flowproof-mitm-")
     assert os.path.isdir(path)
     asyncio.run(proxy.stop())

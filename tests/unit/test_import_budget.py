@@ -28,10 +28,10 @@ HEAVY = (
     "jsonschema",
     "flowproof_addons",
     "flowproof_cli.egress",
-    "flowproof_cli.runner.proxy",
+    "flowproof_cli.runner.proxy_engine",
     "flowproof_cli.runner.flow",
-    "flowproof_cli.runner.boundaries",
-    "flowproof_cli.runner.canned",
+    "flowproof_cli.runner.run_proxy",
+    "flowproof_cli.runner.port_scoped",
 )
 #: Nor by a `--help`: the spec models (pydantic), and the runner, except the doctor's defaults.
 SPEC_MODELS = tuple(
@@ -154,7 +154,7 @@ def test_a_replay_loads_only_what_it_uses(tmp_path: Path) -> None:
     """A passing one-spec replay: no divergence to explain (deepdiff), no MCP output schema
     (jsonschema), no directory run (JUnit), and none of mitmproxy's unused default addons."""
     modules = loaded_by(tmp_path, "run", "specs/chat.flow.yaml")
-    assert "flowproof_cli.runner.proxy" in modules  # it did replay through the proxy
+    assert "flowproof_cli.runner.proxy_engine" in modules  # it did replay through the proxy
     unused = ("deepdiff", "jsonschema", "flowproof_cli.runner.junit", *UNUSED)
     assert over_budget(modules, unused) == []
 
@@ -196,7 +196,7 @@ def loaded_after(code: str) -> dict[str, object]:
 
 
 def test_the_embedded_proxy_imports_mitmproxy_without_the_default_addons() -> None:
-    found = loaded_after("import flowproof_cli.runner.proxy")
+    found = loaded_after("import flowproof_cli.runner.proxy_engine")
     modules = found["modules"]
     assert isinstance(modules, list)
     assert "mitmproxy.master" in modules and "mitmproxy.addons.proxyserver" in modules
@@ -205,7 +205,7 @@ def test_the_embedded_proxy_imports_mitmproxy_without_the_default_addons() -> No
 
 def test_default_addons_are_still_importable_after_the_embedded_proxy() -> None:
     found = loaded_after(
-        "import flowproof_cli.runner.proxy\n"
+        "import flowproof_cli.runner.proxy_engine\n"
         "from mitmproxy.addons import default_addons\n"
         "from mitmproxy import addons\n"
         "result = [len(default_addons()), type(addons.clientplayback).__name__]"

@@ -40,6 +40,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("flowproof_cli.evidence",),
     ("flowproof_addons",),
     ("flowproof_cli.runner",),
+    ("flowproof_cli.doctor", "flowproof_cli.inspect"),
     ("flowproof_cli.cli", "flowproof_cli.pytest_plugin"),
     ("flowproof_cli.__main__",),
 )

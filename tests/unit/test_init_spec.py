@@ -14,8 +14,8 @@ from click.testing import CliRunner
 
 from flowproof_cli.cli.init import schema_beside
 from flowproof_cli.cli.schema import schema
+from flowproof_cli.doctor.starter import PROMPT_PLACEHOLDER, Probe, default_spec_name, starter_spec
 from flowproof_cli.errors import SpecError
-from flowproof_cli.runner.init import PROMPT_PLACEHOLDER, Probe, default_spec_name, starter_spec
 from flowproof_cli.spec.loader import load_spec, parse_spec
 from flowproof_cli.spec.schema import MODELINE, SCHEMA_FILE
 

@@ -21,7 +21,7 @@ from flowproof_cli.mcp.http_record import HttpRecordSession
 from flowproof_cli.mcp.http_replay import REPLAY_SESSION_ID, HttpReplaySession
 from flowproof_cli.mcp.lane import Call, Lane, ServerEvent, lane_to_document
 from flowproof_cli.mcp.sse import SseParser, frame
-from flowproof_cli.runner.proxy import ProxyHost
+from flowproof_cli.runner.proxy_engine import ProxyEngine
 
 ACCEPT_BOTH = {"accept": "application/json, text/event-stream"}
 
@@ -198,7 +198,7 @@ def test_the_addon_streams_over_time_with_zero_network() -> None:
     async def scenario() -> None:
         session = HttpReplaySession("notes", lane=lane())
         boundary = McpHttpBoundary()
-        async with ProxyHost([RequestGuard(), boundary]) as proxy:
+        async with ProxyEngine([RequestGuard(), boundary]) as proxy:
             boundary.sessions[proxy.port] = session
             url = f"http://127.0.0.1:{proxy.port}/api/mcp"
             async with httpx.AsyncClient(timeout=20, headers=ACCEPT_BOTH) as client:
@@ -268,7 +268,7 @@ def test_record_passes_auth_and_session_through_and_stores_neither() -> None:
     async def scenario() -> HttpRecordSession:
         session = HttpRecordSession("notes", url=real)
         boundary = McpHttpBoundary()
-        async with ProxyHost([RequestGuard(), boundary]) as proxy:
+        async with ProxyEngine([RequestGuard(), boundary]) as proxy:
             boundary.sessions[proxy.port] = session
             headers = {**ACCEPT_BOTH, "authorization": "Bearer s3cret", "mcp-session-id": "abc"}
             async with httpx.AsyncClient(timeout=20, headers=headers) as client:

@@ -13,7 +13,7 @@ import pytest
 from flowproof_addons.guard import RequestGuard
 from flowproof_addons.model import ModelBoundary
 from flowproof_cli.cassette import CassetteSession, Mode, Turn
-from flowproof_cli.runner.proxy import ProxyHost
+from flowproof_cli.runner.proxy_engine import ProxyEngine
 from tests.unit.proxy_clients import (
     LOOPBACK,
     REQUEST,
@@ -27,7 +27,7 @@ from tests.unit.proxy_clients import (
 
 @dataclass
 class Running:
-    proxy: ProxyHost
+    proxy: ProxyEngine
     boundary: ModelBoundary
     session: CassetteSession
 
@@ -42,7 +42,7 @@ def running() -> Iterator[Running]:
     boundary = ModelBoundary()
     session = CassetteSession(Mode.REPLAY, recorded=[Turn("openai-chat", REQUEST, 200, RESPONSE)])
     boundary.default = session
-    proxy = ProxyHost([RequestGuard(), boundary])
+    proxy = ProxyEngine([RequestGuard(), boundary])
 
     async def start() -> None:
         await proxy.start()
@@ -218,7 +218,7 @@ def test_port_is_closed_after_stop() -> None:
     loop = LoopThread()
     boundary = ModelBoundary()
     boundary.default = CassetteSession(Mode.REPLAY)
-    proxy = ProxyHost([RequestGuard(), boundary])
+    proxy = ProxyEngine([RequestGuard(), boundary])
     try:
         port = loop.run(proxy.start())
         with socket.create_connection((LOOPBACK, port), timeout=5):

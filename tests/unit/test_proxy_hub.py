@@ -17,7 +17,8 @@ from flowproof_cli.cassette import CassetteSession, Mode, Turn
 from flowproof_cli.errors import ConfigError, PortInUseError
 from flowproof_cli.match.addons import ScriptAddon
 from flowproof_cli.match.user_code import ScriptCalls
-from flowproof_cli.runner.boundaries import PortScoped, ProxyHub
+from flowproof_cli.runner.port_scoped import PortScoped
+from flowproof_cli.runner.run_proxy import RunProxy
 
 REQUEST = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
 
@@ -79,7 +80,7 @@ def test_flows_open_and_close_listeners_side_by_side() -> None:
                 await asyncio.sleep(0.01 * (number % 3))  # interleave opens and closes
                 return await asyncio.to_thread(_ask, port)
 
-        async with ProxyHub() as hub:
+        async with RunProxy() as hub:
             answers = await asyncio.gather(*(flow(number) for number in range(20)))
             still_bound = [port for port in ports if _is_listening(port)]
         return answers, still_bound
@@ -91,7 +92,7 @@ def test_flows_open_and_close_listeners_side_by_side() -> None:
 
 def test_a_closed_listener_refuses_and_its_session_is_gone() -> None:
     async def scenario() -> tuple[bool, bool]:
-        async with ProxyHub() as hub:
+        async with RunProxy() as hub:
             session = CassetteSession(Mode.REPLAY, recorded=[_turn("x")])
             async with hub.listen(session) as port:
                 assert hub.model_sessions[port] is session
@@ -107,7 +108,7 @@ def test_a_taken_fixed_port_is_a_named_error() -> None:
         port = taken.getsockname()[1]
 
         async def scenario() -> None:
-            async with ProxyHub() as hub:
+            async with RunProxy() as hub:
                 session = CassetteSession(Mode.REPLAY, recorded=[])
                 async with hub.listen(session, port=port):
                     pass
@@ -122,7 +123,7 @@ def test_matcher_addons_see_only_their_own_flows_requests() -> None:
     first, second = SeesRequests(), SeesRequests()
 
     async def scenario() -> tuple[int, int]:
-        async with ProxyHub() as hub:
+        async with RunProxy() as hub:
             one = CassetteSession(Mode.REPLAY, recorded=[_turn("a")])
             two = CassetteSession(Mode.REPLAY, recorded=[_turn("b"), _turn("b")])
             async with (
@@ -189,7 +190,7 @@ def test_an_addon_joining_or_leaving_mid_run_changes_who_is_called() -> None:
     early, late = SeesRequests(), SeesRequests()
 
     async def scenario() -> tuple[int, int]:
-        async with ProxyHub() as hub:
+        async with RunProxy() as hub:
             async with hub.listen(
                 CassetteSession(Mode.REPLAY, recorded=[_turn("a")]), user_addons=[early.joined()]
             ) as a:
@@ -205,7 +206,7 @@ def test_an_addon_joining_or_leaving_mid_run_changes_who_is_called() -> None:
     assert late.ports == [b]
 
 
-class _EngineBroke(ProxyHub):
+class _EngineBroke(RunProxy):
     """A hub whose engine fails to start, after a moment (the flow is driving by then)."""
 
     async def _start_engine(self) -> Any:
@@ -213,8 +214,8 @@ class _EngineBroke(ProxyHub):
         raise ConfigError("the proxy engine did not start within 10 s")
 
 
-@pytest.mark.parametrize("hub_class", [_EngineBroke, ProxyHub])
-def test_an_engine_that_does_not_start_ends_the_flow_at_once(hub_class: type[ProxyHub]) -> None:
+@pytest.mark.parametrize("hub_class", [_EngineBroke, RunProxy])
+def test_an_engine_that_does_not_start_ends_the_flow_at_once(hub_class: type[RunProxy]) -> None:
     """Before, the flow's body (an agent waiting on its first call, which sat in the listen
     backlog) ran on to the flow's timeout; now the failure ends it at once and is raised."""
     session = CassetteSession(Mode.REPLAY, recorded=[_turn("served")])
@@ -226,7 +227,7 @@ def test_an_engine_that_does_not_start_ends_the_flow_at_once(hub_class: type[Pro
         started = asyncio.get_running_loop().time()
         try:
             async with hub.listen(session) as port:
-                if hub_class is ProxyHub:
+                if hub_class is RunProxy:
                     answers.append((await asyncio.to_thread(_ask, port))[1])
                 else:
                     await asyncio.sleep(bound_s)  # the agent, waiting on its first call
@@ -234,7 +235,7 @@ def test_an_engine_that_does_not_start_ends_the_flow_at_once(hub_class: type[Pro
             await hub.stop()
         return asyncio.get_running_loop().time() - started
 
-    if hub_class is ProxyHub:  # the twin: a healthy engine serves, the flow runs its course
+    if hub_class is RunProxy:  # the twin: a healthy engine serves, the flow runs its course
         asyncio.run(asyncio.wait_for(flow(), bound_s))
         assert answers == ["served"]
         return

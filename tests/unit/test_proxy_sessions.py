@@ -10,7 +10,7 @@ from typing import Any
 from flowproof_addons.guard import RequestGuard
 from flowproof_addons.model import ModelBoundary
 from flowproof_cli.cassette import CassetteSession, Mode, Turn
-from flowproof_cli.runner.proxy import ProxyHost
+from flowproof_cli.runner.proxy_engine import ProxyEngine
 
 REQUEST = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
 
@@ -37,7 +37,7 @@ async def _serve_two_flows() -> list[tuple[int, dict[str, Any]]]:
     boundary = ModelBoundary()
     first = CassetteSession(Mode.REPLAY, recorded=[_turn("from flow A")])
     second = CassetteSession(Mode.REPLAY, recorded=[_turn("from flow B")])
-    async with ProxyHost([RequestGuard(), boundary]) as proxy:
+    async with ProxyEngine([RequestGuard(), boundary]) as proxy:
         other_port = await proxy.add_listener()
         boundary.sessions[proxy.port] = first
         boundary.sessions[other_port] = second

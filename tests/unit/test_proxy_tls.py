@@ -14,14 +14,14 @@ import pytest
 from flowproof_addons.guard import RequestGuard
 from flowproof_addons.model import ModelBoundary
 from flowproof_cli.cassette import CassetteSession, Mode, Turn
-from flowproof_cli.runner.proxy import ProxyHost
+from flowproof_cli.runner.proxy_engine import ProxyEngine
 from tests.unit.proxy_clients import LOOPBACK, REQUEST, RESPONSE, LoopThread, request
 
 
 @pytest.fixture
-def started() -> Iterator[tuple[LoopThread, list[ProxyHost]]]:
+def started() -> Iterator[tuple[LoopThread, list[ProxyEngine]]]:
     loop = LoopThread()
-    hosts: list[ProxyHost] = []
+    hosts: list[ProxyEngine] = []
     try:
         yield loop, hosts
     finally:
@@ -30,24 +30,24 @@ def started() -> Iterator[tuple[LoopThread, list[ProxyHost]]]:
         loop.close()
 
 
-def _host(started: tuple[LoopThread, list[ProxyHost]], *, upstream_tls: bool) -> ProxyHost:
+def _host(started: tuple[LoopThread, list[ProxyEngine]], *, upstream_tls: bool) -> ProxyEngine:
     loop, hosts = started
     boundary = ModelBoundary()
     boundary.default = CassetteSession(
         Mode.REPLAY, recorded=[Turn("openai-chat", REQUEST, 200, RESPONSE)]
     )
-    host = ProxyHost([RequestGuard(), boundary], upstream_tls=upstream_tls)
+    host = ProxyEngine([RequestGuard(), boundary], upstream_tls=upstream_tls)
     hosts.append(host)
     loop.run(host.start())
     return host
 
 
-def _confdir_files(host: ProxyHost) -> list[str]:
+def _confdir_files(host: ProxyEngine) -> list[str]:
     return sorted(path.name for path in Path(host.master.options.confdir).iterdir())
 
 
 def test_a_replay_proxy_generates_no_certificate_authority(
-    started: tuple[LoopThread, list[ProxyHost]],
+    started: tuple[LoopThread, list[ProxyEngine]],
 ) -> None:
     replaying = _host(started, upstream_tls=False)
     recording = _host(started, upstream_tls=True)
@@ -57,7 +57,7 @@ def test_a_replay_proxy_generates_no_certificate_authority(
 
 
 def test_tls_to_a_replay_listener_is_closed_and_the_listener_keeps_serving(
-    started: tuple[LoopThread, list[ProxyHost]],
+    started: tuple[LoopThread, list[ProxyEngine]],
 ) -> None:
     host = _host(started, upstream_tls=False)
     context = ssl.create_default_context()

@@ -12,6 +12,7 @@ from typing import Any
 import httpx2  # anthropic 2.x runs on httpx2 and rejects `httpx` objects
 import pytest
 
+from flowproof_addons.canned import canned_reply
 from flowproof_addons.conversation import model_response
 from flowproof_addons.guard import is_claimed
 from flowproof_cli.cassette import CassetteSession, Forward, Mode, Turn, Upstream
@@ -23,7 +24,6 @@ from flowproof_cli.dialects.vertex import (
 )
 from flowproof_cli.providers import file_variables, unknown_path_hint, write_agent_files
 from flowproof_cli.providers.google_credentials import CREDENTIALS_VARIABLE, PLACEHOLDER_UNIVERSE
-from flowproof_cli.runner.canned import canned_reply
 from flowproof_cli.runner.environment import agent_environment, task_file
 
 GEMINI = VertexGemini()

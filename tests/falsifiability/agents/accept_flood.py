@@ -16,7 +16,7 @@ import resource
 import socket
 import threading
 
-from flowproof_cli.runner.proxy import ProxyHost
+from flowproof_cli.runner.proxy_engine import ProxyEngine
 
 LIMIT = 128
 HOLD_S = 3.0
@@ -34,7 +34,7 @@ async def main() -> None:
     resource.setrlimit(
         resource.RLIMIT_NOFILE, (LIMIT, resource.getrlimit(resource.RLIMIT_NOFILE)[1])
     )
-    host = ProxyHost([], port=None, upstream_tls=False)
+    host = ProxyEngine([], port=None, upstream_tls=False)
     await host.start()
     port = await host.add_listener(0)
     held: list[socket.socket] = []

@@ -5,8 +5,9 @@ text answer shaped exactly like the real API's (each dialect's `canned_response`
 endpoint's a small valid answer of its own kind, rendered by the dialect itself, so a
 streaming client gets the same SSE a replay would send). Agents then finish their loop in
 one turn, and no model or key is needed. A request in JSON mode gets JSON text, an instance
-of its schema when it gives one (`runner.json_mode`), so a client that parses the answer
-does not retry.
+of its schema when it gives one (`dialects/json_mode.py`), so a client that parses the
+answer does not retry. `flowproof init` runs the same replies through `ToolCollector`, which
+also keeps the tools each request offered.
 """
 
 from __future__ import annotations
@@ -17,9 +18,9 @@ from typing import Any
 
 from mitmproxy import http
 
-from flowproof_cli.dialects import Dialect, Rendered, route
+from flowproof_cli.dialects import CHAT, Dialect, Rendered, route
+from flowproof_cli.dialects.json_mode import json_answer, json_mode
 from flowproof_cli.dialects.websocket import is_upgrade
-from flowproof_cli.runner.json_mode import json_answer, json_mode
 
 CANNED_TEXT = "Hello from flowproof doctor."
 JSON = dict[str, Any]
@@ -74,3 +75,25 @@ class CannedReplies:
         flow.response = http.Response.make(
             rendered.status, rendered.body, {"content-type": rendered.content_type}
         )
+
+
+class ToolCollector(CannedReplies):
+    """Canned replies that also keep, in order, the tools each model request offered."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.tools: dict[str, None] = {}  # an ordered set of tool names
+        self.dialects: dict[str, None] = {}
+
+    def request(self, flow: http.HTTPFlow) -> None:
+        dialect = route(flow.request.path, flow.request.headers, flow.request.method)
+        if flow.response is None and dialect is not None and dialect.kind == CHAT:
+            try:
+                body = json.loads(flow.request.get_content() or b"null")
+            except ValueError:
+                body = None
+            if isinstance(body, dict):
+                self.dialects[dialect.name] = None
+                outline = dialect.outline(dialect.normalize(flow.request.path, body))
+                self.tools.update(dict.fromkeys(outline.tools))
+        super().request(flow)

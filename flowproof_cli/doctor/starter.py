@@ -15,11 +15,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from mitmproxy import http
-
-from flowproof_cli.dialects import CHAT, route
-from flowproof_cli.runner.canned import CannedReplies
-from flowproof_cli.runner.doctor import DoctorReport, diagnose
+from flowproof_addons.canned import ToolCollector
+from flowproof_cli.doctor.diagnosis import DoctorReport, diagnose
 from flowproof_cli.spec.schema import MODELINE
 
 PROMPT_PLACEHOLDER = "Describe the task for the agent here."
@@ -37,28 +34,6 @@ UPSTREAMS = {
     "azure-responses": "https://<resource>.openai.azure.com",
 }
 _SCRIPT = re.compile(r"\.(py|js|mjs|cjs|ts|sh)$")
-
-
-class ToolCollector(CannedReplies):
-    """Canned replies that also keep, in order, the tools each model request offered."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.tools: dict[str, None] = {}  # an ordered set of tool names
-        self.dialects: dict[str, None] = {}
-
-    def request(self, flow: http.HTTPFlow) -> None:
-        dialect = route(flow.request.path, flow.request.headers, flow.request.method)
-        if flow.response is None and dialect is not None and dialect.kind == CHAT:
-            try:
-                body = json.loads(flow.request.get_content() or b"null")
-            except ValueError:
-                body = None
-            if isinstance(body, dict):
-                self.dialects[dialect.name] = None
-                outline = dialect.outline(dialect.normalize(flow.request.path, body))
-                self.tools.update(dict.fromkeys(outline.tools))
-        super().request(flow)
 
 
 @dataclass(frozen=True)

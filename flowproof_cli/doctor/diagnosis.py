@@ -26,7 +26,7 @@ from flowproof_cli.runner.environment import (
 from flowproof_cli.runner.termination import cancelled_by_sigterm
 
 if TYPE_CHECKING:
-    from flowproof_cli.runner.canned import CannedReplies
+    from flowproof_addons.canned import CannedReplies
 
 DEFAULT_PROMPT = "Say hello."
 DEFAULT_TIMEOUT_S = 60.0
@@ -69,14 +69,14 @@ async def diagnose(
     """Run the command once against canned replies; it may use `${VAR}` and the handles an
     `agent.command` may (but no MCP ones). AgentStartError, ConfigError propagate (exit 2)."""
     # The proxy engine only here: `flowproof doctor --help` shows the defaults above.
+    from flowproof_addons.canned import CannedReplies  # noqa: PLC0415
     from flowproof_addons.guard import RequestGuard  # noqa: PLC0415
-    from flowproof_cli.runner.canned import CannedReplies  # noqa: PLC0415
-    from flowproof_cli.runner.proxy import ProxyHost  # noqa: PLC0415
+    from flowproof_cli.runner.proxy_engine import ProxyEngine  # noqa: PLC0415
 
     environ = dict(os.environ if environ is None else environ)
     canned = canned or CannedReplies()  # `flowproof init` passes one that keeps the tools
     with cancelled_by_sigterm():
-        async with ProxyHost([RequestGuard(), canned], upstream_tls=False) as proxy:
+        async with ProxyEngine([RequestGuard(), canned], upstream_tls=False) as proxy:
             port = proxy.port
             with task_file(prompt) as prompt_file:
                 handles = runtime_handles(port, prompt, prompt_file=prompt_file)

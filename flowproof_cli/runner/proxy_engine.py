@@ -136,7 +136,7 @@ class _CachedDispatch(addonmanager.AddonManager):
                 return
 
 
-class ProxyHost:
+class ProxyEngine:
     """Start with `await start()`, read `port`, stop with `await stop()`.
 
     One master may carry many loopback listeners (`add_listener`, `remove_listener`): a whole
@@ -275,7 +275,7 @@ class ProxyHost:
         self._task = None
         remove_held_folder(self._confdir)
 
-    async def __aenter__(self) -> ProxyHost:
+    async def __aenter__(self) -> ProxyEngine:
         await self.start()
         return self
 

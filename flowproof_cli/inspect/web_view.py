@@ -1,4 +1,5 @@
-"""mitmweb for a trajectory: a recorded trace's flows (`flowproof inspect`), or a run's, live.
+"""The mitmweb child `flowproof inspect` and `run --inspect` show flows in, and how a flow
+reaches it (`frame`).
 
 mitmweb runs as a child process (the venv's `mitmweb`), not as a second master in this
 process: mitmproxy's `ctx` is one global per process, and a WebMaster beside the run's
@@ -16,8 +17,6 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
-import json
-import logging
 import queue
 import secrets
 import shutil
@@ -27,8 +26,6 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -39,13 +36,8 @@ from flowproof_cli.runner.listeners import LOOPBACK, bind_loopback, port_of
 if TYPE_CHECKING:
     from mitmproxy import http
 
-    from flowproof_cli.trace import Trace
-
-log = logging.getLogger(__name__)
 _READY_TIMEOUT_S = 60.0
 _STOP_TIMEOUT_S = 5.0
-#: Hosts the flows of a trace show under: they were recorded through flowproof's listeners.
-MODEL_HOST = "model"
 #: Metadata keys the child gets (other values may not be serializable, and are not its).
 _SHARED_METADATA = ("flowproof_",)
 #: The flow list's columns: the comment says which turn and which tools.
@@ -230,194 +222,3 @@ class WebView:
                     process.kill()
                     process.wait()
         remove_held_folder(self._confdir)
-
-
-# -- a trace as flows ------------------------------------------------------------------------------
-
-
-def _path_for(protocol: str, request: Any) -> str:
-    """The path the dialect answers on (Gemini's names the model, as its API does)."""
-    from flowproof_cli.dialects import dialect_named  # noqa: PLC0415
-
-    suffix = dialect_named(protocol).route_suffixes[0]
-    if suffix.startswith(":"):
-        model = request.get("model") if isinstance(request, dict) else None
-        return f"/v1beta/models/{model or 'model'}{suffix}"
-    return f"/v1/{suffix}"
-
-
-def _flow(host: str, path: str, request: Any, status: int, response: Any) -> http.HTTPFlow:
-    from mitmproxy import connection, http  # noqa: PLC0415 (the engine: lazy)
-
-    now = time.time()
-    client = connection.Client(peername=(LOOPBACK, 0), sockname=(LOOPBACK, 0), timestamp_start=now)
-    server = connection.Server(address=(host, 80))
-    flow = http.HTTPFlow(client, server)
-    body = json.dumps(request, ensure_ascii=False, indent=2).encode()
-    kind = "application/json"
-    flow.request = http.Request.make(
-        "POST", f"http://{host}{path}", body, http.Headers(content_type=kind)
-    )
-    answer = json.dumps(response, ensure_ascii=False, indent=2).encode()
-    flow.response = http.Response.make(status, answer, http.Headers(content_type=kind))
-    return flow
-
-
-@dataclass(frozen=True)
-class Described:
-    """One flow of a trace and the comment it carries in the view."""
-
-    flow: http.HTTPFlow
-    comment: str
-
-
-def turn_comment(
-    number: int, protocol: str, tools: list[str], conversation: str | None = None
-) -> str:
-    """`turn 3, openai-chat, tools called: ...`, led in a conversation by the turn it was
-    made in: `conversation turn 2 ("Then cancel it, please."): turn 3, ...`."""
-    called = f"tools called: {', '.join(tools)}" if tools else "no tool called"
-    said = f"turn {number}, {protocol}, {called}"
-    return f"{conversation}: {said}" if conversation else said
-
-
-def trace_flows(trace: Trace, source: str) -> list[http.HTTPFlow]:
-    """The trace's model turns in recorded order, then each MCP server's calls in order (a
-    trace keeps no clock that would interleave the two); each flow commented."""
-    from flowproof_addons.conversation import (  # noqa: PLC0415
-        CONVERSATION_TURN,
-        MOCKED_CALL,
-        MOCKED_TOOLS,
-    )
-    from flowproof_cli.cassette.conversation import turn_label  # noqa: PLC0415
-    from flowproof_cli.evidence.trace_view import turn_views  # noqa: PLC0415
-
-    flows = []
-    for view in turn_views(trace, source):  # a TraceError names the turn it cannot read
-        turn = trace.turns[view.number - 1]
-        flow = _flow(
-            MODEL_HOST,
-            _path_for(view.protocol, turn.request),
-            turn.request,
-            view.status,
-            view.response,
-        )
-        tools = [call.name for call in view.answer.tool_calls] if view.answer else []
-        said = None
-        if trace.conversation is not None and turn.conversation_turn is not None:
-            number = turn.conversation_turn  # the recorded tag, never the position
-            said = turn_label(number, trace.conversation.message(number))
-            flow.metadata[CONVERSATION_TURN] = said
-        flow.comment = turn_comment(view.number, view.protocol, tools, said)
-        if trace.mocks:
-            flow.metadata[MOCKED_TOOLS] = sorted(trace.mocks)
-        flows.append(flow)
-    for server in sorted(trace.mcp):
-        for number, call in enumerate(trace.mcp[server].calls, start=1):
-            message = {"jsonrpc": "2.0", "id": number, "method": call.method}
-            if call.params is not None:
-                message["params"] = call.params
-            answer: dict[str, Any] = {"jsonrpc": "2.0", "id": number, **call.answer_message()}
-            flow = _flow(f"mcp-{server}", "/mcp", message, call.status or 200, answer)
-            mocked = " (mocked)" if call.mocked else ""
-            flow.comment = f"MCP {server} call {number}, {call.label()}{mocked}"
-            flow.metadata[MOCKED_CALL] = call.mocked
-            flows.append(flow)
-    return flows
-
-
-# -- a run, live ---------------------------------------------------------------------------------
-
-
-class FlowTap:
-    """An addon on the run's master: each finished flow, commented, handed to the view.
-
-    It runs after the boundaries, so a divergent turn arrives marked with its summary.
-    """
-
-    def __init__(self, view: WebView):
-        self._view = view
-        self._turns: dict[int, int] = {}  # listening port -> model turns seen on it
-
-    def _comment(self, flow: http.HTTPFlow) -> None:
-        from flowproof_addons.conversation import CONVERSATION_TURN, tools_called  # noqa: PLC0415
-        from flowproof_cli.dialects import route  # noqa: PLC0415
-
-        dialect = route(flow.request.path, flow.request.headers, flow.request.method)
-        if dialect is None or flow.response is None:
-            return
-        sockname = flow.client_conn.sockname
-        port = int(sockname[1]) if sockname else 0
-        number = self._turns[port] = self._turns.get(port, 0) + 1
-        try:
-            request = json.loads(flow.request.get_content(strict=False) or b"{}")
-        except ValueError:
-            request = {}
-        content = flow.response.get_content(strict=False) or b""
-        kind = flow.response.headers.get("content-type", "").split(";")[0].strip() or None
-        called = tools_called(dialect, request, content, kind)
-        conversation = flow.metadata.get(CONVERSATION_TURN)  # set by the session's boundary
-        said = conversation if isinstance(conversation, str) else None
-        note = turn_comment(number, dialect.name, called, said)
-        flow.comment = f"{note}; {flow.comment}" if flow.comment else note
-
-    def response(self, flow: http.HTTPFlow) -> None:
-        self._hand_on(flow, comment=True)
-
-    def error(self, flow: http.HTTPFlow) -> None:
-        if flow.response is None:
-            self._hand_on(flow, comment=False)
-
-    def _hand_on(self, flow: http.HTTPFlow, *, comment: bool) -> None:
-        """The view is a bystander: nothing it fails at may disturb the run."""
-        try:
-            if comment:
-                self._comment(flow)
-            self._view.feed(flow)
-        except Exception as exc:
-            log.warning("flowproof: a flow was not shown in mitmweb: %s", exc)
-
-
-class LiveView:
-    """`run --inspect`: the view and its tap (nothing at all without the flag); once the
-    run has its verdicts (`ran`), the view keeps serving until Ctrl-C (`finish`)."""
-
-    def __init__(self, view: WebView | None):
-        self.view = view
-        self.addons: list[Any] = [FlowTap(view)] if view is not None else []
-        self.finished = False
-        self.url = view.url if view is not None else ""
-
-    @classmethod
-    def start(cls, enabled: bool, port: int = 0) -> LiveView:
-        if not enabled:
-            return cls(None)
-        view = WebView(port)
-        try:
-            view.start()
-        except BaseException:
-            view.close()
-            raise
-        return cls(view)
-
-    def run[R](self, runner: Callable[..., R], *args: Any, **kwargs: Any) -> R:
-        """`runner(*args, **kwargs)` with the tap on the run's proxy (`execute`, `run_jobs`);
-        once it returns, the run has its verdicts."""
-        result = runner(*args, addons=self.addons, **kwargs)
-        self.finished = True
-        return result
-
-    def finish(self, say: Callable[[str], None]) -> None:
-        """After a finished run, serve until Ctrl-C or SIGTERM; then (always) stop the view."""
-        view, self.view = self.view, None
-        if view is None:
-            return
-        try:
-            if self.finished:
-                # the token was printed once, at the start; the browser holds its cookie
-                say(f"inspect: still serving this run's flows at {view.address} (Ctrl-C stops)")
-                view.serve_until_stopped()
-        except ConfigError as exc:
-            say(f"warning: {exc}")
-        finally:
-            view.close()
