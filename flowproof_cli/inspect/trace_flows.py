@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from flowproof_cli.runner.listeners import LOOPBACK
@@ -49,14 +48,6 @@ def _flow(host: str, path: str, request: Any, status: int, response: Any) -> htt
     answer = json.dumps(response, ensure_ascii=False, indent=2).encode()
     flow.response = http.Response.make(status, answer, http.Headers(content_type=kind))
     return flow
-
-
-@dataclass(frozen=True)
-class Described:
-    """One flow of a trace and the comment it carries in the view."""
-
-    flow: http.HTTPFlow
-    comment: str
 
 
 def turn_comment(
