@@ -37,12 +37,8 @@ from flowproof_cli.dialects.base import JSON, PlainRequestRefused, text_of
 from flowproof_cli.mode import Mode
 from flowproof_cli.quoting import quoted
 from flowproof_cli.spec import FlowSpec
-from flowproof_cli.spec.conversation import (
-    MODEL_EXAMPLE,
-    SIMULATOR_DIALECTS,
-    ConversationTurnSpec,
-    SimulatedUser,
-)
+from flowproof_cli.spec.conversation import MODEL_EXAMPLE, SIMULATOR_DIALECTS, SimulatedUser
+from flowproof_cli.spec.turns import ConversationTurnSpec
 
 #: The lane a divergence of the simulated user's is on (`Divergence.lane`).
 USER_LANE = "user"

@@ -19,7 +19,7 @@ from flowproof_cli.cassette.conversation import turn_label
 from flowproof_cli.cassette.session import turn_trajectory
 from flowproof_cli.runner.conversation import TurnOutcome
 from flowproof_cli.spec import FlowSpec
-from flowproof_cli.spec.conversation import ConversationTurnSpec
+from flowproof_cli.spec.turns import ConversationTurnSpec
 from flowproof_cli.verdict import Failure
 
 #: How an assertion names a model call by its position in the trace, `(turn 5)`: in a
