@@ -25,7 +25,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, NamedTuple, NoReturn
+from typing import Any, NamedTuple, NoReturn
 
 from flowproof_cli.cassette.conversation import OpenTurn, UserCall
 from flowproof_cli.cassette.divergence import Divergence
@@ -36,6 +36,7 @@ from flowproof_cli.dialects import CHAT, Dialect, dialect_named
 from flowproof_cli.dialects.base import JSON, PlainRequestRefused, text_of
 from flowproof_cli.mode import Mode
 from flowproof_cli.quoting import quoted
+from flowproof_cli.runner.turn_outcome import TurnOutcome
 from flowproof_cli.spec import FlowSpec
 from flowproof_cli.spec.conversation import MODEL_EXAMPLE, SIMULATOR_DIALECTS, SimulatedUser
 from flowproof_cli.spec.turns import ConversationTurnSpec
@@ -51,9 +52,6 @@ NO_REPLY = "(the agent's model gave no reply)"
 #: The most of one text a failure quotes, and of lines a divergence's diff shows.
 SHOWN = 200
 DIFF_LINES = 10
-
-if TYPE_CHECKING:
-    from flowproof_cli.runner.conversation import TurnOutcome
 
 
 class Said(NamedTuple):

@@ -17,7 +17,7 @@ from flowproof_cli.assertions import RunFacts, evaluate
 from flowproof_cli.cassette import CassetteSession
 from flowproof_cli.cassette.conversation import turn_label
 from flowproof_cli.cassette.session import turn_trajectory
-from flowproof_cli.runner.conversation import TurnOutcome
+from flowproof_cli.runner.turn_outcome import TurnOutcome
 from flowproof_cli.spec import FlowSpec
 from flowproof_cli.spec.turns import ConversationTurnSpec
 from flowproof_cli.verdict import Failure
