@@ -30,8 +30,9 @@ from typing import Any, NamedTuple, NoReturn
 from flowproof_cli.cassette.conversation import OpenTurn, UserCall
 from flowproof_cli.cassette.divergence import Divergence
 from flowproof_cli.cassette.providers import no_upstream_reason
-from flowproof_cli.cassette.session import CassetteSession, Upstream, turn_trajectory
+from flowproof_cli.cassette.session import CassetteSession, turn_trajectory
 from flowproof_cli.cassette.turn import Turn
+from flowproof_cli.cassette.upstream import Upstream
 from flowproof_cli.dialects import CHAT, Dialect, dialect_named
 from flowproof_cli.dialects.base import JSON, PlainRequestRefused, text_of
 from flowproof_cli.mode import Mode
