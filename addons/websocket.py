@@ -41,8 +41,8 @@ from flowproof_addons import deadline
 from flowproof_addons.credentials import drop_agent_credentials
 from flowproof_addons.guard import mark_forwarded
 from flowproof_cli.cassette import CassetteSession
-from flowproof_cli.cassette.session import Upstream, recorded_over, upgrade_target
-from flowproof_cli.cassette.upstream import timeout_reason
+from flowproof_cli.cassette.session import recorded_over, upgrade_target
+from flowproof_cli.cassette.upstream import Upstream, timeout_reason
 from flowproof_cli.dialects import Dialect, Rendered
 from flowproof_cli.dialects.base import TRANSPORT_FIELDS
 from flowproof_cli.dialects.websocket import (
@@ -76,7 +76,7 @@ _UPGRADE_REQUIRED = 426
 class _Waiting:
     """A forwarded frame's turn, and the upstream's frames for it held back so far."""
 
-    pending: Any  # cassette.session.PendingTurn
+    pending: Any  # cassette.forward.PendingTurn
     frames: list[bytes] = field(default_factory=list)
 
 

@@ -13,14 +13,16 @@ from flowproof_cli.mode import Mode
 
 if TYPE_CHECKING:
     from flowproof_cli.cassette.divergence import Divergence
-    from flowproof_cli.cassette.session import CassetteSession, Forward, Upstream
+    from flowproof_cli.cassette.forward import Forward
+    from flowproof_cli.cassette.session import CassetteSession
     from flowproof_cli.cassette.turn import Turn, canonical_json
+    from flowproof_cli.cassette.upstream import Upstream
 
 _HOMES = {
     "Divergence": "divergence",
     "CassetteSession": "session",
-    "Forward": "session",
-    "Upstream": "session",
+    "Forward": "forward",
+    "Upstream": "upstream",
     "Turn": "turn",
     "canonical_json": "turn",
 }

@@ -13,25 +13,47 @@ and replay finds the same.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
+from flowproof_cli.cassette.conversation import OpenTurn
 from flowproof_cli.cassette.divergence import DIVERGENCE_STATUS, Divergence
+from flowproof_cli.cassette.forward import Forward, PendingTurn
+from flowproof_cli.cassette.index import TurnIndex
 from flowproof_cli.cassette.turn import Turn, match_key
-from flowproof_cli.dialects import Rendered
+from flowproof_cli.dialects.base import Dialect, Rendered
 from flowproof_cli.faults.kinds import FaultedCall, fault_answer
-from flowproof_cli.faults.model_calls import Fire, Recover
+from flowproof_cli.faults.model_calls import Fire, ModelCalls, Recover
 from flowproof_cli.faults.plan import RESET, Fault
-
-if TYPE_CHECKING:
-    from flowproof_cli.cassette.session import CassetteSession, Forward, PendingTurn
+from flowproof_cli.match.rules import MatchRules
 
 #: The status a reset's kept answer is stored with (the agent got no answer at all).
 RESET_STATUS = 502
 
 
+class FaultedSession(Protocol):
+    """What the faults read and change of the session that asks them (session.py's
+    `CassetteSession`, which imports this module: typed by this protocol, the faults
+    never import the session back)."""
+
+    faults: ModelCalls
+    conversation: OpenTurn | None
+    recorded: list[Turn]
+    served: list[int]
+    rules: MatchRules
+    divergence: Divergence | None
+    record_command: str
+    on_divergence: Callable[[], None] | None
+    index: TurnIndex | None  # replay: the match index
+
+    def render(
+        self, dialect: Dialect, live: dict[str, Any], status: int, response: Any
+    ) -> Rendered: ...
+
+
 def _step(
-    session: CassetteSession, dialect_name: str, canonical: dict[str, Any]
+    session: FaultedSession, dialect_name: str, canonical: dict[str, Any]
 ) -> Fire | Recover | None:
     calls = session.faults
     if not calls.active:
@@ -41,7 +63,7 @@ def _step(
 
 
 def _answer(
-    session: CassetteSession, fault: Fault, dialect: Any, live: dict[str, Any], turn: Turn | None
+    session: FaultedSession, fault: Fault, dialect: Any, live: dict[str, Any], turn: Turn | None
 ) -> Rendered | None:
     """The fault's answer to the call (altering `turn`'s answer when it alters one), or
     None when it cannot apply to it (withdrawn, the reason kept)."""
@@ -65,7 +87,7 @@ def _kept_answer(fault: Fault, dialect: Any, request: dict[str, Any], **tags: An
 
 
 def faulted_record(
-    session: CassetteSession, pending: PendingTurn, forward: Any
+    session: FaultedSession, pending: PendingTurn, forward: Any
 ) -> Rendered | Forward | None:
     """Record: the answer to a faulted call, or the forward it needs; None: not faulted.
     `forward(pending)` builds the forward of a call."""
@@ -100,7 +122,7 @@ def faulted_record(
 
 
 def altered_upstream_answer(
-    session: CassetteSession, pending: PendingTurn, rendered: Rendered, position: int
+    session: FaultedSession, pending: PendingTurn, rendered: Rendered, position: int
 ) -> Rendered:
     """Record: the upstream's answer to a call whose fault alters it, kept as it came
     (turn `position`) and served altered."""
@@ -113,7 +135,7 @@ def altered_upstream_answer(
 
 
 def faulted_replay(
-    session: CassetteSession, dialect: Any, live: dict[str, Any], canonical: dict[str, Any]
+    session: FaultedSession, dialect: Any, live: dict[str, Any], canonical: dict[str, Any]
 ) -> Rendered | None:
     """Replay: the answer to a faulted call; None: answered as any other (not faulted, or
     its first attempt matched no recorded turn: the divergence path explains it)."""
@@ -123,8 +145,8 @@ def faulted_replay(
     fault, position = step.fault, step.position
     if isinstance(step, Fire) and step.first:
         tag = session.conversation.number if session.conversation else None
-        assert session._index is not None
-        position = session._index.claim(dialect.name, canonical, tag)
+        assert session.index is not None
+        position = session.index.claim(dialect.name, canonical, tag)
         if position is None:
             session.faults.withdraw(fault)
             return None
@@ -145,7 +167,7 @@ def faulted_replay(
     return _answer(session, fault, dialect, live, None)
 
 
-def _retried(session: CassetteSession, dialect: Any, fault: Fault, position: int) -> Rendered:
+def _retried(session: FaultedSession, dialect: Any, fault: Fault, position: int) -> Rendered:
     """The agent retried a faulted call that was not retried when recorded: the trace has
     no answer for it, so the replay diverges here."""
     session.divergence = Divergence(

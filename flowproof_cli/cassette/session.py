@@ -10,8 +10,7 @@ import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from functools import partial
-from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit
+from typing import Any
 
 from flowproof_cli.cassette.conversation import OpenTurn
 from flowproof_cli.cassette.divergence import (
@@ -26,14 +25,15 @@ from flowproof_cli.cassette.faulted import (
     faulted_record,
     faulted_replay,
 )
+from flowproof_cli.cassette.forward import Forward, PendingTurn
 from flowproof_cli.cassette.index import TurnIndex
 from flowproof_cli.cassette.providers import no_upstream_reason
-from flowproof_cli.cassette.secret_forms import without, without_across_parts
 from flowproof_cli.cassette.turn import Turn, canonical_json
+from flowproof_cli.cassette.upstream import Upstream
+from flowproof_cli.cassette.upstreams import Upstreams
 from flowproof_cli.dialects import Dialect, Rendered, dialect_named, route
-from flowproof_cli.dialects.base import MockText, ResultSequence, ResultsExhausted, bare_key
+from flowproof_cli.dialects.base import MockText, ResultSequence, ResultsExhausted
 from flowproof_cli.faults.model_calls import ModelCalls
-from flowproof_cli.faults.plan import Fault
 from flowproof_cli.match.agents import RunAgents
 from flowproof_cli.match.patterns import PatternBudgetExceeded
 from flowproof_cli.match.rules import MatcherAddonError, MatchRules
@@ -43,11 +43,6 @@ from flowproof_cli.providers import UpstreamSigner, upstream_signers
 from flowproof_cli.quoting import could_not_handle, printable, quoted
 from flowproof_cli.trajectory import Trajectory
 
-if TYPE_CHECKING:
-    from flowproof_cli.cassette.upstreams import Upstreams
-
-#: What replaces the record key in an upstream answer that echoes it.
-KEY_REDACTED = b"[redacted]"
 #: A tool result beyond its tool's `results:` list: the request is refused, the flow fails.
 MOCKS_EXHAUSTED_STATUS = 422
 
@@ -62,88 +57,6 @@ def mock_text(value: Any) -> MockText:
 
 def _one_text(value: Any) -> str:
     return value if isinstance(value, str) else canonical_json(value)
-
-
-#: Seconds record waits for each answer of the upstream model (FLOWPROOF_UPSTREAM_TIMEOUT,
-#: `record --upstream-timeout`): below the flow's default timeout, so a silent upstream ends
-#: the record with its own message rather than the flow's.
-DEFAULT_UPSTREAM_TIMEOUT_S = 120.0
-
-
-@dataclass(frozen=True)
-class Upstream:
-    """The one real model endpoint record forwards to; fixed when the proxy starts."""
-
-    base_url: str
-    key: str | None = field(default=None, repr=False)  # a logged repr must not show it
-    timeout_s: float = DEFAULT_UPSTREAM_TIMEOUT_S
-
-    def for_provider(self, provider: str) -> Upstream | None:
-        """One upstream alone serves every provider (`Upstreams` has one per provider)."""
-        return self
-
-    def url_for(self, dialect: Dialect, path: str) -> str:
-        return dialect.upstream_url_for_path(self.base_url, path)
-
-    def auth_headers(self, dialect: Dialect) -> dict[str, str]:
-        """The key goes into the outbound auth header and nowhere else."""
-        return dialect.upstream_auth(self.key) if self.key else {}
-
-    def without_key(self, raw: bytes) -> bytes:
-        """An upstream answer with the key taken out, in any common encoding (an upstream
-        may echo it): neither the agent nor the trace ever holds it."""
-        return without(raw, bare_key(self.key), KEY_REDACTED) if self.key else raw
-
-    def without_key_across_parts(self, response: Any) -> bool:
-        """The key taken out of a parsed answer where it spans adjacent content parts (an
-        echo cut in two text blocks), in place; whether it was there."""
-        if not self.key:
-            return False
-        return without_across_parts(response, bare_key(self.key), KEY_REDACTED.decode())
-
-    @property
-    def host(self) -> str:
-        return urlsplit(self.base_url).netloc
-
-
-@dataclass(frozen=True)
-class Forward:
-    """Record: send this request upstream, then hand its answer to `on_upstream_response`."""
-
-    url: str
-    body: bytes
-    headers: dict[str, str]  # set, replacing the agent's (the record key)
-    default_headers: dict[str, str]  # set only when the agent sent none
-    pending: PendingTurn
-    timeout_s: float = DEFAULT_UPSTREAM_TIMEOUT_S  # the wait for the answer, then a failure
-
-
-@dataclass(frozen=True)
-class PendingTurn:
-    dialect: Dialect
-    live_request: dict[str, Any]  # as the agent sent it (mocks applied), for rendering
-    canonical: dict[str, Any]  # as matched and stored: the match rules applied
-    sent: dict[str, Any]  # canonical as the agent sent it, before the match rules
-    agent: str | None = None  # `product/version` from its User-Agent, stored with the turn
-    transport: str | None = None  # "websocket" when it came as a frame; None over HTTP
-    upstream: Upstream | None = None  # record: the one it was forwarded to (its provider's)
-    conversation_turn: int | None = None  # the conversation turn open when it was asked
-    fault: str | None = None  # the label of the fault that hit the call, kept on its turn
-    replaces: int | None = None  # the recorded position of a fault's answer it replaces
-    alter: Fault | None = None  # the fault that alters its answer, once it has come
-
-    def turn(self, status: int, response: Any) -> Turn:
-        """The recorded turn of this request, with the answer the trace keeps."""
-        return Turn(
-            self.dialect.name,
-            self.canonical,
-            status,
-            response,
-            self.agent,
-            self.transport,
-            self.conversation_turn,
-            self.fault,
-        )
 
 
 @dataclass(frozen=True)
@@ -348,7 +261,7 @@ class CassetteSession:
         except PatternBudgetExceeded as exc:  # the flow fails; every request is refused
             self.errors.append(f"flowproof: {exc}")
             self._matched = list(self.recorded)
-        self._index = TurnIndex(self._matched) if self.mode is Mode.REPLAY else None
+        self.index = TurnIndex(self._matched) if self.mode is Mode.REPLAY else None
         self._known_calls: dict[str, str] = {}  # call id -> tool name, from served responses
         # Matcher addons among the rules: the event loop has them applied off it, here.
         self.off_loop = OffLoop(self) if self.rules.runs_user_code else None
@@ -531,7 +444,7 @@ class CassetteSession:
         return _error(pending.dialect, 502, message, "flowproof_upstream_error")
 
     def _replay(self, read: _Received, canonical: dict[str, Any]) -> Rendered:
-        assert self._index is not None
+        assert self.index is not None
         dialect, clean_path, live, sent = read.dialect, read.clean_path, read.live, read.sent
         if self.divergence is not None:
             message = f"flowproof: replay stopped after a divergence: {self.divergence.summary}"
@@ -539,7 +452,7 @@ class CassetteSession:
         if (faulted := faulted_replay(self, dialect, live, canonical)) is not None:
             return faulted
         tag = self.conversation.number if self.conversation else None
-        position = self._index.claim(dialect.name, canonical, tag)
+        position = self.index.claim(dialect.name, canonical, tag)
         if position is not None:
             self.served.append(position)
             turn = self.recorded[position]
@@ -671,7 +584,7 @@ def _explained(
     session: CassetteSession, dialect: Dialect, canonical: dict[str, Any], agent: str | None
 ) -> Divergence:
     """The divergence of `canonical` from the turns not yet served, led by a version change."""
-    index, turn = session._index, session.conversation
+    index, turn = session.index, session.conversation
     assert index is not None
     if turn is None:
         found = explain_divergence(session._matched, index.unconsumed(), dialect, canonical)

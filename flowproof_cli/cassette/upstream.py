@@ -1,4 +1,5 @@
-"""Where record forwards to, read from flowproof's own environment (never from a request).
+"""Where record forwards to (`Upstream`), read from flowproof's own environment (never from a
+request).
 
 Below the runner and the model addon alike: both build a record session from it.
 """
@@ -7,6 +8,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
 from urllib.parse import urlsplit
 
 from flowproof_cli.cassette.providers import (
@@ -15,9 +18,8 @@ from flowproof_cli.cassette.providers import (
     PROVIDER_KEY_VARIABLES,
     PROVIDER_UPSTREAM_VARIABLES,
 )
-from flowproof_cli.cassette.secret_forms import MIN_LENGTH
-from flowproof_cli.cassette.session import DEFAULT_UPSTREAM_TIMEOUT_S, Upstream
-from flowproof_cli.dialects.base import bare_key
+from flowproof_cli.cassette.secret_forms import MIN_LENGTH, without, without_across_parts
+from flowproof_cli.dialects.base import Dialect, bare_key
 from flowproof_cli.errors import ConfigError
 
 #: The AWS secrets record signs forwarded Bedrock requests with (flowproof's own).
@@ -34,6 +36,50 @@ TIMEOUT_VARIABLE = "FLOWPROOF_UPSTREAM_TIMEOUT"
 #: Why a forwarded call got no answer when the agent itself went away first (the flow's
 #: timeout stopped it, or its own client gave up).
 CLIENT_GONE_REASON = "the agent closed its connection before the upstream model answered"
+
+#: What replaces the record key in an upstream answer that echoes it.
+KEY_REDACTED = b"[redacted]"
+
+#: Seconds record waits for each answer of the upstream model (FLOWPROOF_UPSTREAM_TIMEOUT,
+#: `record --upstream-timeout`): below the flow's default timeout, so a silent upstream ends
+#: the record with its own message rather than the flow's.
+DEFAULT_UPSTREAM_TIMEOUT_S = 120.0
+
+
+@dataclass(frozen=True)
+class Upstream:
+    """The one real model endpoint record forwards to; fixed when the proxy starts."""
+
+    base_url: str
+    key: str | None = field(default=None, repr=False)  # a logged repr must not show it
+    timeout_s: float = DEFAULT_UPSTREAM_TIMEOUT_S
+
+    def for_provider(self, provider: str) -> Upstream | None:
+        """One upstream alone serves every provider (`Upstreams` has one per provider)."""
+        return self
+
+    def url_for(self, dialect: Dialect, path: str) -> str:
+        return dialect.upstream_url_for_path(self.base_url, path)
+
+    def auth_headers(self, dialect: Dialect) -> dict[str, str]:
+        """The key goes into the outbound auth header and nowhere else."""
+        return dialect.upstream_auth(self.key) if self.key else {}
+
+    def without_key(self, raw: bytes) -> bytes:
+        """An upstream answer with the key taken out, in any common encoding (an upstream
+        may echo it): neither the agent nor the trace ever holds it."""
+        return without(raw, bare_key(self.key), KEY_REDACTED) if self.key else raw
+
+    def without_key_across_parts(self, response: Any) -> bool:
+        """The key taken out of a parsed answer where it spans adjacent content parts (an
+        echo cut in two text blocks), in place; whether it was there."""
+        if not self.key:
+            return False
+        return without_across_parts(response, bare_key(self.key), KEY_REDACTED.decode())
+
+    @property
+    def host(self) -> str:
+        return urlsplit(self.base_url).netloc
 
 
 def record_keys(environ: Mapping[str, str]) -> dict[str, str]:

@@ -16,9 +16,9 @@ from flowproof_cli.cassette.providers import (
     unknown_provider_warnings,
     upstream_variable,
 )
-from flowproof_cli.cassette.session import Upstream
 from flowproof_cli.cassette.upstream import (
     UPSTREAM_VARIABLES,
+    Upstream,
     checked_base_url,
     checked_key,
     upstream_from_environment,

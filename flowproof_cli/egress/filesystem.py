@@ -8,15 +8,12 @@ from __future__ import annotations
 import os
 import struct
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
 from flowproof_cli.egress import constants as c
 from flowproof_cli.egress import kernel
+from flowproof_cli.egress.handlers import Host
 from flowproof_cli.egress.kernel import Notification
 from flowproof_cli.egress.report import FsEvent
-
-if TYPE_CHECKING:
-    from flowproof_cli.egress.supervisor import Supervisor
 
 UNRESOLVED = "unresolved"
 
@@ -31,7 +28,7 @@ def open_flags(flags: int) -> str:
 class FsObserver:
     """Registers every filesystem trap into a supervisor, as observed (CONTINUE) calls."""
 
-    def __init__(self, supervisor: Supervisor) -> None:
+    def __init__(self, supervisor: Host) -> None:
         self.supervisor = supervisor
         self._describers: dict[str, Callable[[Notification], str | None]] = {
             "unlink": lambda n: self._path(n, n.args[0]),

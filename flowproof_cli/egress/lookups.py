@@ -19,19 +19,16 @@ import struct
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING
 
 from flowproof_cli.egress import constants as c
 from flowproof_cli.egress import kernel
 from flowproof_cli.egress.dns import query_name
+from flowproof_cli.egress.handlers import Host
 from flowproof_cli.egress.kernel import Notification
 from flowproof_cli.egress.msghdr import Message
 from flowproof_cli.egress.policy import DNS_PORT
 from flowproof_cli.egress.report import Blocked
 from flowproof_cli.egress.sockaddr import SockAddr
-
-if TYPE_CHECKING:
-    from flowproof_cli.egress.supervisor import Supervisor
 
 MAX_SOCKETS = 256  # resolver sockets remembered at once; the oldest is forgotten first
 _DISCONNECT = struct.pack("<H", c.AF_UNSPEC) + bytes(14)  # connect(AF_UNSPEC): unconnected
@@ -52,9 +49,7 @@ def is_resolver(address: SockAddr) -> bool:
 class Lookups:
     """The connects to a refused resolver, by the socket (its inode) whose query names them."""
 
-    def __init__(
-        self, supervisor: Supervisor, refuse: Refuse, protocol_of: Callable[[int], str]
-    ) -> None:
+    def __init__(self, supervisor: Host, refuse: Refuse, protocol_of: Callable[[int], str]) -> None:
         self._supervisor = supervisor
         self._refuse = refuse
         self._protocol_of = protocol_of

@@ -12,10 +12,10 @@ import errno
 import os
 import struct
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
 from flowproof_cli.egress import constants as c
 from flowproof_cli.egress import kernel
+from flowproof_cli.egress.handlers import Host
 from flowproof_cli.egress.kernel import Notification
 from flowproof_cli.egress.lookups import Lookups, asked, is_resolver
 from flowproof_cli.egress.msghdr import (
@@ -33,9 +33,6 @@ from flowproof_cli.egress.msghdr import (
 from flowproof_cli.egress.policy import Verdict
 from flowproof_cli.egress.report import Blocked
 from flowproof_cli.egress.sockaddr import MAX_ADDRLEN, Malformed, SockAddr, parse
-
-if TYPE_CHECKING:
-    from flowproof_cli.egress.supervisor import Supervisor
 
 _PROTOCOLS = {0: "ip", 1: "icmp", 6: "tcp", 17: "udp", 58: "icmpv6", 136: "udplite"}
 _SOCK_TYPES = {1: "stream", 2: "dgram", 5: "seqpacket"}
@@ -62,7 +59,7 @@ def socket_protocol(fd: int | None) -> str:
 class Network:
     """Registers connect, sendto, sendmsg, sendmmsg and listen into a supervisor."""
 
-    def __init__(self, supervisor: Supervisor) -> None:
+    def __init__(self, supervisor: Host) -> None:
         self.supervisor = supervisor
         self.lookups = Lookups(supervisor, self._block, socket_protocol)
         supervisor.register(c.NR["connect"], self.connect)
@@ -351,7 +348,7 @@ class Network:
                 os.close(fd)
 
 
-def _connect_relative_unix(supervisor: Supervisor, n: Notification, fd: int, path: str) -> None:
+def _connect_relative_unix(supervisor: Host, n: Notification, fd: int, path: str) -> None:
     """A relative unix path is the agent's, not ours: reach it through its cwd."""
 
     def action(dup: int) -> tuple[int, int]:

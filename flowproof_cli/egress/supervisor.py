@@ -32,6 +32,7 @@ from collections.abc import Callable
 from flowproof_cli.egress import constants as c
 from flowproof_cli.egress import kernel
 from flowproof_cli.egress.filesystem import FsObserver
+from flowproof_cli.egress.handlers import Action, Handler
 from flowproof_cli.egress.kernel import Listener, Notification
 from flowproof_cli.egress.msghdr import Unreadable
 from flowproof_cli.egress.network import Network
@@ -41,8 +42,6 @@ from flowproof_cli.egress.report import EgressReport
 log = logging.getLogger(__name__)
 
 MAX_WORKERS = 32
-Handler = Callable[[Notification], None]
-Action = Callable[[int], tuple[int, int]]  # on our duplicate of the agent's fd -> (value, errno)
 
 
 class _Pool:

@@ -4,21 +4,40 @@ allow-list warning) is the judge's (runner/judge.py): this package reports facts
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from collections.abc import Mapping, Sequence
+from typing import Protocol
 
 from flowproof_cli.egress.launcher import Launch
 from flowproof_cli.egress.policy import Policy
 from flowproof_cli.egress.report import Containment, EgressReport
 
-if TYPE_CHECKING:  # the spec is read, never built, here: no run-time edge to spec/
-    from flowproof_cli.spec import FlowSpec
-
 NOT_ENGAGED = "the flow declares no allow_egress and no assert_no_egress"
 URL_AGENT = "a url agent is a running service that flowproof did not start"
 
 
-def launch_for(spec: FlowSpec, environ: Mapping[str, str]) -> Launch:
+class EgressAgent(Protocol):
+    """What the launch reads of a spec's `agent:` (spec.AgentSpec): its `allow_egress`
+    entries and how an entry's `${VAR}` resolves. The spec is read, never built, here, so
+    egress/ stays below spec/."""
+
+    @property
+    def allow_egress(self) -> Sequence[str]: ...
+
+    def resolved_egress_host(self, host: str, environ: Mapping[str, str]) -> str: ...
+
+
+class EgressFlow(Protocol):
+    """What the launch reads of a flow (spec.FlowSpec): whether it engages egress, and its
+    agent."""
+
+    @property
+    def engages_egress(self) -> bool: ...
+
+    @property
+    def agent(self) -> EgressAgent: ...
+
+
+def launch_for(spec: EgressFlow, environ: Mapping[str, str]) -> Launch:
     """The launch of a command agent: contained when the flow engages egress and this host
     can contain it, passed through (with the reason) otherwise. Resolves `${VAR}` entries and
     pins hostnames now, at run start."""

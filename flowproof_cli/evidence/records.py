@@ -29,13 +29,13 @@ from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Self
+from typing import TYPE_CHECKING, Any, Protocol, Self
 
 from flowproof_cli.errors import FlowproofError
+from flowproof_cli.mode import Mode
 from flowproof_cli.verdict import FlowResult
 
 if TYPE_CHECKING:
-    from flowproof_cli.runner.job import FlowJob
     from flowproof_cli.spec.models import FlowSpec
 
 FORMAT = 1
@@ -115,6 +115,21 @@ def run_ids(root: Path) -> list[str]:
     )
 
 
+class PlannedFlow(Protocol):
+    """What a record reads of a planned flow (the runner's `FlowJob`) that never got a
+    result: its spec, its trace and the mode, for the flow's error row. A protocol, so
+    evidence/ stays below the runner that plans the flows."""
+
+    @property
+    def spec_path(self) -> Path: ...
+
+    @property
+    def trace_path(self) -> Path: ...
+
+    @property
+    def mode(self) -> Mode: ...
+
+
 class RunRecord:
     """The record of one CLI invocation, written when its block ends:
 
@@ -127,7 +142,7 @@ class RunRecord:
     """
 
     def __init__(
-        self, root: Path, jobs: Sequence[FlowJob], *, argv: Sequence[str] | None = None
+        self, root: Path, jobs: Sequence[PlannedFlow], *, argv: Sequence[str] | None = None
     ) -> None:
         self.root = root
         self.jobs = list(jobs)

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from flowproof_cli.cassette.session import DEFAULT_UPSTREAM_TIMEOUT_S
+from flowproof_cli.cassette.upstream import DEFAULT_UPSTREAM_TIMEOUT_S
 from flowproof_cli.faults.plan import CRASH, Fault
 from flowproof_cli.mcp.call_bound import CallBound
 from flowproof_cli.mcp.canonical import (

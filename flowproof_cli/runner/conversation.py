@@ -29,10 +29,11 @@ from dataclasses import dataclass, field
 from typing import IO
 
 from flowproof_cli.cassette import CassetteSession
-from flowproof_cli.cassette.conversation import OpenTurn, turn_label
+from flowproof_cli.cassette.conversation import OpenTurn
 from flowproof_cli.match.patterns import PatternBudgetExceeded, compile_pattern, within_budget
 from flowproof_cli.process import tail_lines
 from flowproof_cli.runner.simulated_user import UserSide
+from flowproof_cli.runner.turn_outcome import TurnOutcome
 from flowproof_cli.runner.url_driver import TriggerOutcome
 from flowproof_cli.spec import FlowSpec
 from flowproof_cli.spec.variables import resolve_handles
@@ -51,24 +52,6 @@ class UserMessage:
     text: str
     step: int  # the `user:` step it comes from (1-based among them)
     simulated: bool = False
-
-
-@dataclass
-class TurnOutcome:
-    """One turn as it went: its message, what the agent printed for it (without the line
-    that ended it), and whether it ended."""
-
-    number: int
-    message: str
-    step: int
-    simulated: bool = False
-    output: list[str] = field(default_factory=list)
-    ended: bool = False
-    status: int | None = None  # a url agent's answer to the turn's POST
-
-    @property
-    def label(self) -> str:
-        return turn_label(self.number, self.message)
 
 
 #: The user's side: given the turns so far, the next message, or None when it is done.

@@ -12,7 +12,7 @@ from flowproof_cli import trace as traces
 from flowproof_cli.cassette import CassetteSession
 from flowproof_cli.cassette.conversation import OpenTurn
 from flowproof_cli.errors import TraceError
-from flowproof_cli.runner.conversation import TurnOutcome
+from flowproof_cli.runner.turn_outcome import TurnOutcome
 from flowproof_cli.spec import FlowSpec
 from flowproof_cli.trace.conversation import RecordedConversation
 

@@ -25,24 +25,22 @@ import urllib.error
 import urllib.request
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, NamedTuple, NoReturn
+from typing import Any, NamedTuple, NoReturn
 
 from flowproof_cli.cassette.conversation import OpenTurn, UserCall
 from flowproof_cli.cassette.divergence import Divergence
 from flowproof_cli.cassette.providers import no_upstream_reason
-from flowproof_cli.cassette.session import CassetteSession, Upstream, turn_trajectory
+from flowproof_cli.cassette.session import CassetteSession, turn_trajectory
 from flowproof_cli.cassette.turn import Turn
+from flowproof_cli.cassette.upstream import Upstream
 from flowproof_cli.dialects import CHAT, Dialect, dialect_named
 from flowproof_cli.dialects.base import JSON, PlainRequestRefused, text_of
 from flowproof_cli.mode import Mode
 from flowproof_cli.quoting import quoted
+from flowproof_cli.runner.turn_outcome import TurnOutcome
 from flowproof_cli.spec import FlowSpec
-from flowproof_cli.spec.conversation import (
-    MODEL_EXAMPLE,
-    SIMULATOR_DIALECTS,
-    ConversationTurnSpec,
-    SimulatedUser,
-)
+from flowproof_cli.spec.conversation import MODEL_EXAMPLE, SIMULATOR_DIALECTS, SimulatedUser
+from flowproof_cli.spec.turns import ConversationTurnSpec
 
 #: The lane a divergence of the simulated user's is on (`Divergence.lane`).
 USER_LANE = "user"
@@ -55,9 +53,6 @@ NO_REPLY = "(the agent's model gave no reply)"
 #: The most of one text a failure quotes, and of lines a divergence's diff shows.
 SHOWN = 200
 DIFF_LINES = 10
-
-if TYPE_CHECKING:
-    from flowproof_cli.runner.conversation import TurnOutcome
 
 
 class Said(NamedTuple):

@@ -17,9 +17,9 @@ from flowproof_cli.assertions import RunFacts, evaluate
 from flowproof_cli.cassette import CassetteSession
 from flowproof_cli.cassette.conversation import turn_label
 from flowproof_cli.cassette.session import turn_trajectory
-from flowproof_cli.runner.conversation import TurnOutcome
+from flowproof_cli.runner.turn_outcome import TurnOutcome
 from flowproof_cli.spec import FlowSpec
-from flowproof_cli.spec.conversation import ConversationTurnSpec
+from flowproof_cli.spec.turns import ConversationTurnSpec
 from flowproof_cli.verdict import Failure
 
 #: How an assertion names a model call by its position in the trace, `(turn 5)`: in a

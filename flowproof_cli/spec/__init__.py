@@ -11,11 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from flowproof_cli.spec.agent import AgentSpec
-    from flowproof_cli.spec.conversation import (
-        ConversationSpec,
-        ConversationTurnSpec,
-        SimulatedUser,
-    )
+    from flowproof_cli.spec.conversation import ConversationSpec, SimulatedUser
     from flowproof_cli.spec.faults import FaultSpec
     from flowproof_cli.spec.grammar import (
         Clause,
@@ -44,6 +40,7 @@ if TYPE_CHECKING:
         UserStep,
     )
     from flowproof_cli.spec.tools import ToolSpec
+    from flowproof_cli.spec.turns import ConversationTurnSpec
     from flowproof_cli.spec.variables import find_variables, resolve_variables
 
 _HOMES = {
@@ -55,7 +52,7 @@ _HOMES = {
     "OutputAssertion": "grammar",
     "parse_assertion": "grammar",
     "ConversationSpec": "conversation",
-    "ConversationTurnSpec": "conversation",
+    "ConversationTurnSpec": "turns",
     "SimulatedUser": "conversation",
     "Matcher": "grammar",
     "ReplyAssertion": "grammar",

@@ -29,11 +29,6 @@ from flowproof_cli.faults.plan import Fault
 from flowproof_cli.process import ARG_LIMIT, BIG_DATA_FIX, encoded_size, fits_one_string
 from flowproof_cli.spec.agent import AgentSpec
 from flowproof_cli.spec.base import _Model
-from flowproof_cli.spec.conversation import (
-    ConversationTurnSpec,
-    check_conversation,
-    group_turns,
-)
 from flowproof_cli.spec.faults import FaultSpec, check_faults
 from flowproof_cli.spec.fields import (
     listed,
@@ -61,6 +56,7 @@ from flowproof_cli.spec.tools import (
     mcp_variable_suffix,
     undeclared_tool,
 )
+from flowproof_cli.spec.turns import ConversationTurnSpec, check_conversation, group_turns
 from flowproof_cli.spec.variables import PROMPT_FILE_HANDLE, PROMPT_HANDLE, find_handles
 
 DEFAULT_TIMEOUT = 300.0

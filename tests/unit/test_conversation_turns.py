@@ -9,8 +9,8 @@ from pathlib import Path
 
 from flowproof_cli.cassette import CassetteSession, Mode, Turn
 from flowproof_cli.cassette.conversation import OpenTurn
-from flowproof_cli.runner.conversation import TurnOutcome
 from flowproof_cli.runner.turn_judge import judge_turns, unserved_turns
+from flowproof_cli.runner.turn_outcome import TurnOutcome
 from flowproof_cli.spec import FlowSpec, load_spec
 
 from .test_cassette_matching import reply, request, send
