@@ -264,6 +264,7 @@ class _Server:
     def _start(self, connection: socket.socket) -> None:
         connection.setblocking(True)
         connection.settimeout(30)
+        fds: list[int] = []
         try:
             header, fds, _, _ = socket.recv_fds(connection, _HEADER.size, 2)
             size = _HEADER.unpack(header)[0]
@@ -275,6 +276,8 @@ class _Server:
                 payload += chunk
             request = json.loads(payload)
         except (OSError, ValueError, struct.error):
+            for fd in fds:
+                os.close(fd)
             connection.close()
             return
         connection.settimeout(None)
@@ -530,11 +533,13 @@ def _start_server(env: dict[str, str], cwd: Path) -> _Handle | None:
         sys.stderr.write(f"cli_fork_server did not start; real processes instead:\n{text}\n")
         shutil.rmtree(folder, ignore_errors=True)
         return None
-    atexit.register(_stop, process, folder)
+    atexit.register(_stop, process, folder, os.getpid())
     return _Handle(process, folder, dict(env), frozenset(report["read"]))
 
 
-def _stop(process: subprocess.Popen[bytes], folder: Path) -> None:
+def _stop(process: subprocess.Popen[bytes], folder: Path, owner: int) -> None:
+    if os.getpid() != owner:  # a fork of the worker exiting: the server is not its own
+        return
     with contextlib.suppress(Exception):
         assert process.stdin is not None
         process.stdin.close()
@@ -617,8 +622,9 @@ def _collect(
             left = deadline - time.monotonic()
             events = selector.select(left) if left > 0 else []
             if not events:
-                connection.sendall(b"K")
-                _wait_status(connection, replies)
+                with contextlib.suppress(OSError, RuntimeError):
+                    connection.sendall(b"K")  # the server kills it through its pidfd
+                    _wait_status(connection, replies)
                 raise subprocess.TimeoutExpired(
                     [sys.executable, "-m", *argv],
                     timeout,
