@@ -349,7 +349,7 @@ def _std_streams() -> None:
     ):
         assert template is not None
         raw = io.FileIO(fd, mode, closefd=False)
-        raw.name = f"<{('stdin', 'stdout', 'stderr')[fd]}>"  # type: ignore[misc]
+        raw.name = f"<{('stdin', 'stdout', 'stderr')[fd]}>"
         buffered: Any = raw
         if mode == "r":
             buffered = io.BufferedReader(raw)  # stdin is buffered even under -u
@@ -365,9 +365,9 @@ def _std_streams() -> None:
         )
         stream.mode = mode  # type: ignore[misc]
         made.append(stream)
-    sys.stdin = sys.__stdin__ = made[0]
-    sys.stdout = sys.__stdout__ = made[1]
-    sys.stderr = sys.__stderr__ = made[2]
+    for name, stream in zip(("stdin", "stdout", "stderr"), made, strict=True):
+        setattr(sys, name, stream)
+        setattr(sys, f"__{name}__", stream)  # as the interpreter sets both
 
 
 def _become_cli(fds: list[int], request: dict[str, Any], signals: dict[int, Any]) -> int:
@@ -443,7 +443,7 @@ def main() -> None:
     folder = Path(sys.argv[1])
     missing, read = preload()
     filled = _clear_caches()
-    threads = threading.active_count()
+    threads = max(threading.active_count(), len(os.listdir("/proc/self/task")))  # C ones too
     if threads != 1:
         raise SystemExit(f"cli_fork_server: {threads} threads after the imports: cannot fork")
     extra = _open_files()
