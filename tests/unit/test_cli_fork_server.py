@@ -4,6 +4,7 @@ goes to a real process."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import signal
@@ -142,3 +143,10 @@ def test_runs_side_by_side_each_get_their_own_result() -> None:
     with ThreadPoolExecutor(4) as pool:
         codes = list(pool.map(lambda code: forked(f"exit-{code}").code, range(8)))
     assert codes == list(range(8))
+
+
+def test_every_preloaded_module_exists() -> None:
+    """The server skips a module that is gone (a rename elsewhere must not break it), but a
+    forked run would then import it again itself: a rename updates PRELOAD too."""
+    gone = [name for name in cli_fork_server.PRELOAD if importlib.util.find_spec(name) is None]
+    assert gone == []
