@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from tests import cli_fork_server
 from tests.fakes.fake_upstream import FakeUpstream
 
 REPO = Path(__file__).resolve().parent.parent
@@ -98,8 +99,18 @@ def run_cli(
     cwd: Path | None = None,
     timeout: float = 120,
 ) -> CliResult:
-    """Run `flowproof ARGS` as a real process, the way a user or CI does."""
-    command = [sys.executable, "-m", "flowproof_cli", *args]
+    """Run `flowproof ARGS` as a real process, the way a user or CI does.
+
+    Served by a fork of the worker's `tests/cli_fork_server.py` (the CLI's modules already
+    imported) where that behaves the same; else, or with FLOWPROOF_TEST_FORK=0, a new
+    interpreter (`run_command`)."""
+    words = [str(arg) for arg in args]
+    served = cli_fork_server.request(
+        words, clean_environ(env), cwd or REPO, timeout, server_env=clean_environ(), server_cwd=REPO
+    )
+    if served is not None:
+        return CliResult(served.code, served.stdout, served.stderr)
+    command = [sys.executable, "-m", "flowproof_cli", *words]
     return run_command(command, env=env, cwd=cwd, timeout=timeout)
 
 
