@@ -7,15 +7,19 @@ network namespace it creates (never on the host's network).
 from __future__ import annotations
 
 import errno
+import json
 import os
 import shutil
 import stat
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+
+from tests.conftest import REPO, computed_once
 
 HERE = Path(__file__).resolve().parent
 
@@ -65,3 +69,32 @@ def helper(tmp_path_factory: pytest.TempPathFactory, netns: None) -> Iterator[di
 
 
 ERRNO = {value: name for name, value in vars(errno).items() if name.startswith("E")}
+
+
+def lab_fixture(key: str, module: str, tag: str) -> Callable[..., dict[str, Any]]:
+    """A module fixture `lab`: every scenario of `module` (tests/egress/cli_lab.py,
+    fs_report_lab.py) run once per session (`computed_once`) inside `unshare -n`, its
+    outcome the JSON of the last stdout line tagged `tag`."""
+
+    @pytest.fixture(scope="module")
+    def lab(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+        outcome: dict[str, Any] = computed_once(tmp_path_factory, key, lambda: _run(module, tag))
+        return outcome
+
+    return lab
+
+
+def _run(module: str, tag: str) -> dict[str, Any]:
+    spec = {"outer_netns": os.readlink("/proc/self/ns/net")}
+    completed = subprocess.run(
+        ["unshare", "-n", sys.executable, "-m", module, json.dumps(spec)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    prefix = tag + " "
+    lines = [line for line in completed.stdout.splitlines() if line.startswith(prefix)]
+    assert completed.returncode == 0 and lines, completed.stdout + completed.stderr
+    return dict(json.loads(lines[-1][len(prefix) :]))
