@@ -4,9 +4,7 @@ red paths, by editing what was recorded."""
 
 from __future__ import annotations
 
-import shutil
 import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +13,15 @@ import pytest
 from flowproof_cli import trace as traces
 from flowproof_cli.cassette import Turn
 from tests.conftest import computed_once, run_cli
-from tests.e2e.flows import AGENTS, write_flow
+from tests.e2e.flows import (
+    AGENTS,
+    changed_system_prompt_fails,
+    copy_recording,
+    edit_trace,
+    recorded_on_fake,
+    trace_path,
+    write_flow,
+)
 from tests.fakes.fake_upstream import FakeUpstream
 
 pytestmark = pytest.mark.slow
@@ -37,19 +43,8 @@ def flow_for(folder: Path, script: str) -> Path:
     return write_flow(folder, command=f"{sys.executable} {AGENTS / script}", steps=steps)
 
 
-def trace_path(spec: Path) -> Path:
-    return spec.with_name(spec.name.replace(".flow.yaml", ".trace.yaml"))
-
-
 def record(spec: Path) -> FakeUpstream:
-    with FakeUpstream() as fake:
-        result = run_cli(
-            "record",
-            spec,
-            env={"FLOWPROOF_AGENT_UPSTREAM": fake.base_url, "FLOWPROOF_AGENT_KEY": "gm-secret"},
-        )
-    assert result.code == 0, result.output
-    return fake
+    return recorded_on_fake(spec, "gm-secret")
 
 
 def function_responses(turn: Turn) -> dict[str, Any]:
@@ -100,34 +95,6 @@ def test_a_plain_recording_serves_the_streaming_client(tmp_path: Path) -> None:
 # -- red paths -------------------------------------------------------------------------------
 
 
-def _rewrite(value: Any, edit: Callable[[Any], Any]) -> Any:
-    value = edit(value)
-    if isinstance(value, dict):
-        return {key: _rewrite(item, edit) for key, item in value.items()}
-    if isinstance(value, list):
-        return [_rewrite(item, edit) for item in value]
-    return value
-
-
-def edit_trace(
-    spec: Path,
-    *,
-    requests: Callable[[Any], Any] | None = None,
-    first_response: Callable[[Any], Any] | None = None,
-) -> None:
-    path = trace_path(spec)
-    trace = traces.load(path)
-    turns = []
-    for position, turn in enumerate(trace.turns):
-        request = _rewrite(turn.request, requests) if requests else turn.request
-        response = turn.response
-        if first_response and position == 0:
-            response = _rewrite(turn.response, first_response)
-        turns.append(Turn(turn.protocol, request, turn.status, response))
-    trace.turns = turns
-    traces.save(path, trace)
-
-
 @pytest.fixture(scope="module", params=GEMINI_AGENTS)
 def recording(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Each agent's flow recorded once per session (`computed_once`): its folder, never
@@ -145,20 +112,11 @@ def recording(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathF
 @pytest.fixture
 def recorded_flow(recording: Path, tmp_path: Path) -> Path:
     """The test's own copy of the recorded flow and trace, to edit and replay."""
-    for name in ("weather.flow.yaml", "weather.trace.yaml"):
-        shutil.copy(recording / name, tmp_path / name)
-    return tmp_path / "weather.flow.yaml"
+    return copy_recording(recording, tmp_path)
 
 
 def test_changed_system_instruction_diverges(recorded_flow: Path) -> None:
-    edit_trace(
-        recorded_flow,
-        requests=lambda v: "You were a weather assistant." if v == SYSTEM_PROMPT else v,
-    )
-    result = run_cli("run", recorded_flow)
-    assert result.code == 1, result.output
-    assert "divergence at turn 1: message 0 (system) content changed" in result.stdout
-    assert "recorded: You were a weather assistant." in result.stdout
+    result = changed_system_prompt_fails(recorded_flow, SYSTEM_PROMPT)
     assert f"replayed: {SYSTEM_PROMPT}" in result.stdout
 
 
