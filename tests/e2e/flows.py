@@ -59,6 +59,16 @@ def write_flow(
     return path
 
 
+def traced_flow(folder: Path, trace: Path | None, name: str = "weather", **kwargs: Any) -> Path:
+    """A flow whose requests match the recorded `trace`, with the trace copied beside it
+    (None: a flow with no trace)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    spec = write_flow(folder, name=name, **kwargs)
+    if trace is not None:
+        shutil.copy(trace, folder / f"{name}.trace.yaml")
+    return spec
+
+
 def set_agent_env(spec_path: Path, **variables: str) -> None:
     """Change the agent's environment in an existing flow (what a code change would do)."""
     spec = yaml.safe_load(spec_path.read_text())

@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 from tests.conftest import REPO, computed_once, run_cli, run_command, start_cli
-from tests.e2e.flows import set_agent_env, write_flow
+from tests.e2e.flows import copy_recording, set_agent_env, write_flow
 from tests.fakes.fake_upstream import FakeUpstream
 
 pytestmark = pytest.mark.slow
@@ -53,9 +53,7 @@ def recorded(recording: Path, tmp_path: Path) -> Path:
     """The test's own copy of the recorded flow and its trace: each test edits and replays
     it as its own (a record of the same flow stores the same requests; a record twice
     stores the same bytes: test_recording_is_deterministic)."""
-    for name in ("weather.flow.yaml", "weather.trace.yaml"):
-        shutil.copy(recording / name, tmp_path / name)
-    return tmp_path / "weather.flow.yaml"
+    return copy_recording(recording, tmp_path)
 
 
 def trace_of(spec: Path) -> Path:
