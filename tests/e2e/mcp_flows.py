@@ -98,10 +98,14 @@ def write_flow(
     return path
 
 
-def stdio_notes_flow(folder: Path, agent: list[str]) -> Path:
-    """`agent` against the notes server over stdio, its notes in `folder`/notes."""
+def stdio_notes_flow(
+    folder: Path, agent: list[str], env: dict[str, str] | None = None, **extra: Any
+) -> Path:
+    """`agent` against the notes server over stdio, its notes in `folder`/notes (`env`: more
+    of the agent's environment; `extra`: more of the flow, as `write_flow` takes it)."""
     notes = [{"name": "notes", "command": f"{PY} {NOTES_V2}"}]
-    return write_flow(folder, agent, notes, env={"NOTES_DIR": str(folder / "notes")})
+    variables = {"NOTES_DIR": str(folder / "notes"), **(env or {})}
+    return write_flow(folder, agent, notes, env=variables, **extra)
 
 
 def write_notes_flow(

@@ -75,6 +75,23 @@ def chat_trace(
     )
 
 
+def chat_completion(text: str) -> dict[str, Any]:
+    """A whole Chat Completions answer saying `text` (a fresh dict each call)."""
+    return {
+        "id": "chatcmpl-1",
+        "object": "chat.completion",
+        "created": 1,
+        "model": "gpt-4o-mini",
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": text},
+                "finish_reason": "stop",
+            }
+        ],
+    }
+
+
 def _answer(ids: str, message: dict[str, Any]) -> dict[str, Any]:
     return {
         "id": f"chatcmpl-{ids}",
