@@ -19,7 +19,8 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import REPO, computed_once
+from tests.conftest import computed_once
+from tests.namespace_run import run_in_namespace
 
 HERE = Path(__file__).resolve().parent
 
@@ -86,15 +87,4 @@ def lab_fixture(key: str, module: str, tag: str) -> Callable[..., dict[str, Any]
 
 def _run(module: str, tag: str) -> dict[str, Any]:
     spec = {"outer_netns": os.readlink("/proc/self/ns/net")}
-    completed = subprocess.run(
-        ["unshare", "-n", sys.executable, "-m", module, json.dumps(spec)],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
-    prefix = tag + " "
-    lines = [line for line in completed.stdout.splitlines() if line.startswith(prefix)]
-    assert completed.returncode == 0 and lines, completed.stdout + completed.stderr
-    return dict(json.loads(lines[-1][len(prefix) :]))
+    return run_in_namespace([sys.executable, "-m", module, json.dumps(spec)], tag, timeout=600)
