@@ -141,12 +141,22 @@ def replays_with_env(spec: Path, **variables: str) -> None:
     assert result.code == 0, result.output
 
 
+def replay_fails(spec: Path, *said: str, stream: str = "stdout") -> CliResult:
+    """The replay of `spec` fails (exit 1), its `stream` (stdout, or `output`: both) saying
+    each of `said`; the result."""
+    result = run_cli("run", spec)
+    assert result.code == 1, result.output
+    for fragment in said:
+        assert fragment in getattr(result, stream), result.output
+    return result
+
+
 def changed_system_prompt_fails(spec: Path, prompt: str) -> CliResult:
     """The recording's system prompt `prompt` edited: the replay fails at turn 1, naming the
     recorded text. The result, for what a dialect also says."""
     edit_trace(spec, requests=lambda v: "You were a weather assistant." if v == prompt else v)
-    result = run_cli("run", spec)
-    assert result.code == 1, result.output
-    assert "divergence at turn 1: message 0 (system) content changed" in result.stdout
-    assert "recorded: You were a weather assistant." in result.stdout
-    return result
+    return replay_fails(
+        spec,
+        "divergence at turn 1: message 0 (system) content changed",
+        "recorded: You were a weather assistant.",
+    )

@@ -18,6 +18,7 @@ from tests.e2e.flows import (
     copy_recording,
     edit_trace,
     recorded_on_fake,
+    replay_fails,
     replays_with_env,
     trace_path,
     write_flow,
@@ -142,22 +143,19 @@ def test_changed_system_prompt_diverges(recorded_flow: Path) -> None:
 
 def test_changed_tool_schema_diverges(recorded_flow: Path) -> None:
     edit_trace(recorded_flow, requests=_city_type_integer)
-    result = run_cli("run", recorded_flow)
-    assert result.code == 1, result.output
-    assert (
-        "divergence at turn 1: tools offered changed: the declaration of get_weather changed"
-        in result.stdout
+    replay_fails(
+        recorded_flow,
+        "divergence at turn 1: tools offered changed: the declaration of get_weather changed",
+        "city.type: recorded integer, replayed string",
     )
-    assert "city.type: recorded integer, replayed string" in result.stdout
 
 
 def test_changed_argument_names_the_path(recorded_flow: Path) -> None:
     edit_trace(recorded_flow, first_response=_nairobi_to_paris)
-    result = run_cli("run", recorded_flow)
-    assert result.code == 1, result.output
-    assert (
-        "divergence at turn 2: tool-call arguments drifted in message 2 (assistant): get_weather.city: recorded Nairobi, replayed Paris"
-        in result.stdout
+    replay_fails(
+        recorded_flow,
+        "divergence at turn 2: tool-call arguments drifted in message 2 (assistant): "
+        "get_weather.city: recorded Nairobi, replayed Paris",
     )
 
 

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import computed_once
-from tests.namespace_run import run_in_namespace
+from tests.namespace_run import run_tagged
 
 HERE = Path(__file__).resolve().parent
 
@@ -87,4 +87,4 @@ def lab_fixture(key: str, module: str, tag: str) -> Callable[..., dict[str, Any]
 
 def _run(module: str, tag: str) -> dict[str, Any]:
     spec = {"outer_netns": os.readlink("/proc/self/ns/net")}
-    return run_in_namespace([sys.executable, "-m", module, json.dumps(spec)], tag, timeout=600)
+    return run_tagged([sys.executable, "-m", module, json.dumps(spec)], tag, timeout=600)

@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tests.namespace_run import run_in_namespace
+from tests.namespace_run import run_tagged
 
 REPO = Path(__file__).resolve().parents[2]
 HOSTILE = Path(__file__).with_name("hostile.py")
@@ -61,7 +61,7 @@ def run_lab(
         "outer_netns": os.readlink("/proc/self/ns/net"),
     }
     argv = [sys.executable, "-m", "tests.egress.lab", json.dumps(spec)]
-    return run_in_namespace(argv, "LAB", timeout=timeout)
+    return run_tagged(argv, "LAB", timeout=timeout)
 
 
 # --- inside the namespace ------------------------------------------------------------------

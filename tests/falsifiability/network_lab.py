@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tests.namespace_run import run_in_namespace
+from tests.namespace_run import run_tagged
 
 REPO = Path(__file__).resolve().parents[2]
 PLACEHOLDER_PORT = 9  # the proxy's reverse target (runner/proxy.py): what a fall-through dials
@@ -491,7 +491,7 @@ def namespace_problem() -> str | None:
 def run_lab(timeout: float = 600) -> dict[str, Any]:
     script = f"ip link set lo up && exec {shlex.quote(sys.executable)} -m tests.falsifiability.network_lab"
     env = {**os.environ, "OUTER_NETNS": os.readlink("/proc/self/ns/net")}
-    return run_in_namespace(["sh", "-c", script], "LAB", timeout=timeout, env=env)
+    return run_tagged(["sh", "-c", script], "LAB", timeout=timeout, env=env)
 
 
 if __name__ == "__main__":
