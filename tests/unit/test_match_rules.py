@@ -22,7 +22,7 @@ from flowproof_cli.match.rules import (
     NormalizeRule,
     summarize,
 )
-from tests.unit.trace_builders import chat_completion
+from tests.unit.trace_builders import chat_completion, tool_round
 
 CHAT = "openai-chat"
 
@@ -372,18 +372,7 @@ def _tool_result_request(content: str) -> dict[str, object]:
         "model": "gpt-4o-mini",
         "messages": [
             {"role": "user", "content": "send it"},
-            {
-                "role": "assistant",
-                "content": None,
-                "tool_calls": [
-                    {
-                        "id": "call_1",
-                        "type": "function",
-                        "function": {"name": "send_email", "arguments": "{}"},
-                    }
-                ],
-            },
-            {"role": "tool", "tool_call_id": "call_1", "content": content},
+            *tool_round("call_1", "send_email", "{}", content),
         ],
     }
 

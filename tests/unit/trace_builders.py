@@ -92,6 +92,16 @@ def chat_completion(text: str) -> dict[str, Any]:
     }
 
 
+def tool_round(call_id: str, name: str, arguments: str, result: Any) -> list[dict[str, Any]]:
+    """The two Chat Completions messages of one tool call: the assistant asking for `name`
+    with `arguments`, and the tool's `result` (the content the model is told)."""
+    call = {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
+    return [
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": call_id, "content": result},
+    ]
+
+
 def _answer(ids: str, message: dict[str, Any]) -> dict[str, Any]:
     return {
         "id": f"chatcmpl-{ids}",
