@@ -14,7 +14,7 @@ import yaml
 from flowproof_cli import trace as traces
 from flowproof_cli.cassette import Turn
 from tests.conftest import CliResult, run_cli
-from tests.fakes.fake_upstream import FakeUpstream
+from tests.fakes.fake_upstream import FakeUpstream, Script
 
 AGENTS = Path(__file__).resolve().parent / "agents"
 TOOL_LOOP_AGENT = AGENTS / "tool_loop_agent.py"
@@ -80,18 +80,23 @@ def trace_path(spec: Path) -> Path:
     return spec.with_name(spec.name.replace(".flow.yaml", ".trace.yaml"))
 
 
-def record_on_fake(spec: Path, key: str, version: str = "") -> tuple[FakeUpstream, CliResult]:
+def record_on_fake(
+    spec: Path, key: str, version: str = "", script: Script | None = None
+) -> tuple[FakeUpstream, CliResult]:
     """Record `spec` against a fresh fake upstream (`version`: the base URL's path, `/v1`
-    for SDKs that add none) with `key` as flowproof's key; the stopped fake and the result."""
-    with FakeUpstream() as fake:
+    for SDKs that add none; `script`: its answers) with `key` as flowproof's key; the
+    stopped fake and the result."""
+    with FakeUpstream(script=script) as fake:
         env = {"FLOWPROOF_AGENT_UPSTREAM": fake.base_url + version, "FLOWPROOF_AGENT_KEY": key}
         result = run_cli("record", spec, env=env)
     return fake, result
 
 
-def recorded_on_fake(spec: Path, key: str, version: str = "") -> FakeUpstream:
+def recorded_on_fake(
+    spec: Path, key: str, version: str = "", script: Script | None = None
+) -> FakeUpstream:
     """`record_on_fake`, which must pass."""
-    fake, result = record_on_fake(spec, key, version)
+    fake, result = record_on_fake(spec, key, version, script)
     assert result.code == 0, result.output
     return fake
 
