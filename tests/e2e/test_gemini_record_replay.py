@@ -13,16 +13,7 @@ import pytest
 from flowproof_cli import trace as traces
 from flowproof_cli.cassette import Turn
 from tests.conftest import computed_once, run_cli
-from tests.e2e.flows import (
-    AGENTS,
-    changed_system_prompt_fails,
-    copy_recording,
-    edit_trace,
-    recorded_on_fake,
-    replay_fails,
-    trace_path,
-    write_flow,
-)
+from tests.e2e import flows
 from tests.fakes.fake_upstream import FakeUpstream
 
 pytestmark = pytest.mark.slow
@@ -41,11 +32,13 @@ def flow_for(folder: Path, script: str) -> Path:
         {"assert_tool_call": "get_time"},
         {"assert": "reply contains sunny"},
     ]
-    return write_flow(folder, command=f"{sys.executable} {AGENTS / script}", steps=steps)
+    return flows.write_flow(
+        folder, command=f"{sys.executable} {flows.AGENTS / script}", steps=steps
+    )
 
 
 def record(spec: Path) -> FakeUpstream:
-    return recorded_on_fake(spec, "gm-secret")
+    return flows.recorded_on_fake(spec, "gm-secret")
 
 
 def function_responses(turn: Turn) -> dict[str, Any]:
@@ -69,11 +62,11 @@ def test_google_genai_records_and_replays_offline(tmp_path: Path, script: str) -
         assert request.headers["x-goog-api-key"] == "gm-secret"
         assert "model" not in request.body and "stream" not in request.body
 
-    trace = traces.load(trace_path(spec))
+    trace = traces.load(flows.trace_path(spec))
     assert [turn.protocol for turn in trace.turns] == ["gemini", "gemini"]
     assert all(turn.request["model"] == "gemini-2.5-flash" for turn in trace.turns)
     assert all("stream" not in turn.request for turn in trace.turns)
-    text = trace_path(spec).read_text()
+    text = flows.trace_path(spec).read_text()
     assert "gm-secret" not in text and "flowproof-placeholder-key" not in text
     # get_time's volatile result was mocked: the model was told the mock, verbatim
     results = function_responses(trace.turns[1])
@@ -113,20 +106,20 @@ def recording(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathF
 @pytest.fixture
 def recorded_flow(recording: Path, tmp_path: Path) -> Path:
     """The test's own copy of the recorded flow and trace, to edit and replay."""
-    return copy_recording(recording, tmp_path)
+    return flows.copy_recording(recording, tmp_path)
 
 
 def test_changed_system_instruction_diverges(recorded_flow: Path) -> None:
-    result = changed_system_prompt_fails(recorded_flow, SYSTEM_PROMPT)
+    result = flows.changed_system_prompt_fails(recorded_flow, SYSTEM_PROMPT)
     assert f"replayed: {SYSTEM_PROMPT}" in result.stdout
 
 
 def test_changed_argument_names_the_path(recorded_flow: Path) -> None:
-    edit_trace(
+    flows.edit_trace(
         recorded_flow,
         first_response=lambda v: v.replace("Nairobi", "Paris") if isinstance(v, str) else v,
     )
-    replay_fails(
+    flows.replay_fails(
         recorded_flow,
         "divergence at turn 2: tool-call arguments drifted in message 2 (model): "
         "get_weather.city: recorded Nairobi, replayed Paris",
@@ -136,9 +129,9 @@ def test_changed_argument_names_the_path(recorded_flow: Path) -> None:
 def test_protocol_changed_diverges_first(tmp_path: Path) -> None:
     spec = flow_for(tmp_path, "py_google_genai.py")
     record(spec)
-    write_flow(  # same flow, the agent now speaks OpenAI Chat Completions
+    flows.write_flow(  # same flow, the agent now speaks OpenAI Chat Completions
         tmp_path,
-        command=f"{sys.executable} {AGENTS / 'py_openai_chat.py'}",
+        command=f"{sys.executable} {flows.AGENTS / 'py_openai_chat.py'}",
         steps=[{"prompt": PROMPT}],
     )
     result = run_cli("run", spec)
