@@ -9,7 +9,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +17,7 @@ import yaml
 
 from tests.conftest import REPO, CliResult, clean_environ, run_cli
 from tests.e2e.sockets_and_pids import free_port
+from tests.fakes.fake_upstream import FakeUpstream, Script
 
 FIXTURES = REPO / "tests" / "mcp_fixtures"
 PY = sys.executable
@@ -97,6 +98,27 @@ def write_flow(
     return path
 
 
+def stdio_notes_flow(
+    folder: Path, agent: list[str], env: dict[str, str] | None = None, **extra: Any
+) -> Path:
+    """`agent` against the notes server over stdio, its notes in `folder`/notes (`env`: more
+    of the agent's environment; `extra`: more of the flow, as `write_flow` takes it)."""
+    notes = [{"name": "notes", "command": f"{PY} {NOTES_V2}"}]
+    variables = {"NOTES_DIR": str(folder / "notes"), **(env or {})}
+    return write_flow(folder, agent, notes, env=variables, **extra)
+
+
+def write_notes_flow(
+    folder: Path, name: str, agent: dict[str, Any], server: dict[str, Any], **extra: Any
+) -> Path:
+    """notes.flow.yaml: an `agent:` of its own (command, env, conversation) and one MCP
+    server; `extra` holds the rest (steps, timeout)."""
+    spec = {"name": name, "app": "agent", "agent": agent, "mcp": [server], **extra}
+    path = folder / "notes.flow.yaml"
+    path.write_text(yaml.safe_dump(spec, sort_keys=False))
+    return path
+
+
 def edit_flow(path: Path, **changes: Any) -> None:
     spec = yaml.safe_load(path.read_text())
     for key, value in changes.items():
@@ -125,3 +147,22 @@ def executed(notes_dir: Path) -> list[str]:
     """The tool calls the real notes server executed (its own log)."""
     log = notes_dir / "server.log"
     return log.read_text().splitlines() if log.exists() else []
+
+
+def record_with_notes(
+    transport: str, notes: Path, script: Script, write: Callable[[dict[str, Any]], Path]
+) -> tuple[Path, CliResult]:
+    """Record the flow `write` makes for the notes server (its `mcp:` entry given) against
+    the fake model playing `script`: over `stdio` (the stand-in starts the server) or `http`
+    (a real server on a free port, stopped after). The flow's path and the record's result."""
+    with FakeUpstream(script=script) as fake:
+        upstream = {
+            "FLOWPROOF_AGENT_UPSTREAM": f"{fake.base_url}/v1",
+            "FLOWPROOF_AGENT_KEY": "sk-test",
+        }
+        if transport == "http":
+            with http_server(notes_http(), {"NOTES_DIR": str(notes)}) as url:
+                spec = write({"name": "notes", "url": url})
+                return spec, run_cli("record", spec, env=upstream, timeout=180)
+        spec = write({"name": "notes", "command": f"{PY} {NOTES_V2}"})
+        return spec, run_cli("record", spec, env=upstream, timeout=180)

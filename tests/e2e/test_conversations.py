@@ -12,8 +12,6 @@ url service failing turn 2, and a one-turn trace replayed as a conversation.
 from __future__ import annotations
 
 import shutil
-import subprocess
-import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,9 +20,9 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.conftest import CliResult, clean_environ, computed_once, run_cli
+from tests.conftest import CliResult, computed_once, run_cli
 from tests.e2e.flows import agent_command, write_flow
-from tests.e2e.sockets_and_pids import accepts, eventually, free_port
+from tests.e2e.url_services import Service, url_services
 from tests.fakes.fake_upstream import FakeUpstream
 
 pytestmark = pytest.mark.slow
@@ -298,39 +296,10 @@ def test_a_one_turn_trace_replayed_as_a_conversation_is_a_clear_error(tmp_path: 
 # ---- a url service that keeps a history per conversation_id ----------------------------------
 
 
-@dataclass
-class Service:
-    url: str
-    proxy_port: int
-    process: subprocess.Popen[bytes]
-
-
 @pytest.fixture
 def url_service() -> Iterator[Any]:
-    started: list[Service] = []
-
-    def start(**knobs: str) -> Service:
-        port, proxy_port = free_port(), free_port()
-        environ = clean_environ(
-            {
-                "OPENAI_BASE_URL": f"http://127.0.0.1:{proxy_port}/v1",
-                "OPENAI_API_KEY": "service-placeholder-key",
-                **knobs,
-            }
-        )
-        process = subprocess.Popen(
-            [sys.executable, str(AGENTS / "url_service.py"), str(port)],
-            env=environ,
-            stdout=subprocess.DEVNULL,
-        )
-        started.append(Service(f"http://127.0.0.1:{port}/chat", proxy_port, process))
-        assert eventually(lambda: accepts(port), 30), "the service did not start listening"
-        return started[-1]
-
-    yield start
-    for service in started:
-        service.process.terminate()
-        service.process.wait(timeout=10)
+    with url_services(AGENTS / "url_service.py", "chat", quiet=False) as start:
+        yield start
 
 
 def write_url_conversation(folder: Path, service: Service) -> Path:

@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 from tests.conftest import REPO, computed_once, run_cli, run_command, start_cli
-from tests.e2e.flows import set_agent_env, write_flow
+from tests.e2e.flows import copy_recording, replay_fails, set_agent_env, write_flow
 from tests.fakes.fake_upstream import FakeUpstream
 
 pytestmark = pytest.mark.slow
@@ -53,9 +53,7 @@ def recorded(recording: Path, tmp_path: Path) -> Path:
     """The test's own copy of the recorded flow and its trace: each test edits and replays
     it as its own (a record of the same flow stores the same requests; a record twice
     stores the same bytes: test_recording_is_deterministic)."""
-    for name in ("weather.flow.yaml", "weather.trace.yaml"):
-        shutil.copy(recording / name, tmp_path / name)
-    return tmp_path / "weather.flow.yaml"
+    return copy_recording(recording, tmp_path)
 
 
 def trace_of(spec: Path) -> Path:
@@ -101,36 +99,41 @@ def test_changed_prompt_diverges(recorded: Path) -> None:
     assert "replayed: What's the weather in Nairobi today?" in result.stdout
 
 
+def env_change_fails(spec: Path, *said: str, **env: str) -> None:
+    """The agent changed as `env` says: the replay fails, saying each of `said`."""
+    set_agent_env(spec, **env)
+    replay_fails(spec, *said)
+
+
 def test_changed_system_prompt_diverges(recorded: Path) -> None:
-    set_agent_env(recorded, AGENT_SYSTEM="You are a terse weather assistant.")
-    result = run_cli("run", recorded)
-    assert result.code == 1
-    assert "turn 1: message 0 (system) content changed" in result.stdout
+    env_change_fails(
+        recorded,
+        "turn 1: message 0 (system) content changed",
+        AGENT_SYSTEM="You are a terse weather assistant.",
+    )
 
 
 def test_added_tool_diverges(recorded: Path) -> None:
-    set_agent_env(recorded, AGENT_EXTRA_TOOL="check_visa")
-    result = run_cli("run", recorded)
-    assert result.code == 1
-    assert "turn 1: tools offered changed: added check_visa" in result.stdout
+    env_change_fails(
+        recorded, "turn 1: tools offered changed: added check_visa", AGENT_EXTRA_TOOL="check_visa"
+    )
 
 
 def test_changed_tool_schema_diverges(recorded: Path) -> None:
-    set_agent_env(recorded, AGENT_CITY_TYPE="integer")
-    result = run_cli("run", recorded)
-    assert result.code == 1
-    assert "turn 1: tools offered changed: the declaration of get_weather changed" in result.stdout
-    assert (
-        "get_weather.function.parameters.properties.city.type: recorded string, replayed integer"
-        in result.stdout
+    env_change_fails(
+        recorded,
+        "turn 1: tools offered changed: the declaration of get_weather changed",
+        "get_weather.function.parameters.properties.city.type: recorded string, replayed integer",
+        AGENT_CITY_TYPE="integer",
     )
 
 
 def test_changed_model_diverges(recorded: Path) -> None:
-    set_agent_env(recorded, AGENT_MODEL="gpt-4o")
-    result = run_cli("run", recorded)
-    assert result.code == 1
-    assert "turn 1: model changed: recorded gpt-4o-mini, replayed gpt-4o" in result.stdout
+    env_change_fails(
+        recorded,
+        "turn 1: model changed: recorded gpt-4o-mini, replayed gpt-4o",
+        AGENT_MODEL="gpt-4o",
+    )
 
 
 def test_argument_drift_names_the_path(recorded: Path) -> None:
@@ -150,35 +153,28 @@ def test_argument_drift_names_the_path(recorded: Path) -> None:
 
 
 def test_extra_call_fails(recorded: Path) -> None:
-    set_agent_env(recorded, AGENT_EXTRA_CALL="1")
-    result = run_cli("run", recorded)
-    assert result.code == 1
-    assert "extra call" in result.stdout
+    env_change_fails(recorded, "extra call", AGENT_EXTRA_CALL="1")
 
 
 def test_missing_call_fails(recorded: Path) -> None:
-    set_agent_env(recorded, AGENT_STOP_AFTER="1")
-    result = run_cli("run", recorded)
-    assert result.code == 1
-    assert (
-        "the agent made 1 model call(s), the recording has 2 (turn(s) never requested: 2)"
-        in result.stdout
+    env_change_fails(
+        recorded,
+        "the agent made 1 model call(s), the recording has 2 (turn(s) never requested: 2)",
+        AGENT_STOP_AFTER="1",
     )
 
 
 def test_swallowed_divergence_still_fails(recorded: Path) -> None:
-    set_agent_env(recorded, AGENT_SWALLOW_ERRORS="1", AGENT_MODEL="gpt-4o")
-    result = run_cli("run", recorded)
-    assert result.code == 1
-    assert "model changed" in result.stdout
+    env_change_fails(recorded, "model changed", AGENT_SWALLOW_ERRORS="1", AGENT_MODEL="gpt-4o")
 
 
 def test_dead_agent_reports_exit_code_and_stderr(recorded: Path) -> None:
-    set_agent_env(recorded, AGENT_CRASH_FIRST="3")
-    result = run_cli("run", recorded)
-    assert result.code == 1
-    assert "the agent exited with code 3 before making any model call" in result.stdout
-    assert "agent: cannot load my configuration" in result.stdout
+    env_change_fails(
+        recorded,
+        "the agent exited with code 3 before making any model call",
+        "agent: cannot load my configuration",
+        AGENT_CRASH_FIRST="3",
+    )
 
 
 def test_hung_agent_is_killed_on_timeout(recorded: Path) -> None:

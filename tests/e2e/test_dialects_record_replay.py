@@ -5,16 +5,24 @@ from __future__ import annotations
 
 import shutil
 import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from flowproof_cli import trace as traces
-from flowproof_cli.cassette import Turn
 from tests.conftest import REPO, computed_once, run_cli
-from tests.e2e.flows import AGENTS, set_agent_env, write_flow
+from tests.e2e.flows import (
+    AGENTS,
+    changed_system_prompt_fails,
+    copy_recording,
+    edit_trace,
+    recorded_on_fake,
+    replay_fails,
+    replays_with_env,
+    trace_path,
+    write_flow,
+)
 from tests.fakes.fake_upstream import FakeUpstream
 
 pytestmark = pytest.mark.slow
@@ -62,17 +70,7 @@ def flow_for(folder: Path, script: str, **extra: Any) -> Path:
 
 
 def record(spec: Path) -> None:
-    with FakeUpstream() as fake:
-        result = run_cli(
-            "record",
-            spec,
-            env={"FLOWPROOF_AGENT_UPSTREAM": f"{fake.base_url}/v1", "FLOWPROOF_AGENT_KEY": "sk-x"},
-        )
-    assert result.code == 0, result.output
-
-
-def trace_path(spec: Path) -> Path:
-    return spec.with_name(spec.name.replace(".flow.yaml", ".trace.yaml"))
+    recorded_on_fake(spec, "sk-x", "/v1")
 
 
 # How a user wires an agent whose client reads a variable differently: a runtime handle.
@@ -91,18 +89,11 @@ def recorded_once(script: str, tmp_path_factory: pytest.TempPathFactory) -> Path
     return Path(computed_once(tmp_path_factory, f"dialects-{script}", record_once))
 
 
-def copy_of(recording: Path, folder: Path) -> Path:
-    """A copy of the recorded flow and its trace in `folder`, to edit and replay."""
-    for name in ("weather.flow.yaml", "weather.trace.yaml"):
-        shutil.copy(recording / name, folder / name)
-    return folder / "weather.flow.yaml"
-
-
 @pytest.mark.parametrize("script", sorted(AGENT_PROTOCOLS))
 def test_real_sdk_records_and_replays_offline(
     tmp_path: Path, tmp_path_factory: pytest.TempPathFactory, script: str
 ) -> None:
-    spec = copy_of(recorded_once(script, tmp_path_factory), tmp_path)
+    spec = copy_recording(recorded_once(script, tmp_path_factory), tmp_path)
     trace = traces.load(trace_path(spec))
     assert {turn.protocol for turn in trace.turns} == {AGENT_PROTOCOLS[script]}
     assert len(trace.turns) >= 2
@@ -118,37 +109,6 @@ def test_real_sdk_records_and_replays_offline(
 # -- red paths, in each dialect, by editing what was recorded -----------------------------
 
 RED_PATH_AGENTS = ["py_openai_chat.py", "py_openai_responses.py", "py_anthropic.py"]
-
-
-def _rewrite(value: Any, edit: Callable[[Any], Any]) -> Any:
-    value = edit(value)
-    if isinstance(value, dict):
-        return {key: _rewrite(item, edit) for key, item in value.items()}
-    if isinstance(value, list):
-        return [_rewrite(item, edit) for item in value]
-    return value
-
-
-def edit_trace(
-    spec: Path,
-    *,
-    requests: Callable[[Any], Any] | None = None,
-    first_response: Callable[[Any], Any] | None = None,
-    protocol: str | None = None,
-) -> None:
-    path = trace_path(spec)
-    trace = traces.load(path)
-    turns = []
-    for position, turn in enumerate(trace.turns):
-        request = _rewrite(turn.request, requests) if requests else turn.request
-        response = (
-            _rewrite(turn.response, first_response)
-            if first_response and position == 0
-            else turn.response
-        )
-        turns.append(Turn(protocol or turn.protocol, request, turn.status, response))
-    trace.turns = turns
-    traces.save(path, trace)
 
 
 def _city_type_integer(value: Any) -> Any:
@@ -174,38 +134,28 @@ def recorded_flow(
 ) -> Path:
     """The test's own copy of the agent's recording (the one its record/replay test made)."""
     assert not AGENT_ENV.get(request.param), "the red paths edit the plain flow's recording"
-    return copy_of(recorded_once(request.param, tmp_path_factory), tmp_path)
+    return copy_recording(recorded_once(request.param, tmp_path_factory), tmp_path)
 
 
 def test_changed_system_prompt_diverges(recorded_flow: Path) -> None:
-    edit_trace(
-        recorded_flow,
-        requests=lambda v: "You were a weather assistant." if v == SYSTEM_PROMPT else v,
-    )
-    result = run_cli("run", recorded_flow)
-    assert result.code == 1, result.output
-    assert "divergence at turn 1: message 0 (system) content changed" in result.stdout
-    assert "recorded: You were a weather assistant." in result.stdout
+    changed_system_prompt_fails(recorded_flow, SYSTEM_PROMPT)
 
 
 def test_changed_tool_schema_diverges(recorded_flow: Path) -> None:
     edit_trace(recorded_flow, requests=_city_type_integer)
-    result = run_cli("run", recorded_flow)
-    assert result.code == 1, result.output
-    assert (
-        "divergence at turn 1: tools offered changed: the declaration of get_weather changed"
-        in result.stdout
+    replay_fails(
+        recorded_flow,
+        "divergence at turn 1: tools offered changed: the declaration of get_weather changed",
+        "city.type: recorded integer, replayed string",
     )
-    assert "city.type: recorded integer, replayed string" in result.stdout
 
 
 def test_changed_argument_names_the_path(recorded_flow: Path) -> None:
     edit_trace(recorded_flow, first_response=_nairobi_to_paris)
-    result = run_cli("run", recorded_flow)
-    assert result.code == 1, result.output
-    assert (
-        "divergence at turn 2: tool-call arguments drifted in message 2 (assistant): get_weather.city: recorded Nairobi, replayed Paris"
-        in result.stdout
+    replay_fails(
+        recorded_flow,
+        "divergence at turn 2: tool-call arguments drifted in message 2 (assistant): "
+        "get_weather.city: recorded Nairobi, replayed Paris",
     )
 
 
@@ -245,17 +195,13 @@ def test_stream_is_transport_a_plain_recording_serves_a_streaming_client(tmp_pat
 
     chat = write_flow(tmp_path, name="chat")  # the tool-loop agent, its answers not streamed
     record(chat)
-    set_agent_env(chat, AGENT_STREAM="1")
-    result = run_cli("run", chat)
-    assert result.code == 0, result.output
+    replays_with_env(chat, AGENT_STREAM="1")
 
 
 def test_a_streaming_recording_serves_a_plain_client(tmp_path: Path) -> None:
     chat = write_flow(tmp_path, name="chat", env={"AGENT_STREAM": "1"})
     record(chat)
-    set_agent_env(chat, AGENT_STREAM="")
-    result = run_cli("run", chat)
-    assert result.code == 0, result.output
+    replays_with_env(chat, AGENT_STREAM="")
 
 
 @pytest.mark.parametrize(

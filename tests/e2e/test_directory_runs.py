@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 import signal
 import subprocess
 import sys
@@ -17,30 +16,11 @@ import pytest
 
 from flowproof_cli.verdict import Failure
 from tests.conftest import REPO, clean_environ, run_cli
-from tests.e2e.flows import write_flow
-from tests.fakes.fake_upstream import FakeUpstream
+from tests.e2e.flows import traced_flow
 
 pytestmark = pytest.mark.slow
 
 JUNIT = Path(".flowproof") / "suite-junit.xml"
-
-
-@pytest.fixture(scope="module")
-def recorded_trace(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    folder = tmp_path_factory.mktemp("recording")
-    spec = write_flow(folder)
-    with FakeUpstream() as fake:
-        result = run_cli("record", spec, env={"FLOWPROOF_AGENT_UPSTREAM": f"{fake.base_url}/v1"})
-    assert result.code == 0, result.output
-    return folder / "weather.trace.yaml"
-
-
-def traced_flow(folder: Path, trace: Path | None, name: str, **kwargs: object) -> Path:
-    folder.mkdir(parents=True, exist_ok=True)
-    spec = write_flow(folder, name=name, **kwargs)  # type: ignore[arg-type]
-    if trace is not None:
-        shutil.copy(trace, folder / f"{name}.trace.yaml")
-    return spec
 
 
 @pytest.fixture

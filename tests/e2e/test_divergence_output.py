@@ -14,8 +14,7 @@ import pytest
 
 from flowproof_cli.verdict import Failure
 from tests.conftest import run_cli
-from tests.e2e.flows import set_agent_env, write_flow
-from tests.fakes.fake_upstream import FakeUpstream
+from tests.e2e.flows import recorded_on_fake, set_agent_env, write_flow
 
 pytestmark = pytest.mark.slow
 
@@ -32,13 +31,7 @@ def recording(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """One recording for the module; each test edits its own copy."""
     folder = tmp_path_factory.mktemp("recorded")
     spec = write_flow(folder, env={"AGENT_SYSTEM": SYSTEM})
-    with FakeUpstream() as fake:
-        result = run_cli(
-            "record",
-            spec,
-            env={"FLOWPROOF_AGENT_UPSTREAM": f"{fake.base_url}/v1", "FLOWPROOF_AGENT_KEY": "sk-1"},
-        )
-    assert result.code == 0, result.output
+    recorded_on_fake(spec, "sk-1", "/v1")
     return folder
 
 

@@ -14,7 +14,14 @@ import pytest
 from flowproof_cli import trace as traces
 from flowproof_cli.evidence.timeline import timeline
 from tests.conftest import run_cli
-from tests.e2e.flows import AGENTS, set_agent_env, write_flow
+from tests.e2e.flows import (
+    AGENTS,
+    record_on_fake,
+    recorded_on_fake,
+    replays_with_env,
+    trace_path,
+    write_flow,
+)
 from tests.fakes.fake_upstream import FakeUpstream
 
 pytestmark = pytest.mark.slow
@@ -45,19 +52,8 @@ def flow_for(folder: Path, provider: str, question: str = QUESTION, stream: bool
     )
 
 
-def trace_path(spec: Path) -> Path:
-    return spec.with_name(spec.name.replace(".flow.yaml", ".trace.yaml"))
-
-
 def record(spec: Path) -> FakeUpstream:
-    with FakeUpstream() as fake:
-        result = run_cli(
-            "record",
-            spec,
-            env={"FLOWPROOF_AGENT_UPSTREAM": fake.base_url, "FLOWPROOF_AGENT_KEY": "sk-endpoint"},
-        )
-    assert result.code == 0, result.output
-    return fake
+    return recorded_on_fake(spec, "sk-endpoint")
 
 
 @pytest.mark.parametrize("provider", sorted(PROTOCOLS))
@@ -83,9 +79,7 @@ def test_endpoints_record_and_replay_offline_twice(tmp_path: Path, provider: str
 def test_a_plain_legacy_completion_serves_the_streaming_client(tmp_path: Path) -> None:
     spec = flow_for(tmp_path, "openai")
     record(spec)
-    set_agent_env(spec, ENDPOINT_STREAM="1")
-    result = run_cli("run", spec)
-    assert result.code == 0, result.output
+    replays_with_env(spec, ENDPOINT_STREAM="1")
 
 
 @pytest.mark.parametrize(
@@ -126,12 +120,7 @@ def test_an_endpoint_flowproof_does_not_speak_fails_the_flow_naming_it(tmp_path:
         tools=[],
         steps=[{"prompt": QUESTION}, {"assert": "reply contains You said"}],
     )
-    with FakeUpstream() as fake:
-        result = run_cli(
-            "record",
-            spec,
-            env={"FLOWPROOF_AGENT_UPSTREAM": fake.base_url, "FLOWPROOF_AGENT_KEY": "sk-x"},
-        )
+    fake, result = record_on_fake(spec, "sk-x")
     assert result.code == 1, result.output
     said = "POST /v1/audio/speech is not a model endpoint flowproof records"
     assert said in result.stdout, result.output

@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from tests.conftest import REPO, CliResult, run_cli
-from tests.e2e.flows import AGENTS, write_flow
+from tests.e2e.flows import AGENTS, replay_fails, write_flow
 from tests.fakes.fake_upstream import FakeUpstream
 
 pytestmark = pytest.mark.slow
@@ -93,6 +93,12 @@ RATE_LIMITED = [
 ]
 
 
+def fails_after(spec: Path, *said: str, **change: Any) -> None:
+    """The flow edited as `change` says (`edit`): its replay fails, saying each of `said`."""
+    edit(spec, **change)
+    replay_fails(spec, *said, stream="output")
+
+
 def test_openai_python_absorbs_a_429_and_a_500_and_each_travels_in_the_trace(
     tmp_path: Path,
 ) -> None:
@@ -112,10 +118,7 @@ def test_openai_python_absorbs_a_429_and_a_500_and_each_travels_in_the_trace(
         "retry_after": 0.1,
     }
     # Red: the same agent without retries dies on the 429 it absorbed before.
-    edit(spec, env={"AGENT_RETRIES": "0"})
-    failed = run_cli("run", spec)
-    assert failed.code == 1, failed.output
-    assert "RateLimitError" in failed.output and "Rate limit reached" in failed.output
+    fails_after(spec, "RateLimitError", "Rate limit reached", env={"AGENT_RETRIES": "0"})
 
 
 def test_openai_node_absorbs_a_429_and_a_500(tmp_path: Path) -> None:
@@ -125,10 +128,7 @@ def test_openai_node_absorbs_a_429_and_a_500(tmp_path: Path) -> None:
     )
     recorded_and_replayed(spec)
     # Red: the count of requests is what the SDK really sent, retries included.
-    edit(spec, steps=[*WEATHER, {"assert": "model calls equals 2"}])
-    failed = run_cli("run", spec)
-    assert failed.code == 1, failed.output
-    assert "model calls" in failed.output and "4" in failed.output
+    fails_after(spec, "model calls", "4", steps=[*WEATHER, {"assert": "model calls equals 2"}])
 
 
 def test_anthropic_absorbs_an_overloaded_529(tmp_path: Path) -> None:
@@ -157,10 +157,9 @@ def test_google_genai_retries_nothing_by_default_and_absorbs_with_retry_options(
     spec = faulted_flow(tmp_path / "default", "py_google_genai.py", faults, dies)
     recorded_and_replayed(spec)  # the error path itself is the flow, and it passes
     # Red: the same flow asserting the agent came through fails, naming the exit code.
-    edit(spec, steps=[{"prompt": PROMPT}, {"assert": "exit code equals 0"}])
-    failed = run_cli("run", spec)
-    assert failed.code == 1, failed.output
-    assert "exit code" in failed.output and "1" in failed.output
+    fails_after(
+        spec, "exit code", "1", steps=[{"prompt": PROMPT}, {"assert": "exit code equals 0"}]
+    )
     retrying = faulted_flow(
         tmp_path / "retrying", "py_google_genai.py", faults, GENAI_RETRY_ATTEMPTS="3"
     )
@@ -172,10 +171,7 @@ def test_vercel_ai_absorbs_a_429(tmp_path: Path) -> None:
     spec = faulted_flow(tmp_path, "node_ai_sdk_openai.mjs", faults, **DEFAULT_RETRIES)
     recorded_and_replayed(spec)
     # Red: the retry is a request of its own; a flow counting one request per call fails.
-    edit(spec, steps=[*WEATHER, {"assert": "model calls at most 2"}])
-    failed = run_cli("run", spec)
-    assert failed.code == 1, failed.output
-    assert "model calls" in failed.output and "3" in failed.output
+    fails_after(spec, "model calls", "3", steps=[*WEATHER, {"assert": "model calls at most 2"}])
 
 
 def test_a_reset_connection_is_retried_by_the_sdk(tmp_path: Path) -> None:
@@ -183,10 +179,7 @@ def test_a_reset_connection_is_retried_by_the_sdk(tmp_path: Path) -> None:
     spec = faulted_flow(tmp_path, "py_openai_resilient.py", faults)
     recorded_and_replayed(spec)
     # Red: without retries the same reset ends the agent.
-    edit(spec, env={"AGENT_RETRIES": "0"})
-    failed = run_cli("run", spec)
-    assert failed.code == 1, failed.output
-    assert "APIConnectionError" in failed.output
+    fails_after(spec, "APIConnectionError", env={"AGENT_RETRIES": "0"})
 
 
 def test_an_agent_that_retries_a_cut_stream_passes_and_one_that_accepts_it_fails(

@@ -4,9 +4,7 @@ red paths, by editing what was recorded."""
 
 from __future__ import annotations
 
-import shutil
 import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +13,7 @@ import pytest
 from flowproof_cli import trace as traces
 from flowproof_cli.cassette import Turn
 from tests.conftest import computed_once, run_cli
-from tests.e2e.flows import AGENTS, write_flow
+from tests.e2e import flows
 from tests.fakes.fake_upstream import FakeUpstream
 
 pytestmark = pytest.mark.slow
@@ -34,22 +32,13 @@ def flow_for(folder: Path, script: str) -> Path:
         {"assert_tool_call": "get_time"},
         {"assert": "reply contains sunny"},
     ]
-    return write_flow(folder, command=f"{sys.executable} {AGENTS / script}", steps=steps)
-
-
-def trace_path(spec: Path) -> Path:
-    return spec.with_name(spec.name.replace(".flow.yaml", ".trace.yaml"))
+    return flows.write_flow(
+        folder, command=f"{sys.executable} {flows.AGENTS / script}", steps=steps
+    )
 
 
 def record(spec: Path) -> FakeUpstream:
-    with FakeUpstream() as fake:
-        result = run_cli(
-            "record",
-            spec,
-            env={"FLOWPROOF_AGENT_UPSTREAM": fake.base_url, "FLOWPROOF_AGENT_KEY": "gm-secret"},
-        )
-    assert result.code == 0, result.output
-    return fake
+    return flows.recorded_on_fake(spec, "gm-secret")
 
 
 def function_responses(turn: Turn) -> dict[str, Any]:
@@ -73,11 +62,11 @@ def test_google_genai_records_and_replays_offline(tmp_path: Path, script: str) -
         assert request.headers["x-goog-api-key"] == "gm-secret"
         assert "model" not in request.body and "stream" not in request.body
 
-    trace = traces.load(trace_path(spec))
+    trace = traces.load(flows.trace_path(spec))
     assert [turn.protocol for turn in trace.turns] == ["gemini", "gemini"]
     assert all(turn.request["model"] == "gemini-2.5-flash" for turn in trace.turns)
     assert all("stream" not in turn.request for turn in trace.turns)
-    text = trace_path(spec).read_text()
+    text = flows.trace_path(spec).read_text()
     assert "gm-secret" not in text and "flowproof-placeholder-key" not in text
     # get_time's volatile result was mocked: the model was told the mock, verbatim
     results = function_responses(trace.turns[1])
@@ -100,34 +89,6 @@ def test_a_plain_recording_serves_the_streaming_client(tmp_path: Path) -> None:
 # -- red paths -------------------------------------------------------------------------------
 
 
-def _rewrite(value: Any, edit: Callable[[Any], Any]) -> Any:
-    value = edit(value)
-    if isinstance(value, dict):
-        return {key: _rewrite(item, edit) for key, item in value.items()}
-    if isinstance(value, list):
-        return [_rewrite(item, edit) for item in value]
-    return value
-
-
-def edit_trace(
-    spec: Path,
-    *,
-    requests: Callable[[Any], Any] | None = None,
-    first_response: Callable[[Any], Any] | None = None,
-) -> None:
-    path = trace_path(spec)
-    trace = traces.load(path)
-    turns = []
-    for position, turn in enumerate(trace.turns):
-        request = _rewrite(turn.request, requests) if requests else turn.request
-        response = turn.response
-        if first_response and position == 0:
-            response = _rewrite(turn.response, first_response)
-        turns.append(Turn(turn.protocol, request, turn.status, response))
-    trace.turns = turns
-    traces.save(path, trace)
-
-
 @pytest.fixture(scope="module", params=GEMINI_AGENTS)
 def recording(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Each agent's flow recorded once per session (`computed_once`): its folder, never
@@ -145,42 +106,32 @@ def recording(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathF
 @pytest.fixture
 def recorded_flow(recording: Path, tmp_path: Path) -> Path:
     """The test's own copy of the recorded flow and trace, to edit and replay."""
-    for name in ("weather.flow.yaml", "weather.trace.yaml"):
-        shutil.copy(recording / name, tmp_path / name)
-    return tmp_path / "weather.flow.yaml"
+    return flows.copy_recording(recording, tmp_path)
 
 
 def test_changed_system_instruction_diverges(recorded_flow: Path) -> None:
-    edit_trace(
-        recorded_flow,
-        requests=lambda v: "You were a weather assistant." if v == SYSTEM_PROMPT else v,
-    )
-    result = run_cli("run", recorded_flow)
-    assert result.code == 1, result.output
-    assert "divergence at turn 1: message 0 (system) content changed" in result.stdout
-    assert "recorded: You were a weather assistant." in result.stdout
+    result = flows.changed_system_prompt_fails(recorded_flow, SYSTEM_PROMPT)
     assert f"replayed: {SYSTEM_PROMPT}" in result.stdout
 
 
 def test_changed_argument_names_the_path(recorded_flow: Path) -> None:
-    edit_trace(
+    flows.edit_trace(
         recorded_flow,
         first_response=lambda v: v.replace("Nairobi", "Paris") if isinstance(v, str) else v,
     )
-    result = run_cli("run", recorded_flow)
-    assert result.code == 1, result.output
-    assert (
+    flows.replay_fails(
+        recorded_flow,
         "divergence at turn 2: tool-call arguments drifted in message 2 (model): "
-        "get_weather.city: recorded Nairobi, replayed Paris" in result.stdout
+        "get_weather.city: recorded Nairobi, replayed Paris",
     )
 
 
 def test_protocol_changed_diverges_first(tmp_path: Path) -> None:
     spec = flow_for(tmp_path, "py_google_genai.py")
     record(spec)
-    write_flow(  # same flow, the agent now speaks OpenAI Chat Completions
+    flows.write_flow(  # same flow, the agent now speaks OpenAI Chat Completions
         tmp_path,
-        command=f"{sys.executable} {AGENTS / 'py_openai_chat.py'}",
+        command=f"{sys.executable} {flows.AGENTS / 'py_openai_chat.py'}",
         steps=[{"prompt": PROMPT}],
     )
     result = run_cli("run", spec)

@@ -16,12 +16,11 @@ import json
 from pathlib import Path
 
 import pytest
-import yaml
 
 from tests.conftest import run_cli
 from tests.e2e.flows import AGENTS, agent_command
-from tests.e2e.mcp_flows import NOTES_V2, PY, edit_flow, executed, http_server, notes_http, trace_of
-from tests.fakes.fake_upstream import DIALECT_CHAT, FakeUpstream, Reply
+from tests.e2e.mcp_flows import edit_flow, executed, record_with_notes, trace_of, write_notes_flow
+from tests.fakes.fake_upstream import DIALECT_CHAT, Reply
 
 pytestmark = pytest.mark.slow
 
@@ -44,28 +43,22 @@ def model(dialect: str, body: dict) -> Reply:
 
 
 def write_spec(folder: Path, server: dict, notes: Path) -> Path:
-    spec = {
-        "name": "notes bot across turns",
-        "app": "agent",
-        "agent": {
-            "command": agent_command(AGENT),
-            "env": {"NOTES_DIR": str(notes), "MCP_MODE": "auto"},
-            "conversation": {"until": "^> $"},
-        },
-        "mcp": [server],
-        "timeout": 60,
-        "steps": [
-            {"user": FIRST},
-            {"assert_tool_call": "write_note where name equals a.txt"},
-            {"assert": "reply contains Saved"},
-            {"user": SECOND},
-            {"assert_tool_call": "read_note where name equals a.txt"},
-            {"assert": "reply contains hello"},
-        ],
+    agent = {
+        "command": agent_command(AGENT),
+        "env": {"NOTES_DIR": str(notes), "MCP_MODE": "auto"},
+        "conversation": {"until": "^> $"},
     }
-    path = folder / "notes.flow.yaml"
-    path.write_text(yaml.safe_dump(spec, sort_keys=False))
-    return path
+    steps = [
+        {"user": FIRST},
+        {"assert_tool_call": "write_note where name equals a.txt"},
+        {"assert": "reply contains Saved"},
+        {"user": SECOND},
+        {"assert_tool_call": "read_note where name equals a.txt"},
+        {"assert": "reply contains hello"},
+    ]
+    return write_notes_flow(
+        folder, "notes bot across turns", agent, server, timeout=60, steps=steps
+    )
 
 
 @pytest.mark.parametrize("transport", ["stdio", "http"])
@@ -73,18 +66,9 @@ def test_mcp_calls_replay_turn_by_turn_and_a_moved_call_names_its_turn(
     transport: str, tmp_path: Path
 ) -> None:
     notes = tmp_path / "notes"
-    with FakeUpstream(script=model) as fake:
-        upstream = {
-            "FLOWPROOF_AGENT_UPSTREAM": f"{fake.base_url}/v1",
-            "FLOWPROOF_AGENT_KEY": "sk-test",
-        }
-        if transport == "http":
-            with http_server(notes_http(), {"NOTES_DIR": str(notes)}) as url:
-                spec = write_spec(tmp_path, {"name": "notes", "url": url}, notes)
-                result = run_cli("record", spec, env=upstream, timeout=180)
-        else:
-            spec = write_spec(tmp_path, {"name": "notes", "command": f"{PY} {NOTES_V2}"}, notes)
-            result = run_cli("record", spec, env=upstream, timeout=180)
+    spec, result = record_with_notes(
+        transport, notes, model, lambda server: write_spec(tmp_path, server, notes)
+    )
     assert result.code == 0, result.output
     tools = [line.split(" ")[1:3] for line in executed(notes)]
     assert [name for name, *_ in tools] == ["write_note", "write_note", "read_note", "write_note"]

@@ -14,8 +14,8 @@ import pytest
 
 from tests.conftest import run_cli
 from tests.e2e.flows import AGENTS, agent_command
-from tests.e2e.mcp_flows import NOTES_V2, PY, edit_flow, executed, http_server, notes_http, trace_of
-from tests.fakes.fake_upstream import FakeUpstream, Reply, sequence
+from tests.e2e.mcp_flows import edit_flow, executed, record_with_notes, trace_of, write_notes_flow
+from tests.fakes.fake_upstream import Reply, sequence
 
 pytestmark = pytest.mark.slow
 
@@ -31,41 +31,23 @@ def model_script():
 
 
 def write_spec(folder: Path, server: dict, env: dict[str, str]) -> Path:
-    import yaml
-
-    spec = {
-        "name": "notes agent",
-        "app": "agent",
-        "agent": {"command": agent_command(AGENT), "env": env},
-        "mcp": [server],
-        "steps": [
-            {"prompt": "Write hello to a.txt, then read it back."},
-            {"assert_tool_call": "write_note where name equals a.txt"},
-            {"assert_tool_call": "read_note"},
-            {"assert": "reply contains says hello"},
-        ],
-    }
-    path = folder / "notes.flow.yaml"
-    path.write_text(yaml.safe_dump(spec, sort_keys=False))
-    return path
+    steps = [
+        {"prompt": "Write hello to a.txt, then read it back."},
+        {"assert_tool_call": "write_note where name equals a.txt"},
+        {"assert_tool_call": "read_note"},
+        {"assert": "reply contains says hello"},
+    ]
+    agent = {"command": agent_command(AGENT), "env": env}
+    return write_notes_flow(folder, "notes agent", agent, server, steps=steps)
 
 
 @pytest.mark.parametrize("transport", ["stdio", "http"])
 def test_model_and_mcp_boundaries_in_one_trace(transport: str, tmp_path: Path) -> None:
     notes = tmp_path / "notes"
     env = {"NOTES_DIR": str(notes), "MCP_MODE": "auto"}
-    with FakeUpstream(script=model_script()) as fake:
-        upstream = {
-            "FLOWPROOF_AGENT_UPSTREAM": f"{fake.base_url}/v1",
-            "FLOWPROOF_AGENT_KEY": "sk-test",
-        }
-        if transport == "http":
-            with http_server(notes_http(), {"NOTES_DIR": str(notes)}) as url:
-                spec = write_spec(tmp_path, {"name": "notes", "url": url}, env)
-                result = run_cli("record", spec, env=upstream, timeout=180)
-        else:
-            spec = write_spec(tmp_path, {"name": "notes", "command": f"{PY} {NOTES_V2}"}, env)
-            result = run_cli("record", spec, env=upstream, timeout=180)
+    spec, result = record_with_notes(
+        transport, notes, model_script(), lambda server: write_spec(tmp_path, server, env)
+    )
     assert result.code == 0, result.output
     assert [line.split(" ")[1] for line in executed(notes)] == ["write_note", "read_note"]
 

@@ -29,6 +29,7 @@ from tests.e2e.mcp_flows import (
     notes_http,
     record,
     replay,
+    stdio_notes_flow,
     trace_of,
     write_flow,
 )
@@ -144,18 +145,17 @@ def trace_entry(spec: Path) -> dict[str, Any]:
     return yaml.safe_load(spec.read_text())["mcp"][0]
 
 
+def fs_client(box: Path, steps: str) -> list[str]:
+    """The scripted filesystem client, rooted at `box`, making `steps`."""
+    return client(
+        "py_client_filesystem.py", "--mode", "legacy", "--roots", str(box), "--steps", steps
+    )
+
+
 def test_filesystem_side_effect_only_at_record_and_never_for_a_mock(tmp_path: Path) -> None:
     box = tmp_path / "box"
     box.mkdir()
-    agent = client(
-        "py_client_filesystem.py",
-        "--mode",
-        "legacy",
-        "--roots",
-        str(box),
-        "--steps",
-        "list,write,read",
-    )
+    agent = fs_client(box, "list,write,read")
     command = f"node {FILESYSTEM / 'index.js'} {box}"
     spec = write_flow(tmp_path, agent, [{"name": "files", "command": command}], name="fs")
     assert record(spec).code == 0
@@ -167,15 +167,7 @@ def test_filesystem_side_effect_only_at_record_and_never_for_a_mock(tmp_path: Pa
 
     mocked = write_flow(
         tmp_path,
-        client(
-            "py_client_filesystem.py",
-            "--mode",
-            "legacy",
-            "--roots",
-            str(box),
-            "--steps",
-            "list,write",
-        ),
+        fs_client(box, "list,write"),
         [{"name": "files", "command": command, "tools": [{"name": "write_file", "result": "ok"}]}],
         name="fs-mock",
     )
@@ -191,12 +183,7 @@ def test_filesystem_side_effect_only_at_record_and_never_for_a_mock(tmp_path: Pa
 @pytest.fixture
 def notes_flow(tmp_path: Path) -> Path:
     agent = client("py_client_v2.py", "--mode", "legacy", "--steps", "write,read,sample")
-    spec = write_flow(
-        tmp_path,
-        agent,
-        [{"name": "notes", "command": f"{PY} {NOTES_V2}"}],
-        env={"NOTES_DIR": str(tmp_path / "notes")},
-    )
+    spec = stdio_notes_flow(tmp_path, agent)
     result = record(spec)
     assert result.code == 0, result.output
     return spec
@@ -279,12 +266,7 @@ def test_a_server_the_agent_never_contacts_fails_record(tmp_path: Path) -> None:
         "--server-cmd",
         f"{PY} {NOTES_V2}",
     )
-    spec = write_flow(
-        tmp_path,
-        agent,
-        [{"name": "notes", "command": f"{PY} {NOTES_V2}"}],
-        env={"NOTES_DIR": str(tmp_path / "notes")},
-    )
+    spec = stdio_notes_flow(tmp_path, agent)
     result = record(spec)
     assert result.code == 1, result.output
     assert "the agent never spawned flowproof's MCP stand-in for 'notes'" in result.output

@@ -23,18 +23,7 @@ from flowproof_cli.mcp.http_replay import HttpReplaySession
 from flowproof_cli.mcp.sse import SseParser
 from flowproof_cli.runner.proxy_engine import ProxyEngine
 from tests.conftest import run_cli
-from tests.e2e.mcp_flows import (
-    NOTES_V2,
-    PY,
-    client,
-    edit_flow,
-    http_server,
-    notes_http,
-    record,
-    replay,
-    trace_of,
-    write_flow,
-)
+from tests.e2e import mcp_flows
 from tests.unit.test_mcp_resumption import lane, rpc, tool
 
 pytestmark = pytest.mark.slow
@@ -249,23 +238,25 @@ def test_the_sdk_client_resumes_a_cut_post_answer_at_replay(tmp_path: Path) -> N
     relay = tmp_path / "relay_agent.py"
     relay.write_text(RELAY)
     out = tmp_path / "relay.json"
-    sdk = client("py_client_v2.py", "--mode", "legacy", "--transport", "http")
-    agent = [PY, str(relay), str(out), "pass", *sdk, "--steps", "write,slow"]
+    sdk = mcp_flows.client("py_client_v2.py", "--mode", "legacy", "--transport", "http")
+    agent = [mcp_flows.PY, str(relay), str(out), "pass", *sdk, "--steps", "write,slow"]
     notes = tmp_path / "notes"
     env = {"NOTES_DIR": str(notes)}
-    with http_server(notes_http(NOTES_V2), env) as url:
-        spec = write_flow(tmp_path, agent, [{"name": "notes", "url": url}], env=env)
-        recorded = record(spec)
+    with mcp_flows.http_server(mcp_flows.notes_http(), env) as url:
+        spec = mcp_flows.write_flow(tmp_path, agent, [{"name": "notes", "url": url}], env=env)
+        recorded = mcp_flows.record(spec)
     assert recorded.code == 0, recorded.output
     at_record = json.loads(out.read_text())
     assert at_record["summary"]["protocol_version"] == "2025-11-25"
     assert len(at_record["summary"]["progress"]) == 3
 
-    edit_flow(spec, agent=[PY, str(relay), str(out), "cut", *sdk, "--steps", "write,slow"])
-    replayed = replay(spec)
+    mcp_flows.edit_flow(
+        spec, agent=[mcp_flows.PY, str(relay), str(out), "cut", *sdk, "--steps", "write,slow"]
+    )
+    replayed = mcp_flows.replay(spec)
     assert replayed.code == 0, replayed.output
     at_replay = json.loads(out.read_text())
-    calls = trace_of(spec)["mcp"]["notes"]["calls"]
+    calls = mcp_flows.trace_of(spec)["mcp"]["notes"]["calls"]
     slow = next(
         number
         for number, call in enumerate(calls, start=1)

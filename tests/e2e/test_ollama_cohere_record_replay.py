@@ -55,11 +55,17 @@ def trace_of(spec: Path) -> traces.Trace:
     return traces.load(spec.with_name(spec.name.replace(".flow.yaml", ".trace.yaml")))
 
 
-def record(spec: Path, base_url: str, provider: str, key: str | None = None) -> None:
+def recorded(spec: Path, base_url: str, provider: str, key: str | None = None) -> CliResult:
+    """Record against the fake at `base_url`, routed as `provider`'s upstream (and `key` as
+    flowproof's key for it); the result."""
     env = {"FLOWPROOF_AGENT_UPSTREAM": base_url, f"FLOWPROOF_UPSTREAM_{provider}": base_url}
     if key is not None:
         env.update(FLOWPROOF_AGENT_KEY=key, **{f"FLOWPROOF_KEY_{provider}": key})
-    result = run_cli("record", spec, env=env)
+    return run_cli("record", spec, env=env)
+
+
+def record(spec: Path, base_url: str, provider: str, key: str | None = None) -> None:
+    result = recorded(spec, base_url, provider, key)
     assert result.code == 0, result.output
 
 
@@ -257,9 +263,7 @@ def test_a_refused_cohere_key_fails_the_record_naming_the_upstreams_answer(
 ) -> None:
     spec = flow(tmp_path, "py_cohere.py", env=COHERE_ENV)
     with FakeCohere(key="the-right-key-0123456789") as fake:
-        env = {"FLOWPROOF_AGENT_UPSTREAM": fake.base_url, "FLOWPROOF_AGENT_KEY": KEY}
-        env.update(FLOWPROOF_UPSTREAM_COHERE=fake.base_url, FLOWPROOF_KEY_COHERE=KEY)
-        result = run_cli("record", spec, env=env)
+        result = recorded(spec, fake.base_url, "COHERE", key=KEY)
     assert result.code == 1, result.output
     assert "the upstream model answered turn 1 with HTTP 401" in result.stdout
     assert "invalid api token" in result.stdout
@@ -273,14 +277,7 @@ def test_an_ollama_model_not_found_fails_the_record_naming_it(tmp_path: Path) ->
 
     spec = flow(tmp_path, "py_ollama.py", env=OLLAMA_ENV)
     with FakeOllama(missing) as fake:
-        result = run_cli(
-            "record",
-            spec,
-            env={
-                "FLOWPROOF_AGENT_UPSTREAM": fake.base_url,
-                "FLOWPROOF_UPSTREAM_OLLAMA": fake.base_url,
-            },
-        )
+        result = recorded(spec, fake.base_url, "OLLAMA")
     assert result.code == 1, result.output
     assert 'HTTP 404: model "llama3.2" not found, try pulling it first' in result.stdout
     assert not spec.with_name("weather.trace.yaml").exists()
@@ -293,14 +290,7 @@ def test_an_ollama_route_flowproof_does_not_record_fails_the_flow_naming_it(
     the flow fails, naming the path: never a silent pass."""
     spec = flow(tmp_path, "py_ollama.py", "--list", env=OLLAMA_ENV)
     with FakeOllama() as fake:
-        result = run_cli(
-            "record",
-            spec,
-            env={
-                "FLOWPROOF_AGENT_UPSTREAM": fake.base_url,
-                "FLOWPROOF_UPSTREAM_OLLAMA": fake.base_url,
-            },
-        )
+        result = recorded(spec, fake.base_url, "OLLAMA")
     assert result.code == 1, result.output
     assert "GET /api/tags is not a model endpoint flowproof records" in result.stdout
     assert all(request.path != "/api/tags" for request in fake.requests)  # never forwarded

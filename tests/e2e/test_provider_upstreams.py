@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.conftest import REPO, run_cli
+from tests.conftest import REPO, CliResult, run_cli
 from tests.e2e.flows import AGENTS, set_agent_env, write_flow
 from tests.fakes.azure_upstream import AzureUpstream
 from tests.fakes.fake_upstream import FakeUpstream
@@ -39,13 +39,13 @@ def _azure_flow(folder: Path, command: str, **env: str) -> Path:
     return write_flow(folder, command=command, steps=steps, env=env)
 
 
-def _record_with_azures_own_upstream(spec: Path, azure: AzureUpstream) -> None:
-    """Record with FLOWPROOF_UPSTREAM_AZURE and its key alone; the fake refused nothing."""
-    recorded = run_cli(
-        "record",
-        spec,
-        env={"FLOWPROOF_UPSTREAM_AZURE": azure.base_url, "FLOWPROOF_KEY_AZURE": AZURE_KEY},
-    )
+def _record_with_azures_own_upstream(
+    spec: Path, azure: AzureUpstream, route: str = "UPSTREAM_AZURE", key: str = "KEY_AZURE"
+) -> None:
+    """Record with FLOWPROOF_UPSTREAM_AZURE and its key alone (or the variables `route` and
+    `key` name); the fake refused nothing."""
+    env = {f"FLOWPROOF_{route}": azure.base_url, f"FLOWPROOF_{key}": AZURE_KEY}
+    recorded = run_cli("record", spec, env=env)
     assert recorded.code == 0, recorded.output
     assert azure.refused == []
 
@@ -155,13 +155,7 @@ def test_the_default_upstream_serves_azure_too_with_its_key_in_api_key(tmp_path:
     command = f"{sys.executable} {AGENTS / 'py_azure_openai.py'}"
     spec = _azure_flow(tmp_path, command, AGENT_API="chat")
     with AzureUpstream(key=AZURE_KEY) as azure:
-        recorded = run_cli(
-            "record",
-            spec,
-            env={"FLOWPROOF_AGENT_UPSTREAM": azure.base_url, "FLOWPROOF_AGENT_KEY": AZURE_KEY},
-        )
-    assert recorded.code == 0, recorded.output
-    assert azure.refused == []
+        _record_with_azures_own_upstream(spec, azure, "AGENT_UPSTREAM", "AGENT_KEY")
     assert set(azure.deployments_seen) == {"weather-gpt"}
 
 
@@ -169,8 +163,7 @@ def test_a_changed_azure_deployment_fails_the_replay_naming_it(tmp_path: Path) -
     command = f"{sys.executable} {AGENTS / 'py_azure_openai.py'}"
     spec = _azure_flow(tmp_path, command, AGENT_API="chat")
     with AzureUpstream(key=AZURE_KEY, deployments={"weather-gpt"}) as azure:
-        env = {"FLOWPROOF_UPSTREAM_AZURE": azure.base_url, "FLOWPROOF_KEY_AZURE": AZURE_KEY}
-        assert run_cli("record", spec, env=env).code == 0
+        _record_with_azures_own_upstream(spec, azure)
     set_agent_env(spec, AZURE_DEPLOYMENT="weather-gpt-canary")
     replay = run_cli("run", spec)
     assert replay.code == 1, replay.output
@@ -203,10 +196,7 @@ def test_node_azure_openai_records_and_replays(tmp_path: Path) -> None:
         pytest.skip("Node agents need `npm ci` in tests/ and node on PATH")
     spec = _azure_flow(tmp_path, f"node {AGENTS / 'node_azure_openai.mjs'}")
     with AzureUpstream(key=AZURE_KEY) as azure:
-        env = {"FLOWPROOF_UPSTREAM_AZURE": azure.base_url, "FLOWPROOF_KEY_AZURE": AZURE_KEY}
-        recorded = run_cli("record", spec, env=env)
-    assert recorded.code == 0, recorded.output
-    assert azure.refused == []
+        _record_with_azures_own_upstream(spec, azure)
     assert set(azure.deployments_seen) == {"weather-gpt"}
     _replays_twice(spec)
     set_agent_env(spec, AZURE_DEPLOYMENT="weather-gpt-canary")
@@ -227,19 +217,19 @@ def _two_provider_flow(folder: Path) -> Path:
     return write_flow(folder, command=command, steps=steps)
 
 
+def _record_two_providers(spec: Path, openai: FakeUpstream, **anthropic: str) -> CliResult:
+    """Record with OpenAI's own upstream and key, and `anthropic` as more FLOWPROOF_*
+    variables (named without the prefix)."""
+    env = {"FLOWPROOF_UPSTREAM_OPENAI": f"{openai.base_url}/v1", "FLOWPROOF_KEY_OPENAI": OPENAI_KEY}
+    env.update({f"FLOWPROOF_{name}": value for name, value in anthropic.items()})
+    return run_cli("record", spec, env=env)
+
+
 def test_an_agent_on_two_providers_records_with_two_upstreams_and_replays(tmp_path: Path) -> None:
     spec = _two_provider_flow(tmp_path)
     with FakeUpstream() as openai, FakeUpstream() as anthropic:
-        recorded = run_cli(
-            "record",
-            spec,
-            env={
-                "FLOWPROOF_UPSTREAM_OPENAI": f"{openai.base_url}/v1",
-                "FLOWPROOF_KEY_OPENAI": OPENAI_KEY,
-                "FLOWPROOF_UPSTREAM_ANTHROPIC": anthropic.base_url,
-                "FLOWPROOF_KEY_ANTHROPIC": ANTHROPIC_KEY,
-            },
-        )
+        anthropics = {"UPSTREAM_ANTHROPIC": anthropic.base_url, "KEY_ANTHROPIC": ANTHROPIC_KEY}
+        recorded = _record_two_providers(spec, openai, **anthropics)
     assert recorded.code == 0, recorded.output
     assert {r.dialect for r in openai.model_requests()} == {"chat"}
     assert {r.dialect for r in anthropic.model_requests()} == {"anthropic"}
@@ -259,15 +249,8 @@ def test_a_provider_without_an_upstream_fails_the_record_naming_the_variable(
 ) -> None:
     spec = _two_provider_flow(tmp_path)
     with FakeUpstream() as openai:
-        recorded = run_cli(
-            "record",
-            spec,
-            env={
-                "FLOWPROOF_UPSTREAM_OPENAI": f"{openai.base_url}/v1",
-                "FLOWPROOF_KEY_OPENAI": OPENAI_KEY,
-                "FLOWPROOF_UPSTREAM_ANTROPIC": "http://127.0.0.1:9",  # misspelt
-            },
-        )
+        misspelt = {"UPSTREAM_ANTROPIC": "http://127.0.0.1:9"}
+        recorded = _record_two_providers(spec, openai, **misspelt)
     assert recorded.code == 1, recorded.output
     assert (
         "record has no upstream for anthropic requests: set FLOWPROOF_UPSTREAM_ANTHROPIC"

@@ -23,7 +23,7 @@ from flowproof_cli.runner.parallel import run_jobs
 from flowproof_cli.runner.rerecord import commit, review
 from flowproof_cli.verdict import Failure
 from tests.conftest import REPO, CliResult, clean_environ, computed_once, run_cli
-from tests.e2e.flows import set_agent_env, write_flow
+from tests.e2e.flows import copy_recording, set_agent_env, write_flow
 from tests.fakes.fake_upstream import FakeUpstream
 
 pytestmark = pytest.mark.slow
@@ -74,9 +74,7 @@ def recording(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture
 def recorded(recording: Path, tmp_path: Path) -> Path:
     """The test's own copy of the first record's flow and trace, to re-record over."""
-    for name in ("weather.flow.yaml", "weather.trace.yaml"):
-        shutil.copy(recording / name, tmp_path / name)
-    return tmp_path / "weather.flow.yaml"
+    return copy_recording(recording, tmp_path)
 
 
 def test_an_unchanged_trajectory_is_rewritten_without_asking(recorded: Path) -> None:

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.conftest import run_cli
+from tests.conftest import CliResult, run_cli
 from tests.e2e.flows import AGENTS, write_flow
 from tests.fakes.broken_upstream import BrokenUpstream
 from tests.fakes.fake_upstream import Reply
@@ -103,6 +103,15 @@ def test_a_trace_recorded_over_http_sends_the_socket_client_to_http(tmp_path: Pa
     ) in replayed.stdout, replayed.output
 
 
+TIMED_OUT = "could not reach the upstream model: no answer within 1 s"
+
+
+def record_within_1_s(spec: Path, base_url: str) -> CliResult:
+    """Record with flowproof's key and an `--upstream-timeout` of 1 s."""
+    upstream = {"FLOWPROOF_AGENT_UPSTREAM": f"{base_url}/v1", "FLOWPROOF_AGENT_KEY": KEY}
+    return run_cli("record", "--upstream-timeout", "1", spec, env=upstream)
+
+
 def test_a_silent_upstream_fails_the_record_at_the_upstream_timeout(tmp_path: Path) -> None:
     """A frame forwarded at record is bounded by `--upstream-timeout` as an HTTP call is."""
     spec = flow(tmp_path)
@@ -112,23 +121,17 @@ def test_a_silent_upstream_fails_the_record_at_the_upstream_timeout(tmp_path: Pa
         return Reply(text="too late")
 
     with ResponsesWebSocketUpstream(script=silent, api_key=KEY) as fake:
-        upstream = {"FLOWPROOF_AGENT_UPSTREAM": f"{fake.base_url}/v1", "FLOWPROOF_AGENT_KEY": KEY}
-        recorded = run_cli("record", "--upstream-timeout", "1", spec, env=upstream)
+        recorded = record_within_1_s(spec, fake.base_url)
     assert recorded.code == 1, recorded.output
-    assert "could not reach the upstream model: no answer within 1 s" in recorded.stdout, (
-        recorded.output
-    )
+    assert TIMED_OUT in recorded.stdout, recorded.output
 
 
 def test_an_upstream_that_never_answers_the_upgrade_fails_the_record(tmp_path: Path) -> None:
     spec = flow(tmp_path)
     with BrokenUpstream("hang") as hung:
-        upstream = {"FLOWPROOF_AGENT_UPSTREAM": f"{hung.base_url}/v1", "FLOWPROOF_AGENT_KEY": KEY}
-        recorded = run_cli("record", "--upstream-timeout", "1", spec, env=upstream)
+        recorded = record_within_1_s(spec, hung.base_url)
     assert recorded.code == 1, recorded.output
-    assert "could not reach the upstream model: no answer within 1 s" in recorded.stdout, (
-        recorded.output
-    )
+    assert TIMED_OUT in recorded.stdout, recorded.output
 
 
 def test_a_fault_on_a_socket_call_answers_as_over_http(tmp_path: Path) -> None:

@@ -12,8 +12,8 @@ import pytest
 import yaml
 
 from tests.conftest import run_cli
-from tests.e2e.flows import AGENTS, agent_command, write_flow
-from tests.fakes.fake_upstream import FakeUpstream, Reply, sequence
+from tests.e2e.flows import AGENTS, agent_command, recorded_on_fake, write_flow
+from tests.fakes.fake_upstream import Reply, sequence
 
 pytestmark = pytest.mark.slow
 
@@ -42,13 +42,7 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> Path:
         tools=[],
         steps=STEPS,
     )
-    with FakeUpstream(script=sequence(Reply(text="Nairobi is booked."))) as fake:
-        result = run_cli(
-            "record",
-            spec,
-            env={"FLOWPROOF_AGENT_UPSTREAM": f"{fake.base_url}/v1", "FLOWPROOF_AGENT_KEY": "sk-x"},
-        )
-    assert result.code == 0, result.output
+    recorded_on_fake(spec, "sk-x", "/v1", sequence(Reply(text="Nairobi is booked.")))
     return spec
 
 

@@ -50,25 +50,32 @@ def test_handle_without_v1(tmp_path: Path) -> None:
     record_then_replay(write_flow(tmp_path, command=command, env=dict(DECOY)))
 
 
-def test_without_the_mapping_nothing_reaches_the_proxy(tmp_path: Path) -> None:
-    env = {"MY_LLM_BASE": "http://127.0.0.1:9/v1", **PASSED_THROUGH}
-    spec = write_flow(tmp_path, command=agent_command(AGENT), env=env)
+def record_fails(folder: Path, env: dict[str, str], *said: str) -> None:
+    """The agent with `env` fails its record against the fake, saying each of `said`."""
+    spec = write_flow(folder, command=agent_command(AGENT), env=env)
     with FakeUpstream() as fake:
         result = run_cli("record", spec, env={"FLOWPROOF_AGENT_UPSTREAM": f"{fake.base_url}/v1"})
-    assert result.code == 1
-    assert "the agent exited with code 1 before making any model call" in result.stdout
-    assert "APIConnectionError" in result.stdout
+    assert result.code == 1, result.output
+    for fragment in said:
+        assert fragment in result.stdout, result.output
+
+
+def test_without_the_mapping_nothing_reaches_the_proxy(tmp_path: Path) -> None:
+    env = {"MY_LLM_BASE": "http://127.0.0.1:9/v1", **PASSED_THROUGH}
+    record_fails(
+        tmp_path,
+        env,
+        "the agent exited with code 1 before making any model call",
+        "APIConnectionError",
+    )
 
 
 def test_a_changed_pass_through_handle_is_noticed_by_the_agent(tmp_path: Path) -> None:
     # The agent's own check is what the tests above rely on: it must be able to fail.
     env = {"MY_LLM_BASE": "${flowproof.proxy_url}", "UNKNOWN_HANDLE": "${flowproof.proxy_url}"}
-    spec = write_flow(tmp_path, command=agent_command(AGENT), env=env)
-    with FakeUpstream() as fake:
-        result = run_cli("record", spec, env={"FLOWPROOF_AGENT_UPSTREAM": f"{fake.base_url}/v1"})
-    assert result.code == 1
-    assert "the agent exited with code 4" in result.stdout
-    assert "UNKNOWN_HANDLE is 'http://127.0.0.1:" in result.stdout
+    record_fails(
+        tmp_path, env, "the agent exited with code 4", "UNKNOWN_HANDLE is 'http://127.0.0.1:"
+    )
 
 
 # --- `${flowproof.prompt}`: the task as one argument ----------------------------------------

@@ -214,16 +214,15 @@ def test_a_match_rule_cannot_hide_what_the_agent_sent(tmp_path: Path) -> None:
 # -- MCP lanes ----------------------------------------------------------------------------------
 
 
-def test_leak_in_an_mcp_lane_arguments_and_result(tmp_path: Path) -> None:
-    notes = tmp_path / "notes"
+def notes_flow(folder: Path, note_text: str) -> Path:
+    """The MCP client writing `note_text` to the notes server and reading it back."""
     agent = mcp_flows.client("py_client_v2.py", "--transport", "stdio", "--steps", "write,read")
-    spec = mcp_flows.write_flow(
-        tmp_path,
-        agent,
-        [{"name": "notes", "command": f"{mcp_flows.PY} {mcp_flows.NOTES_V2}"}],
-        env={"NOTES_DIR": str(notes), "NOTE_TEXT": "${APP_TOKEN}"},
-        steps=[{"prompt": "Use the MCP server."}, STEP],
-    )
+    steps = [{"prompt": "Use the MCP server."}, STEP]
+    return mcp_flows.stdio_notes_flow(folder, agent, {"NOTE_TEXT": note_text}, steps=steps)
+
+
+def test_leak_in_an_mcp_lane_arguments_and_result(tmp_path: Path) -> None:
+    spec = notes_flow(tmp_path, "${APP_TOKEN}")
     result = mcp_flows.record(spec, APP_TOKEN=TOKEN)
     assert result.code == 1, result.output
     first = result.stdout.splitlines()[0]
@@ -235,15 +234,7 @@ def test_leak_in_an_mcp_lane_arguments_and_result(tmp_path: Path) -> None:
 
 
 def test_clean_mcp_flow_records_and_replays(tmp_path: Path) -> None:
-    notes = tmp_path / "notes"
-    agent = mcp_flows.client("py_client_v2.py", "--transport", "stdio", "--steps", "write,read")
-    spec = mcp_flows.write_flow(
-        tmp_path,
-        agent,
-        [{"name": "notes", "command": f"{mcp_flows.PY} {mcp_flows.NOTES_V2}"}],
-        env={"NOTES_DIR": str(notes), "NOTE_TEXT": "nothing secret here"},
-        steps=[{"prompt": "Use the MCP server."}, STEP],
-    )
+    spec = notes_flow(tmp_path, "nothing secret here")
     recorded = mcp_flows.record(spec, APP_TOKEN=TOKEN)
     assert recorded.code == 0, recorded.output
     replayed = mcp_flows.replay(spec, APP_TOKEN=TOKEN)

@@ -9,7 +9,6 @@ an agent whose printed reply changed fails on the user lane, naming the turn.
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +16,7 @@ import pytest
 import yaml
 
 from tests.conftest import computed_once, run_cli
-from tests.e2e.flows import AGENTS, agent_command
+from tests.e2e.flows import AGENTS, agent_command, copy_recording
 from tests.fakes.fake_upstream import FakeUpstream, Reply
 
 pytestmark = pytest.mark.slow
@@ -103,9 +102,7 @@ def recording(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture
 def recorded(recording: Path, tmp_path: Path) -> Path:
-    for name in ("simulated.flow.yaml", "simulated.trace.yaml"):
-        shutil.copy(recording / name, tmp_path / name)
-    return tmp_path / "simulated.flow.yaml"
+    return copy_recording(recording, tmp_path, "simulated")
 
 
 def test_the_simulated_conversation_is_recorded_in_the_user_lane(recorded: Path) -> None:

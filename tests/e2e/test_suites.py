@@ -6,14 +6,13 @@ One flow is recorded against the fake model per module; tests copy it (spec and 
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import pytest
 import yaml
 
 from tests.conftest import run_cli
-from tests.e2e.flows import DEFAULT_STEPS, write_flow
+from tests.e2e.flows import DEFAULT_STEPS, traced_flow, write_flow
 from tests.fakes.fake_upstream import FakeUpstream
 
 pytestmark = pytest.mark.slow
@@ -22,24 +21,6 @@ LOG_HOOKS = (
     'before_each: echo "before $(basename "$FLOWPROOF_SPEC") $STAGE" >> hooks.log\n'
     'after_each: echo "after $(basename "$FLOWPROOF_SPEC")" >> hooks.log\n'
 )
-
-
-@pytest.fixture(scope="module")
-def recorded_trace(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    folder = tmp_path_factory.mktemp("recording")
-    spec = write_flow(folder)
-    with FakeUpstream() as fake:
-        result = run_cli("record", spec, env={"FLOWPROOF_AGENT_UPSTREAM": f"{fake.base_url}/v1"})
-    assert result.code == 0, result.output
-    return folder / "weather.trace.yaml"
-
-
-def traced_flow(folder: Path, trace: Path, name: str = "weather", **kwargs: object) -> Path:
-    """A flow whose requests match the recorded trace, with the trace copied beside it."""
-    folder.mkdir(parents=True, exist_ok=True)
-    spec = write_flow(folder, name=name, **kwargs)  # type: ignore[arg-type]
-    shutil.copy(trace, folder / f"{name}.trace.yaml")
-    return spec
 
 
 def suite(folder: Path, text: str) -> Path:

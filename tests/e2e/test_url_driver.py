@@ -8,20 +8,18 @@ The service stays up across record and replay; the fake model is gone before rep
 from __future__ import annotations
 
 import socket
-import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
-from tests.conftest import CliResult, clean_environ, run_cli
+from tests.conftest import CliResult, run_cli
 from tests.e2e.flows import AGENTS, DEFAULT_STEPS, DEFAULT_TOOLS
-from tests.e2e.sockets_and_pids import accepts, eventually, free_port, is_listening
+from tests.e2e.sockets_and_pids import free_port, is_listening
+from tests.e2e.url_services import Service, url_services
 from tests.fakes.fake_upstream import FakeUpstream
 
 pytestmark = pytest.mark.slow
@@ -30,47 +28,11 @@ SERVICE = AGENTS / "svc_openai_service.py"
 TOKEN = "tok-very-secret-42"
 
 
-@dataclass
-class Service:
-    url: str
-    proxy_port: int
-    process: subprocess.Popen[bytes]
-
-
 @pytest.fixture
 def start_service() -> Iterator[Callable[..., Service]]:
-    """Start the service on a free port, its model client aimed at `model_base` (default:
-    the proxy at a free `proxy_port`). Every service started is stopped after the test."""
-    started: list[Service] = []
-
-    def start(model_base: str | None = None, **knobs: str) -> Service:
-        port, proxy_port = free_port(), free_port()
-        environ = clean_environ(
-            {
-                "OPENAI_BASE_URL": model_base or f"http://127.0.0.1:{proxy_port}/v1",
-                "OPENAI_API_KEY": "service-placeholder-key",
-                **knobs,
-            }
-        )
-        process = subprocess.Popen(
-            [sys.executable, str(SERVICE), str(port)],
-            env=environ,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        service = Service(f"http://127.0.0.1:{port}/run", proxy_port, process)
-        started.append(service)
-        assert eventually(lambda: accepts(port), 30), "the service did not start listening"
-        return service
-
-    yield start
-    for service in started:
-        service.process.terminate()
-        try:
-            service.process.wait(timeout=5)
-        except subprocess.TimeoutExpired:  # uvicorn waits for a hanging request
-            service.process.kill()
-            service.process.wait(timeout=10)
+    """Start the service (url_services.py); every one started is stopped after the test."""
+    with url_services(SERVICE, "run") as start:
+        yield start
 
 
 def write_url_flow(

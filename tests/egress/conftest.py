@@ -7,15 +7,20 @@ network namespace it creates (never on the host's network).
 from __future__ import annotations
 
 import errno
+import json
 import os
 import shutil
 import stat
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+
+from tests.conftest import computed_once
+from tests.namespace_run import run_tagged
 
 HERE = Path(__file__).resolve().parent
 
@@ -65,3 +70,21 @@ def helper(tmp_path_factory: pytest.TempPathFactory, netns: None) -> Iterator[di
 
 
 ERRNO = {value: name for name, value in vars(errno).items() if name.startswith("E")}
+
+
+def lab_fixture(key: str, module: str, tag: str) -> Callable[..., dict[str, Any]]:
+    """A module fixture `lab`: every scenario of `module` (tests/egress/cli_lab.py,
+    fs_report_lab.py) run once per session (`computed_once`) inside `unshare -n`, its
+    outcome the JSON of the last stdout line tagged `tag`."""
+
+    @pytest.fixture(scope="module")
+    def lab(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+        outcome: dict[str, Any] = computed_once(tmp_path_factory, key, lambda: _run(module, tag))
+        return outcome
+
+    return lab
+
+
+def _run(module: str, tag: str) -> dict[str, Any]:
+    spec = {"outer_netns": os.readlink("/proc/self/ns/net")}
+    return run_tagged([sys.executable, "-m", module, json.dumps(spec)], tag, timeout=600)

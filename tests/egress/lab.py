@@ -28,6 +28,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from tests.namespace_run import run_tagged
+
 REPO = Path(__file__).resolve().parents[2]
 HOSTILE = Path(__file__).with_name("hostile.py")
 PEER4, PEER6 = "10.77.0.2", "2001:db8:77::2"
@@ -58,20 +60,8 @@ def run_lab(
         "options": options or {},
         "outer_netns": os.readlink("/proc/self/ns/net"),
     }
-    completed = subprocess.run(
-        ["unshare", "-n", sys.executable, "-m", "tests.egress.lab", json.dumps(spec)],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-    )
-    lines = [line for line in completed.stdout.splitlines() if line.startswith("LAB ")]
-    if completed.returncode != 0 or not lines:
-        raise AssertionError(
-            f"lab failed ({completed.returncode}):\n{completed.stdout}\n{completed.stderr}"
-        )
-    return json.loads(lines[-1][4:])
+    argv = [sys.executable, "-m", "tests.egress.lab", json.dumps(spec)]
+    return run_tagged(argv, "LAB", timeout=timeout)
 
 
 # --- inside the namespace ------------------------------------------------------------------

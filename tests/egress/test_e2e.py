@@ -5,16 +5,13 @@ filesystem report. Every scenario runs inside a network namespace (tests/egress/
 from __future__ import annotations
 
 import json
-import os
 import re
-import subprocess
-import sys
 from typing import Any
 
 import pytest
 import yaml
 
-from tests.conftest import REPO, computed_once
+from tests.egress.conftest import lab_fixture
 
 pytestmark = [pytest.mark.egress, pytest.mark.slow, pytest.mark.usefixtures("netns")]
 
@@ -25,26 +22,7 @@ NESTED = (
 )
 
 
-@pytest.fixture(scope="module")
-def lab(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    """Every scenario's outcome, run once per session (`computed_once`)."""
-    outcome: dict[str, Any] = computed_once(tmp_path_factory, "egress-cli-lab", _run_lab)
-    return outcome
-
-
-def _run_lab() -> dict[str, Any]:
-    spec = {"outer_netns": os.readlink("/proc/self/ns/net")}
-    completed = subprocess.run(
-        ["unshare", "-n", sys.executable, "-m", "tests.egress.cli_lab", json.dumps(spec)],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
-    lines = [line for line in completed.stdout.splitlines() if line.startswith("CLI_LAB ")]
-    assert completed.returncode == 0 and lines, completed.stdout + completed.stderr
-    return dict(json.loads(lines[-1][8:]))
+lab = lab_fixture("egress-cli-lab", "tests.egress.cli_lab", "CLI_LAB")
 
 
 def test_real_sdk_agent_records_and_replays_certified(lab: dict[str, Any]) -> None:

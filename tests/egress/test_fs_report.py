@@ -3,16 +3,12 @@
 
 from __future__ import annotations
 
-import json
-import os
 import re
-import subprocess
-import sys
 from typing import Any
 
 import pytest
 
-from tests.conftest import REPO, computed_once
+from tests.egress.conftest import lab_fixture
 from tests.egress.fs_report_lab import DELETED
 
 pytestmark = [pytest.mark.egress, pytest.mark.slow, pytest.mark.usefixtures("netns")]
@@ -22,26 +18,7 @@ BLOCKED = re.compile(r"  blocked tcp 203\.0\.113\.7:443 \(connect\) at \d+ms")
 UNLINK = re.compile(r"  unlink /\S+ at \d+ms")
 
 
-@pytest.fixture(scope="module")
-def lab(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    """Every run's outcome, once per session (`computed_once`)."""
-    outcome: dict[str, Any] = computed_once(tmp_path_factory, "egress-fs-report-lab", _run_lab)
-    return outcome
-
-
-def _run_lab() -> dict[str, Any]:
-    spec = {"outer_netns": os.readlink("/proc/self/ns/net")}
-    completed = subprocess.run(
-        ["unshare", "-n", sys.executable, "-m", "tests.egress.fs_report_lab", json.dumps(spec)],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
-    lines = [line for line in completed.stdout.splitlines() if line.startswith("FS_LAB ")]
-    assert completed.returncode == 0 and lines, completed.stdout + completed.stderr
-    return dict(json.loads(lines[-1][7:]))
+lab = lab_fixture("egress-fs-report-lab", "tests.egress.fs_report_lab", "FS_LAB")
 
 
 def test_the_default_summarizes_and_prints_the_blocked_call_first(lab: dict[str, Any]) -> None:

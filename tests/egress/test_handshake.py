@@ -7,14 +7,12 @@ Each probe runs in a fresh network namespace (`unshare -n`), like every containe
 
 from __future__ import annotations
 
-import json
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO
+from tests.namespace_run import run_tagged
 
 pytestmark = [pytest.mark.egress, pytest.mark.usefixtures("netns")]
 
@@ -48,18 +46,8 @@ print("PROBE " + json.dumps({
 
 def _probe(tmp_path: Path, mode: str) -> dict[str, object]:
     marker = tmp_path / "agent-ran"
-    completed = subprocess.run(
-        ["unshare", "-n", sys.executable, "-c", PROBE, mode, str(marker)],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=90,
-        stdin=subprocess.DEVNULL,
-        check=False,
-    )
-    lines = [line for line in completed.stdout.splitlines() if line.startswith("PROBE ")]
-    assert completed.returncode == 0 and lines, completed.stderr[-2000:]
-    return dict(json.loads(lines[-1].removeprefix("PROBE ")))
+    argv = [sys.executable, "-c", PROBE, mode, str(marker)]
+    return run_tagged(argv, "PROBE", timeout=90)
 
 
 def test_an_early_handshake_lets_the_agent_exec_before_attach(tmp_path: Path) -> None:
@@ -96,18 +84,8 @@ print("PROBE " + json.dumps({"loaded": loaded}))
 
 
 def _import_probe(mode: str) -> bool:
-    completed = subprocess.run(
-        [sys.executable, "-c", IMPORT_PROBE, mode],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        stdin=subprocess.DEVNULL,
-        check=False,
-    )
-    lines = [line for line in completed.stdout.splitlines() if line.startswith("PROBE ")]
-    assert completed.returncode == 0 and lines, completed.stderr[-2000:]
-    return bool(json.loads(lines[-1].removeprefix("PROBE "))["loaded"])
+    argv = [sys.executable, "-c", IMPORT_PROBE, mode]
+    return bool(run_tagged(argv, "PROBE", timeout=60, unshare=False)["loaded"])
 
 
 def test_the_early_handshake_loads_the_supervisor_before_the_launcher_answers() -> None:

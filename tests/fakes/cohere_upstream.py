@@ -18,29 +18,19 @@ record proves the key travelled in that header and nowhere else.
 from __future__ import annotations
 
 import json
-import random
 import re
 import string
-import threading
 import uuid
-from collections.abc import Callable
 from typing import Any
 
 from tests.fakes.fake_upstream import (
-    DIALECT_CHAT,
-    Headers,
-    RecordedRequest,
-    Reply,
-    ThreadServed,
     _chunks,
-    conversation_of,
-    decide,
 )
-from tests.fakes.json_fake import FakeServer, JsonHandler
+from tests.fakes.json_fake import JsonFake, JsonHandler, JsonScript
 from tests.fakes.ollama_upstream import vector_of
 
 #: (request body) -> Reply; the default is the tool loop of `fake_upstream.decide`.
-CohereScript = Callable[[dict[str, Any]], Reply]
+CohereScript = JsonScript
 _ALNUM = string.ascii_lowercase + string.digits
 
 
@@ -76,21 +66,13 @@ def _sse(kind: str, payload: dict[str, Any]) -> bytes:
 
 
 class _Handler(JsonHandler):
-    server: _Server
-
     def _error(self, status: int, message: str) -> None:
         self._json(status, {"id": str(uuid.uuid4()), "message": message})
 
     def do_POST(self) -> None:
-        length = int(self.headers.get("Content-Length") or 0)
-        raw = self.rfile.read(length) if length else b""
-        try:
-            body = json.loads(raw or b"{}")
-        except ValueError:
-            body = None
+        body = self._read_json()
         fake = self.server.fake
-        headers = Headers((k, v) for k, v in self.headers.items())
-        fake.record(RecordedRequest(self.path, headers, body if isinstance(body, dict) else {}))
+        headers = self._record(body if isinstance(body, dict) else {})
         if headers.get("authorization") != f"Bearer {fake.key}":
             self._error(401, "invalid api token")
             return
@@ -206,39 +188,16 @@ class _Handler(JsonHandler):
         )
 
 
-class _Server(FakeServer):
-    fake: FakeCohere
-
-    def __init__(self, fake: FakeCohere, port: int) -> None:
-        super().__init__(fake, port, _Handler)
-
-
-class FakeCohere(ThreadServed):
+class FakeCohere(JsonFake):
     """A fake Cohere API on 127.0.0.1 (see the module docstring)."""
 
     thread_name = "fake-cohere"
 
-    def __init__(
-        self, script: CohereScript | None = None, *, key: str = "co-secret-key", port: int = 0
-    ) -> None:
-        super().__init__(port)
-        self.script = script
-        self.key = key
-        self.requests: list[RecordedRequest] = []
-        self._lock = threading.Lock()
-        self._rng = random.Random()
+    handler = _Handler
+    default_key = "co-secret-key"
 
-    def make_server(self, port: int) -> _Server:
-        return _Server(self, port)
-
-    def record(self, request: RecordedRequest) -> None:
-        with self._lock:
-            self.requests.append(request)
-
-    def answer(self, body: dict[str, Any]) -> Reply:
-        if self.script is not None:
-            return self.script(body)
-        return decide(conversation_of(DIALECT_CHAT, _documents_as_text(body)))
+    def as_chat(self, body: dict[str, Any]) -> dict[str, Any]:
+        return _documents_as_text(body)
 
     def rand(self, length: int) -> str:
         with self._lock:

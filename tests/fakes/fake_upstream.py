@@ -1008,13 +1008,19 @@ class _Handler(BaseHTTPRequestHandler):
             # The model and the streaming choice live in the path.
             body = {**body, "model": gemini_model_of(path)}
             stream = path.endswith(_GEMINI_STREAM)
+        self._answer(dialect, body, stream)
+
+    def _answer(self, dialect: str, body: dict[str, Any], stream: bool, who: str = "") -> None:
+        """The fake's reply to a model call, rendered in `dialect` (a 500 naming `who`, the
+        fake upstream by default, when its script fails)."""
+        fake = self.server.fake
         try:
-            reply = self.server.fake.answer(dialect, body)
+            reply = fake.answer(dialect, body)
             if reply.status != 200:
                 payload = reply.error_body or error_body(dialect, reply.status)
                 self._send_json(reply.status, payload, reply.headers)
                 return
-            renderer = Renderer(self.server.fake, dialect, body, reply)
+            renderer = Renderer(fake, dialect, body, reply)
             if stream and dialect == DIALECT_GEMINI and "alt=sse" not in self.path:
                 self._send_json(200, renderer.gemini_stream_chunks(), reply.headers)
             elif stream:
@@ -1022,7 +1028,7 @@ class _Handler(BaseHTTPRequestHandler):
             else:
                 self._send_json(200, renderer.json_body(), reply.headers)
         except Exception:
-            message = "fake upstream script failed:\n" + traceback.format_exc()
+            message = f"{who or 'fake upstream'} script failed:\n" + traceback.format_exc()
             self._send_json(500, error_body(dialect, 500, message))
 
 

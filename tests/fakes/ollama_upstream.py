@@ -24,25 +24,16 @@ from __future__ import annotations
 import datetime
 import hashlib
 import json
-import random
-import threading
-from collections.abc import Callable
 from typing import Any
 
 from tests.fakes.fake_upstream import (
-    DIALECT_CHAT,
-    Headers,
     RecordedRequest,
-    Reply,
-    ThreadServed,
     _chunks,
-    conversation_of,
-    decide,
 )
-from tests.fakes.json_fake import FakeServer, JsonHandler
+from tests.fakes.json_fake import JsonFake, JsonHandler, JsonScript
 
 #: (request body) -> Reply; the default is the tool loop of `fake_upstream.decide`.
-OllamaScript = Callable[[dict[str, Any]], Reply]
+OllamaScript = JsonScript
 EMBED_DIMENSIONS = 8
 
 
@@ -53,8 +44,6 @@ def vector_of(text: str, dimensions: int = EMBED_DIMENSIONS) -> list[float]:
 
 
 class _Handler(JsonHandler):
-    server: _Server
-
     def _authorized(self) -> bool:
         key = self.server.fake.key
         if key is None or self.headers.get("authorization") == f"Bearer {key}":
@@ -62,12 +51,8 @@ class _Handler(JsonHandler):
         self._json(401, {"error": "unauthorized"})
         return False
 
-    def _record(self, body: dict[str, Any]) -> None:
-        headers = Headers((k, v) for k, v in self.headers.items())
-        self.server.fake.record(RecordedRequest(self.path, headers, body, self.command, "ollama"))
-
     def do_GET(self) -> None:
-        self._record({})
+        self._record({}, self.command, "ollama")
         if not self._authorized():
             return
         path = self.path.split("?", 1)[0].rstrip("/")
@@ -79,13 +64,8 @@ class _Handler(JsonHandler):
             self._json(404, {"error": f"no route for GET {path}"})
 
     def do_POST(self) -> None:
-        length = int(self.headers.get("Content-Length") or 0)
-        raw = self.rfile.read(length) if length else b""
-        try:
-            body = json.loads(raw or b"{}")
-        except ValueError:
-            body = None
-        self._record(body if isinstance(body, dict) else {})
+        body = self._read_json()
+        self._record(body if isinstance(body, dict) else {}, self.command, "ollama")
         if not self._authorized():
             return
         path = self.path.split("?", 1)[0].rstrip("/")
@@ -179,43 +159,16 @@ class _Handler(JsonHandler):
 NDJSON = "application/x-ndjson"
 
 
-class _Server(FakeServer):
-    fake: FakeOllama
-
-    def __init__(self, fake: FakeOllama, port: int) -> None:
-        super().__init__(fake, port, _Handler)
-
-
-class FakeOllama(ThreadServed):
+class FakeOllama(JsonFake):
     """A fake Ollama server on 127.0.0.1 (see the module docstring)."""
 
     thread_name = "fake-ollama"
 
-    def __init__(
-        self, script: OllamaScript | None = None, *, key: str | None = None, port: int = 0
-    ) -> None:
-        super().__init__(port)
-        self.script = script
-        self.key = key
-        self.requests: list[RecordedRequest] = []
-        self._lock = threading.Lock()
-        self._rng = random.Random()
-
-    def make_server(self, port: int) -> _Server:
-        return _Server(self, port)
-
-    def record(self, request: RecordedRequest) -> None:
-        with self._lock:
-            self.requests.append(request)
+    handler = _Handler
 
     def model_requests(self) -> list[RecordedRequest]:
         with self._lock:
             return [r for r in self.requests if r.method == "POST"]
-
-    def answer(self, body: dict[str, Any]) -> Reply:
-        if self.script is not None:
-            return self.script(body)
-        return decide(conversation_of(DIALECT_CHAT, body))
 
     def created_at(self) -> str:
         """Now, with nanoseconds as Ollama writes them (random below the microsecond)."""

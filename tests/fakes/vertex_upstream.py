@@ -35,14 +35,12 @@ import re
 import socketserver
 import subprocess
 import sys
-import traceback
 from typing import Any
 
 from tests.fakes.fake_upstream import (
     DIALECT_ANTHROPIC,
     DIALECT_GEMINI,
     FakeUpstream,
-    Renderer,
     Script,
     _Handler,
     _Server,
@@ -110,22 +108,7 @@ class _VertexHandler(_Handler):
                 return
             stream = stream or body.get("stream") is True
         body = {**body, "model": found["model"]}
-        try:
-            reply = fake.answer(dialect, body)
-            if reply.status != 200:
-                payload = reply.error_body or error_body(dialect, reply.status)
-                self._send_json(reply.status, payload, reply.headers)
-                return
-            renderer = Renderer(fake, dialect, body, reply)
-            if stream and dialect == DIALECT_GEMINI and "alt=sse" not in self.path:
-                self._send_json(200, renderer.gemini_stream_chunks(), reply.headers)
-            elif stream:
-                self._send_sse(renderer.sse())
-            else:
-                self._send_json(200, renderer.json_body(), reply.headers)
-        except Exception:
-            message = "fake Vertex script failed:\n" + traceback.format_exc()
-            self._send_json(500, error_body(dialect, 500, message))
+        self._answer(dialect, body, stream, "fake Vertex")
 
 
 def _anthropic_problem(body: dict[str, Any]) -> str | None:

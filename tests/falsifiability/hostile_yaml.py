@@ -55,6 +55,40 @@ YAML_SNIPPETS = [
 ]
 
 
+def yaml_trees(
+    words: Sequence[str],
+    keys: Sequence[str],
+    *,
+    text: int,
+    width: int,
+    key_text: int,
+    leaves: int,
+) -> st.SearchStrategy[Any]:
+    """Random YAML values: scalars (huge integers, every float, text up to `text` long, the
+    file's own `words`) nested in lists and mappings up to `width` wide, keyed by the file's
+    `keys` or random text up to `key_text` long, at most `leaves` scalars."""
+    scalars = st.one_of(
+        st.none(),
+        st.booleans(),
+        st.integers(min_value=-(2**70), max_value=2**70),
+        st.floats(allow_nan=True, allow_infinity=True),
+        st.text(max_size=text),
+        st.sampled_from(list(words)),
+    )
+    return st.recursive(
+        scalars,
+        lambda inner: st.one_of(
+            st.lists(inner, max_size=width),
+            st.dictionaries(
+                st.one_of(st.sampled_from(list(keys)), st.text(max_size=key_text)),
+                inner,
+                max_size=width,
+            ),
+        ),
+        max_leaves=leaves,
+    )
+
+
 def alias_bomb(levels: int, indent: str = "") -> str:
     """Billion laughs: each level is a list of nine aliases of the level below."""
     lines = [f"{indent}l0: &l0 [lol, lol, lol, lol, lol, lol, lol, lol, lol]"]

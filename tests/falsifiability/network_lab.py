@@ -36,6 +36,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tests.namespace_run import run_tagged
+
 REPO = Path(__file__).resolve().parents[2]
 PLACEHOLDER_PORT = 9  # the proxy's reverse target (runner/proxy_engine.py): a fall-through dials it
 TCP_LISTEN, UDP_UNCONNECTED = "0A", "07"
@@ -488,20 +490,8 @@ def namespace_problem() -> str | None:
 
 def run_lab(timeout: float = 600) -> dict[str, Any]:
     script = f"ip link set lo up && exec {shlex.quote(sys.executable)} -m tests.falsifiability.network_lab"
-    completed = subprocess.run(
-        ["unshare", "-n", "sh", "-c", script],
-        cwd=REPO,
-        env={**os.environ, "OUTER_NETNS": os.readlink("/proc/self/ns/net")},
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-    )
-    lines = [line for line in completed.stdout.splitlines() if line.startswith("LAB ")]
-    if completed.returncode != 0 or not lines:
-        raise AssertionError(f"lab failed ({completed.returncode}):\n{completed.stdout[-4000:]}\n"
-                             f"{completed.stderr[-4000:]}")  # fmt: skip
-    return dict(json.loads(lines[-1][4:]))
+    env = {**os.environ, "OUTER_NETNS": os.readlink("/proc/self/ns/net")}
+    return run_tagged(["sh", "-c", script], "LAB", timeout=timeout, env=env)
 
 
 if __name__ == "__main__":

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import os
 import random
-import shutil
 import signal
 import subprocess
 import time
@@ -28,7 +27,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import computed_once, start_cli
-from tests.e2e.flows import write_flow
+from tests.e2e.flows import copy_recording, write_flow
 from tests.e2e.sockets_and_pids import eventually
 from tests.fakes.fake_upstream import FakeUpstream
 
@@ -72,9 +71,7 @@ def recording(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture
 def recorded(recording: Path, tmp_path: Path) -> tuple[Path, bytes]:
     """A flow with its trace in place (seed 1): the test's own copy of the recording."""
-    for name in ("weather.flow.yaml", "weather.trace.yaml"):
-        shutil.copy(recording / name, tmp_path / name)
-    spec = tmp_path / "weather.flow.yaml"
+    spec = copy_recording(recording, tmp_path)
     return spec, trace_of(spec).read_bytes()
 
 

@@ -12,16 +12,14 @@ import copy
 import json
 import shlex
 import sys
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
-from tests.conftest import computed_once, run_cli
-from tests.fakes.fake_upstream import FakeUpstream, Reply
+from tests.fakes.fake_upstream import Reply
+from tests.falsifiability.twin_runs import TWIN, TraceEdit, Written, replay_cases, verdicts_fixture
 
 pytestmark = pytest.mark.slow
 
@@ -57,8 +55,6 @@ BASE = [
     {"assert_tool_call": "cancel_order where order_id equals 4711"},
     {"assert": "reply contains cancelled"},
 ]
-
-TraceEdit = Callable[[dict[str, Any]], None]
 
 
 def _retag(trace: dict[str, Any]) -> None:
@@ -174,53 +170,20 @@ CASES: dict[str, Case] = {
     ),
     "one-turn-trace": Case(2, "was recorded as a one-turn flow, but", trace=_one_turn),
 }
-#: Every case's twin is the base flow and its trace as recorded: run once, it must pass.
-TWIN = "base.twin"
 
 
-def _recorded(folder: Path) -> dict[str, Any]:
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / "base.flow.yaml").write_text(yaml.safe_dump(spec(BASE), sort_keys=False))
-    with FakeUpstream(script=order_model) as fake:
-        env = {"FLOWPROOF_AGENT_UPSTREAM": f"{fake.base_url}/v1", "OPENAI_API_KEY": "sk-x"}
-        result = run_cli("record", folder / "base.flow.yaml", env=env, cwd=folder)
-    assert result.code == 0, result.output
-    return yaml.safe_load((folder / "base.trace.yaml").read_text())
-
-
-def _case(root: Path, name: str, trace: dict[str, Any], case: Case | None) -> Path:
-    """The case's folder (None: the twin, the base as recorded)."""
-    folder = root / name
-    folder.mkdir(parents=True)
-    document = spec(BASE) if case is None else spec(case.steps, **case.spec)
-    if case is not None:
-        document["agent"].update(case.agent)
-    (folder / "case.flow.yaml").write_text(yaml.safe_dump(document, sort_keys=False))
-    edited = copy.deepcopy(trace)
-    if case is not None and case.trace is not None:
-        case.trace(edited)
-    (folder / "case.trace.yaml").write_text(yaml.safe_dump(edited, sort_keys=False))
-    return folder
+def _written(case: Case) -> Written:
+    document = spec(case.steps, **case.spec)
+    document["agent"].update(case.agent)
+    return document, case.trace
 
 
 def _all_cases(root: Path) -> dict[str, list[Any]]:
-    """Record the base, then run every case and the twin: {name: [exit code, output]}."""
-    trace = _recorded(root / "base")
-    found: dict[str, list[Any]] = {}
-    for name, case in [*CASES.items(), (TWIN, None)]:
-        folder = _case(root / "cases", name, trace, case)
-        result = run_cli("run", "--json", folder / "case.flow.yaml", cwd=folder)
-        found[name] = [result.code, result.output]
-    return found
+    cases = {name: _written(case) for name, case in CASES.items()}
+    return replay_cases(root, spec(BASE), cases, "--json", script=order_model)
 
 
-@pytest.fixture(scope="module")
-def verdicts(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[Any]]:
-    root = tmp_path_factory.mktemp("conversation-cases")
-    found: dict[str, list[Any]] = computed_once(
-        tmp_path_factory, "conversation-cases", lambda: _all_cases(root)
-    )
-    return found
+verdicts = verdicts_fixture("conversation-cases", _all_cases)
 
 
 @pytest.mark.parametrize("name", sorted(CASES))

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import shlex
 import shutil
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -20,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from flowproof_cli.trace import trace_path_for
-from tests.conftest import REPO, CliResult, clean_environ, run_cli
+from tests.conftest import CliResult, run_cli, run_command
 from tests.e2e.flows import AGENTS, agent_command, set_agent_env, write_flow
 from tests.fakes.fake_upstream import FakeUpstream
 
@@ -58,16 +57,7 @@ def _run_limited(folder: Path, limit: int, jobs: int) -> CliResult:
     """`flowproof run -j JOBS FOLDER` under `ulimit -n LIMIT`, as a shell runs it."""
     shutil.rmtree(folder / ".flowproof", ignore_errors=True)
     command = f"ulimit -n {limit}; exec {shlex.quote(sys.executable)} -m flowproof_cli run -j {jobs} {shlex.quote(str(folder))}"
-    done = subprocess.run(
-        ["bash", "-c", command],
-        env=clean_environ(),
-        cwd=folder,
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=EXIT_WAIT_S,
-    )
-    return CliResult(done.returncode, done.stdout, done.stderr)
+    return run_command(["bash", "-c", command], cwd=folder, timeout=EXIT_WAIT_S)
 
 
 def _verdict(result: CliResult, flow: str) -> str:
@@ -135,16 +125,8 @@ def test_asyncio_accept_retries_after_running_out_never_flood_stderr() -> None:
     raised into the loop's default handler, a traceback each (900 in 3 s here; 12,299 in the
     probe). Now each kind of error is one line, with a count."""
     started = time.monotonic()
-    done = subprocess.run(
-        [sys.executable, str(FLOOD)],
-        env=clean_environ(),
-        cwd=REPO,
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=EXIT_WAIT_S,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
+    done = run_command([sys.executable, FLOOD], timeout=EXIT_WAIT_S)
+    assert done.code == 0, done.stderr[-3000:]
     assert "the listener met EMFILE" in done.stdout, (done.stdout, time.monotonic() - started)
     assert "Traceback" not in done.stderr, done.stderr[-3000:]
     assert len(done.stderr.splitlines()) <= STDERR_LINES, done.stderr[-3000:]

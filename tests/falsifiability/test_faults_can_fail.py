@@ -8,19 +8,15 @@ states its exit code and a fragment of the failure."""
 
 from __future__ import annotations
 
-import copy
 import shlex
 import sys
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
-from tests.conftest import computed_once, run_cli
-from tests.fakes.fake_upstream import FakeUpstream
+from tests.falsifiability.twin_runs import TWIN, TraceEdit, replay_cases, verdicts_fixture
 
 pytestmark = pytest.mark.slow
 
@@ -44,9 +40,6 @@ def spec(faults: list[dict[str, Any]], **agent_env: str) -> dict[str, Any]:
         "faults": faults,
         "steps": STEPS,
     }
-
-
-TraceEdit = Callable[[dict[str, Any]], None]
 
 
 def _faults_everywhere(faults: list[dict[str, Any]], section: list[dict[str, Any]]) -> TraceEdit:
@@ -110,48 +103,16 @@ CASES: dict[str, Case] = {
         1, "RateLimitError: Error code: 429", agent_env={"AGENT_RETRIES": "0"}
     ),
 }
-TWIN = "base.twin"
-
-
-def _recorded(folder: Path) -> dict[str, Any]:
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / "base.flow.yaml").write_text(yaml.safe_dump(spec([RATE_LIMIT]), sort_keys=False))
-    with FakeUpstream() as fake:
-        env = {"FLOWPROOF_AGENT_UPSTREAM": f"{fake.base_url}/v1", "OPENAI_API_KEY": "sk-x"}
-        result = run_cli("record", folder / "base.flow.yaml", env=env, cwd=folder)
-    assert result.code == 0, result.output
-    return yaml.safe_load((folder / "base.trace.yaml").read_text())
-
-
-def _case(root: Path, name: str, trace: dict[str, Any], case: Case | None) -> Path:
-    folder = root / name
-    folder.mkdir(parents=True)
-    document = spec([RATE_LIMIT]) if case is None else spec(case.faults, **case.agent_env)
-    (folder / "case.flow.yaml").write_text(yaml.safe_dump(document, sort_keys=False))
-    edited = copy.deepcopy(trace)
-    if case is not None and case.trace is not None:
-        case.trace(edited)
-    (folder / "case.trace.yaml").write_text(yaml.safe_dump(edited, sort_keys=False))
-    return folder
 
 
 def _all_cases(root: Path) -> dict[str, list[Any]]:
-    trace = _recorded(root / "base")
-    found: dict[str, list[Any]] = {}
-    for name, case in [*CASES.items(), (TWIN, None)]:
-        folder = _case(root / "cases", name, trace, case)
-        result = run_cli("run", folder / "case.flow.yaml", cwd=folder)
-        found[name] = [result.code, result.output]
-    return found
+    cases = {
+        name: (spec(case.faults, **case.agent_env), case.trace) for name, case in CASES.items()
+    }
+    return replay_cases(root, spec([RATE_LIMIT]), cases)
 
 
-@pytest.fixture(scope="module")
-def verdicts(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[Any]]:
-    root = tmp_path_factory.mktemp("fault-cases")
-    found: dict[str, list[Any]] = computed_once(
-        tmp_path_factory, "fault-cases", lambda: _all_cases(root)
-    )
-    return found
+verdicts = verdicts_fixture("fault-cases", _all_cases)
 
 
 @pytest.mark.parametrize("name", sorted(CASES))

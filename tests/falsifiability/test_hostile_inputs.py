@@ -270,12 +270,8 @@ def test_a_nul_in_a_suite_value_is_refused_at_its_line(text: str, marker: str) -
 # --- through the real CLI: run and record ---------------------------------------------------
 
 CLI_CASES = {
-    "nul-prompt": (spec_text(prompt='"What\'s the weather\\0 in Nairobi?"'), "- prompt:"),
-    "nul-command": (spec_text(agent='  command: "python weather_agent.py\\0"\n'), "command:"),
-    "nul-env-value": (
-        spec_text(agent='  command: python weather_agent.py\n  env: {A: "x\\0y"}\n'),
-        "env:",
-    ),
+    # the first values that reach exec (NUL_CASES), now through the CLI
+    **{f"nul-{name}": NUL_CASES[name] for name in ("prompt", "command", "env-value")},
     "env-name-equals": (
         spec_text(agent='  command: python weather_agent.py\n  env: {"A=B": x}\n'),
         "env:",

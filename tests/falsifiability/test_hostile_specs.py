@@ -38,6 +38,7 @@ from tests.falsifiability.hostile_yaml import (
     load_a_fifo,
     mutated_documents,
     refused_by_the_cli,
+    yaml_trees,
 )
 
 SPEC_FILES = sorted([*REPO.glob("examples/*/*.flow.yaml"), *REPO.glob("specs/*.flow.yaml")])
@@ -248,23 +249,13 @@ _SPEC_KEYS = [
     "env_from",
     "before_each",
 ]
-_SCALARS = st.one_of(
-    st.none(),
-    st.booleans(),
-    st.integers(min_value=-(2**70), max_value=2**70),
-    st.floats(allow_nan=True, allow_infinity=True),
-    st.text(max_size=30),
-    st.sampled_from(["agent", "reply contains x", "t where a equals 1", "${X}", "~", "-", ""]),
-)
-_TREES = st.recursive(
-    _SCALARS,
-    lambda inner: st.one_of(
-        st.lists(inner, max_size=5),
-        st.dictionaries(
-            st.one_of(st.sampled_from(_SPEC_KEYS), st.text(max_size=8)), inner, max_size=5
-        ),
-    ),
-    max_leaves=30,
+_TREES = yaml_trees(
+    ["agent", "reply contains x", "t where a equals 1", "${X}", "~", "-", ""],
+    _SPEC_KEYS,
+    text=30,
+    width=5,
+    key_text=8,
+    leaves=30,
 )
 _SNIPPETS = st.sampled_from(
     [*YAML_SNIPPETS, "\x7f", "*b ", "!x ", ">", "%YAML 1.1\n", "0x", "\ud800"]

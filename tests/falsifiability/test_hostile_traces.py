@@ -35,6 +35,7 @@ from tests.falsifiability.hostile_yaml import (
     load_a_fifo,
     mutated_documents,
     refused_by_the_cli,
+    yaml_trees,
 )
 
 TRACE_FILES = sorted([*REPO.glob("examples/*/*.trace.yaml"), *REPO.glob("specs/*.trace.yaml")])
@@ -331,52 +332,19 @@ def test_a_trace_of_another_flow_is_named_when_the_replay_fails() -> None:
 # --- properties ------------------------------------------------------------------------
 
 _TEXTS = [path.read_text(encoding="utf-8") for path in TRACE_FILES]
+_TRACE_KEYS = [
+    *("turns", "request", "response", "status", "body", "protocol", "mocks", "calls"),
+    *("server", "method", "params", "result", "error", "choices", "message", "content"),
+    *("tool_calls", "function", "messages", "after"),
+]
 _DOCUMENTS = [yaml.safe_load(text) for text in _TEXTS]
-_SCALARS = st.one_of(
-    st.none(),
-    st.booleans(),
-    st.integers(min_value=-(2**70), max_value=2**70),
-    st.floats(),
-    st.text(max_size=20),
-    st.sampled_from(["openai-chat", "anthropic", "gemini", "tools/call", "200", "", "-"]),
-)
-_TREES = st.recursive(
-    _SCALARS,
-    lambda inner: st.one_of(
-        st.lists(inner, max_size=4),
-        st.dictionaries(
-            st.one_of(
-                st.sampled_from(
-                    [
-                        "turns",
-                        "request",
-                        "response",
-                        "status",
-                        "body",
-                        "protocol",
-                        "mocks",
-                        "calls",
-                        "server",
-                        "method",
-                        "params",
-                        "result",
-                        "error",
-                        "choices",
-                        "message",
-                        "content",
-                        "tool_calls",
-                        "function",
-                        "messages",
-                        "after",
-                    ]
-                ),
-                st.text(max_size=6),
-            ),
-            inner,
-            max_size=4,
-        ),
-    ),
-    max_leaves=20,
+_TREES = yaml_trees(
+    ["openai-chat", "anthropic", "gemini", "tools/call", "200", "", "-"],
+    _TRACE_KEYS,
+    text=20,
+    width=4,
+    key_text=6,
+    leaves=20,
 )
 
 

@@ -168,13 +168,19 @@ def test_a_well_behaved_server_records_cleanly(recording) -> None:
     assert standin.errors() == []
 
 
-@pytest.mark.parametrize("mode", ["die", "die-partial"])
-def test_a_server_dying_mid_call_answers_the_call_and_fails(recording, mode: str) -> None:
+def failed_call(recording: Any, mode: str) -> tuple[Any, str]:
+    """The stand-in over the probe server in `mode`, handshaken, its tool call failed as an
+    internal error (-32603): the stand-in and the error's message."""
     standin = recording(mode)
     handshake(standin)
     answer = standin.ask(CALL)
     assert answer["error"]["code"] == -32603
-    message = answer["error"]["message"]
+    return standin, answer["error"]["message"]
+
+
+@pytest.mark.parametrize("mode", ["die", "die-partial"])
+def test_a_server_dying_mid_call_answers_the_call_and_fails(recording, mode: str) -> None:
+    standin, message = failed_call(recording, mode)
     assert message.startswith(
         "flowproof: the MCP server 'probe' exited with code 3 while 1 call waited for its "
         "answer (tools/call probe)"
@@ -261,11 +267,7 @@ def test_json_nested_too_deep_from_the_agent_is_a_parse_error_at_record(recordin
 
 
 def test_json_nested_too_deep_from_the_server_fails_and_is_named(recording) -> None:
-    standin = recording("deep")
-    handshake(standin)
-    answer = standin.ask(CALL)
-    assert answer["error"]["code"] == -32603
-    message = answer["error"]["message"]
+    standin, message = failed_call(recording, "deep")
     assert message.startswith(
         "flowproof: the MCP server 'probe' wrote a line of JSON nested too deeply to read to "
         'its stdout: {"jsonrpc": "2.0", "id": 3, "result": [[[['

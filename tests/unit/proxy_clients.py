@@ -10,21 +10,11 @@ import threading
 from concurrent.futures import Future
 from typing import Any
 
+from tests.unit.trace_builders import chat_completion
+
 LOOPBACK = "127.0.0.1"
 REQUEST = {"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "hi"}]}
-RESPONSE = {
-    "id": "chatcmpl-1",
-    "object": "chat.completion",
-    "created": 1,
-    "model": "gpt-4o-mini",
-    "choices": [
-        {
-            "index": 0,
-            "message": {"role": "assistant", "content": "hello from the cassette"},
-            "finish_reason": "stop",
-        }
-    ],
-}
+RESPONSE = chat_completion("hello from the cassette")
 
 
 class LoopThread:

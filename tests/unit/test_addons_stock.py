@@ -187,12 +187,17 @@ def test_model_without_a_trace_option_stays_idle(model) -> None:
     assert flow.response is None  # nothing configured: mitmproxy's own behaviour applies
 
 
-def test_model_missing_trace_is_an_options_error_naming_the_path(model, tmp_path) -> None:
-    addon, tctx = model
+def _refuses_a_missing_trace(addon: Any, tctx: Any, option: str, tmp_path: Path) -> None:
+    """Setting `option` to a trace that does not exist is an OptionsError naming the path."""
     missing = tmp_path / "nope.trace.yaml"
     with pytest.raises(exceptions.OptionsError, match="no trace at") as caught:
-        tctx.configure(addon, flowproof_trace=str(missing))
+        tctx.configure(addon, **{option: str(missing)})
     assert str(missing) in str(caught.value)
+
+
+def test_model_missing_trace_is_an_options_error_naming_the_path(model, tmp_path) -> None:
+    addon, tctx = model
+    _refuses_a_missing_trace(addon, tctx, "flowproof_trace", tmp_path)
     assert tctx.options.flowproof_trace == ""  # mitmproxy rolled the bad value back
 
 
@@ -514,11 +519,7 @@ def test_mcp_load_registers_its_options_with_defaults(mcp) -> None:
 
 
 def test_mcp_missing_trace_is_an_options_error_naming_the_path(mcp, tmp_path) -> None:
-    addon, tctx = mcp
-    missing = tmp_path / "nope.trace.yaml"
-    with pytest.raises(exceptions.OptionsError, match="no trace at") as caught:
-        tctx.configure(addon, flowproof_mcp_trace=str(missing))
-    assert str(missing) in str(caught.value)
+    _refuses_a_missing_trace(*mcp, "flowproof_mcp_trace", tmp_path)
 
 
 def test_mcp_trace_without_the_servers_lane_is_an_options_error(mcp, tmp_path) -> None:

@@ -24,6 +24,19 @@ def _bootstrap_copy(tmp_path: Path) -> Path:
     return tmp_path / "scripts" / "bootstrap.sh"
 
 
+def _run(script: Path, home: Path, **env: str) -> subprocess.CompletedProcess[str]:
+    """The bootstrap run with `home` as HOME, no pyenv, and `env` (PATH at least)."""
+    variables = {"PYENV_ROOT": str(home / "no-pyenv"), "HOME": str(home), **env}
+    return subprocess.run(
+        ["/bin/bash", str(script)],
+        env=variables,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
 def test_no_python_312_fails_clearly(tmp_path: Path) -> None:
     script = _bootstrap_copy(tmp_path)
     old_only = tmp_path / "bin"
@@ -32,18 +45,7 @@ def test_no_python_312_fails_clearly(tmp_path: Path) -> None:
     for tool in ("ip", "unshare", "nsenter", "setpriv", "gcc", "sha256sum", "cut", "cat"):
         if found := shutil.which(tool):
             (old_only / tool).symlink_to(found)
-    result = subprocess.run(
-        ["/bin/bash", str(script)],
-        env={
-            "PATH": str(old_only),
-            "PYENV_ROOT": str(tmp_path / "no-pyenv"),
-            "HOME": str(tmp_path),
-        },
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    result = _run(script, tmp_path, PATH=str(old_only))
     assert result.returncode == 2, result.stderr
     assert "flowproof needs Python >= 3.12" in result.stderr
     assert "FLOWPROOF_PYTHON" in result.stderr
@@ -53,18 +55,8 @@ def test_no_python_312_fails_clearly(tmp_path: Path) -> None:
 def test_an_explicit_interpreter_that_is_too_old_is_not_taken(tmp_path: Path) -> None:
     """FLOWPROOF_PYTHON pointing at 3.11 is skipped, not used: the search goes on and fails."""
     script = _bootstrap_copy(tmp_path)
-    result = subprocess.run(
-        ["/bin/bash", str(script)],
-        env={
-            "PATH": "/usr/sbin:/usr/bin:/bin",
-            "PYENV_ROOT": str(tmp_path / "no-pyenv"),
-            "HOME": str(tmp_path),
-            "FLOWPROOF_PYTHON": str(OLD_PYTHON),
-        },
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
+    result = _run(
+        script, tmp_path, PATH="/usr/sbin:/usr/bin:/bin", FLOWPROOF_PYTHON=str(OLD_PYTHON)
     )
     assert result.returncode == 2, result.stderr
     assert "none was found" in result.stderr

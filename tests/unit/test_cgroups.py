@@ -16,6 +16,7 @@ from flowproof_cli.keeper import CGROUP
 from flowproof_cli.process import KEEPER
 from flowproof_cli.runner import cgroups, command, orphans
 from flowproof_cli.runner.cgroups import AgentCgroup, own_cgroup
+from tests.e2e.sockets_and_pids import is_gone
 
 HYBRID = (
     "35 24 0:30 / /sys/fs/cgroup/memory rw,relatime shared:12 - cgroup cgroup rw,memory\n"
@@ -92,14 +93,6 @@ def test_without_cgroup_kill_each_member_is_killed(tmp_path: Path) -> None:
     assert not (tmp_path / "cgroup.kill").exists(), "a control file was created, not written"
 
 
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as stat:
-            return stat.read().rsplit(b")", 1)[1].split()[0] != b"Z"
-    except FileNotFoundError:
-        return False
-
-
 @pytest.mark.skipif(cgroups.cgroup_base() is None, reason="no writable cgroup v2 here")
 def test_the_cgroup_ends_a_daemon_that_left_the_session_and_cleared_its_environment(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
@@ -121,9 +114,9 @@ def test_the_cgroup_ends_a_daemon_that_left_the_session_and_cleared_its_environm
     daemon = int(pidfile.read_text())
     try:
         deadline = time.monotonic() + 5
-        while _alive(daemon) and time.monotonic() < deadline:
+        while not is_gone(daemon) and time.monotonic() < deadline:
             time.sleep(0.01)
-        assert not _alive(daemon), "the daemon outlived its agent's cgroup"
+        assert is_gone(daemon), "the daemon outlived its agent's cgroup"
         assert made and made[0] is not None and not Path(made[0].path).exists()
     finally:
         with contextlib.suppress(ProcessLookupError):

@@ -13,6 +13,7 @@ import pytest
 from flowproof_cli.errors import AgentStartError, ConfigError
 from flowproof_cli.process import MAX_ARG_STRLEN, OUTPUT_TAIL, split_command
 from flowproof_cli.runner.command import KILL_GRACE_S, AgentOutcome, resolve_argv, run_agent
+from tests.e2e.sockets_and_pids import eventually, is_gone
 
 ENV = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LC_ALL": "C"}
 
@@ -21,26 +22,8 @@ def run(argv: list[str], cwd: Path, timeout_s: float = 30, **env: str) -> AgentO
     return asyncio.run(run_agent(argv, env={**ENV, **env}, cwd=cwd, timeout_s=timeout_s))
 
 
-def is_gone(pid: int) -> bool:
-    """True when no live process has this pid (a zombie awaiting its reaper counts as gone)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (FileNotFoundError, IndexError):
-        return True
-    return state in ("Z", "X")
-
-
 def wait_gone(pid: int, within_s: float = 5.0) -> bool:
-    deadline = time.monotonic() + within_s
-    while time.monotonic() < deadline:
-        if is_gone(pid):
-            return True
-        time.sleep(0.05)
-    return is_gone(pid)
+    return eventually(lambda: is_gone(pid), within_s)
 
 
 def read_pid(path: Path) -> int:

@@ -32,6 +32,7 @@ from flowproof_cli.trace.conversation import RecordedConversation
 from flowproof_cli.verdict import Failure, FlowResult
 
 from .test_cassette_matching import reply
+from .test_conversation_turns import HEAD
 from .test_run_records import job
 
 SYSTEM = {"role": "system", "content": "You are the support bot."}
@@ -321,19 +322,16 @@ def test_turn_rows_say_how_each_turn_went(tmp_path: Path) -> None:
     ]
 
 
-SPEC = """\
-name: support
-app: agent
-agent:
-  command: python bot.py
-  conversation:
-    until: '^> $'
+SPEC = (
+    HEAD
+    + """\
 steps:
   - user: My order 4711 has not arrived.
   - assert_tool_call: lookup_order
   - user: Then cancel it, please.
   - assert_tool_call: cancel_order
 """
+)
 
 
 def test_the_pytest_report_names_the_turn_and_points_at_its_user_step(tmp_path: Path) -> None:

@@ -15,14 +15,17 @@ from flowproof_cli.spec import FlowSpec, load_spec
 
 from .test_cassette_matching import reply, request, send
 
-HEAD = """\
-name: support
+#: A conversation flow's lines before its steps (a stdin bot whose `> ` prompt ends a turn),
+#: named by `{name}`; HEAD is the `support` one.
+HEAD_OF = """\
+name: {name}
 app: agent
 agent:
   command: python bot.py
   conversation:
     until: '^> $'
 """
+HEAD = HEAD_OF.format(name="support")
 
 
 def spec_of(tmp_path: Path, steps: str, head: str = HEAD) -> FlowSpec:

@@ -64,6 +64,13 @@ def shown(message: http.Message, flow: http.HTTPFlow) -> contentviews.Contentvie
     return contentviews.prettify_message(message, flow)
 
 
+def lines_shown(message: http.Message, flow: http.HTTPFlow) -> list[str]:
+    """The lines the conversation view shows for `message` (it must be the view that shows it)."""
+    result = shown(message, flow)
+    assert result.view_name == VIEW_NAME
+    return result.text.splitlines()
+
+
 def streamed(flow: http.HTTPFlow) -> http.HTTPFlow:
     """The flow with its response as the SSE stream the dialect serves for it."""
     copy = flow.copy()
@@ -152,9 +159,7 @@ def test_an_mcp_answer_on_sse_and_a_mocked_call_are_read() -> None:
     flow.response.headers["content-type"] = "text/event-stream"
     flow.metadata[conversation.MOCKED_CALL] = True
     assert shown(flow.request, flow).text.endswith("-> request #7: tools/call t {}")
-    answer = shown(flow.response, flow)
-    assert answer.view_name == VIEW_NAME
-    assert answer.text.splitlines() == [
+    assert lines_shown(flow.response, flow) == [
         "MCP answer, 1 SSE message(s)",
         "",
         "<- result #7 (mocked): done",
@@ -382,16 +387,12 @@ def test_an_endpoint_call_reads_as_what_was_asked_and_what_came_back() -> None:
     flow.response = http.Response.make(
         200, json.dumps(answer), {"content-type": "application/json"}
     )
-    asked = shown(flow.request, flow)
-    assert asked.view_name == VIEW_NAME
-    assert asked.text.splitlines() == [
+    assert lines_shown(flow.request, flow) == [
         "openai-embeddings request, model text-embedding-3-small",
         "",
         'input: ["refunds?"]',
     ]
-    came = shown(flow.response, flow)
-    assert came.view_name == VIEW_NAME
-    assert came.text.splitlines() == [
+    assert lines_shown(flow.response, flow) == [
         "openai-embeddings response, status 200",
         "",
         "2 vectors of 2",

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
 from flowproof_cli.trace import save
-from tests.conftest import REPO, clean_environ, run_cli
+from tests.conftest import run_cli, run_command
 from tests.unit.trace_builders import TIME, chat_trace
 
 SPEC = """\
@@ -124,15 +123,7 @@ def test_show_of_a_directory_is_a_usage_error(tmp_path: Path) -> None:
 @pytest.mark.parametrize("command", ["show", "diff"])
 def test_neither_command_loads_the_proxy_engine(traces: tuple[Path, Path], command: str) -> None:
     args = [traces[0]] if command == "show" else list(traces)
-    done = subprocess.run(
-        [sys.executable, "-X", "importtime", "-m", "flowproof_cli", command, *map(str, args)],
-        env=clean_environ(),
-        cwd=REPO,
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert done.returncode in (0, 1), done.stderr[-2000:]
+    done = run_command([sys.executable, "-X", "importtime", "-m", "flowproof_cli", command, *args])
+    assert done.code in (0, 1), done.stderr[-2000:]
     assert "flowproof_cli.evidence" in done.stderr  # the import log is there to read
     assert "mitmproxy" not in done.stderr

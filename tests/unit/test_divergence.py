@@ -22,6 +22,7 @@ from flowproof_cli.cassette.diff import (
 )
 from flowproof_cli.cassette.divergence import CHECKS, Compared, Divergence, explain, nearest_turn
 from flowproof_cli.verdict import FlowResult
+from tests.unit.trace_builders import tool_round
 
 PROTOCOL = "openai-chat"
 
@@ -53,18 +54,7 @@ def base_request() -> dict[str, Any]:
         "messages": [
             {"role": "system", "content": "You are a weather bot."},
             {"role": "user", "content": "Weather in Nairobi?"},
-            {
-                "role": "assistant",
-                "content": None,
-                "tool_calls": [
-                    {
-                        "id": "call_1",
-                        "type": "function",
-                        "function": {"name": "get_weather", "arguments": '{"city": "Nairobi"}'},
-                    }
-                ],
-            },
-            {"role": "tool", "tool_call_id": "call_1", "content": '{"temp":21}'},
+            *tool_round("call_1", "get_weather", '{"city": "Nairobi"}', '{"temp":21}'),
         ],
     }
 

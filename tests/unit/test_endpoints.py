@@ -22,6 +22,7 @@ from flowproof_cli.evidence.trajectory_diff import diff_traces
 from flowproof_cli.match.rules import MatchRules
 from flowproof_cli.trace import Trace
 from flowproof_cli.trajectory import EndpointCall
+from tests.unit.trace_builders import chat_completion
 
 EMBED = {"model": "text-embedding-3-small", "input": ["refund policy?"], "encoding_format": "float"}
 VECTORS = {
@@ -31,19 +32,7 @@ VECTORS = {
     "usage": {"prompt_tokens": 3, "total_tokens": 3},
 }
 CHAT_REQUEST = {"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "Refunds?"}]}
-CHAT_REPLY = {
-    "id": "chatcmpl-1",
-    "object": "chat.completion",
-    "created": 1,
-    "model": "gpt-4o-mini",
-    "choices": [
-        {
-            "index": 0,
-            "message": {"role": "assistant", "content": "Within 30 days."},
-            "finish_reason": "stop",
-        }
-    ],
-}
+CHAT_REPLY = chat_completion("Within 30 days.")
 
 
 def rag_turns() -> list[Turn]:

@@ -11,7 +11,7 @@ from flowproof_cli.evidence.secrets import Leak
 from flowproof_cli.match.rules import MatchRules
 from flowproof_cli.mode import Mode
 from flowproof_cli.runner.drivers import Driven, Service
-from flowproof_cli.runner.judge import Replayed, assertions
+from flowproof_cli.runner.judge import Judgement, Replayed, assertions
 from flowproof_cli.runner.judge import judge as judged
 from flowproof_cli.runner.url_driver import TriggerOutcome
 from flowproof_cli.spec import FlowSpec, parse_spec
@@ -134,13 +134,20 @@ def _replayed(flow: str = "n") -> Replayed:
     return Replayed(trace, Path("t.trace.yaml"), MatchRules(), "flowproof record t.flow.yaml")
 
 
-def test_a_sound_run_is_judged_assertions_then_egress_then_leaks_each_at_its_line() -> None:
-    judgement = judged(
+def _sound_replay(**facts: Any) -> Judgement:
+    """The asserting spec judged on a served replay whose agent exited 0, with `facts`."""
+    return judged(
         _asserting(),
         session=_served(),
         driven=Driven(exit_code=0),
         mode=Mode.REPLAY,
         environ={},
+        **facts,
+    )
+
+
+def test_a_sound_run_is_judged_assertions_then_egress_then_leaks_each_at_its_line() -> None:
+    judgement = _sound_replay(
         egress=_leaky(),
         leaks=[_leak()],
     )
@@ -183,12 +190,7 @@ def test_an_unsound_run_skips_the_assertions_but_not_egress_or_leaks() -> None:
 
 def test_an_uncontained_run_cannot_certify_assert_no_egress_at_its_line() -> None:
     report = EgressReport(Containment(False, "egress containment is Linux-only"))
-    judgement = judged(
-        _asserting(),
-        session=_served(),
-        driven=Driven(exit_code=0),
-        mode=Mode.REPLAY,
-        environ={},
+    judgement = _sound_replay(
         egress=report,
     )
     assert judgement.failures[-1] == Failure(

@@ -179,29 +179,34 @@ def _verdict(step: str, *called: str) -> str:
     return failure.message
 
 
-def test_an_assertion_naming_a_look_alike_of_the_call_made() -> None:
-    message = _verdict(f"assert_tool_call: {json.dumps(CYRILLIC)}", "get_time", "get_weather")
-    assert message.endswith(
-        f": get_we\\u0430ther ({CYRILLIC_NOTE}) was never called; the agent called "
-        "get_weather, which only looks like it. Fix: write the name as `get_weather`"
-    )
+def _verdict_ends(verdict: list[str], end: str) -> None:
+    """The verdict `_verdict(*verdict)` gives ends with `end`, every odd name spelt out."""
+    message = _verdict(*verdict)
+    assert message.endswith(end)
     assert _odd_free(message)
+
+
+def test_an_assertion_naming_a_look_alike_of_the_call_made() -> None:
+    _verdict_ends(
+        [f"assert_tool_call: {json.dumps(CYRILLIC)}", "get_time", "get_weather"],
+        f": get_we\\u0430ther ({CYRILLIC_NOTE}) was never called; the agent called "
+        "get_weather, which only looks like it. Fix: write the name as `get_weather`",
+    )
 
 
 def test_a_call_of_a_look_alike_is_shown_by_code_point() -> None:
-    message = _verdict("assert_tool_call: get_weather", "get_time", INVISIBLE)
-    assert message.endswith(
+    _verdict_ends(
+        ["assert_tool_call: get_weather", "get_time", INVISIBLE],
         f": get_weather was never called; the agent called get_\\u200bweather ({INVISIBLE_NOTE}), "
-        "which only looks like it (the model named a tool that is not the one asserted)"
+        "which only looks like it (the model named a tool that is not the one asserted)",
     )
-    assert _odd_free(message)
 
 
 def test_the_called_list_spells_out_odd_names() -> None:
-    message = _verdict("assert_tool_call: delete_city", "get_time", INVISIBLE)
-    assert message.endswith(
+    _verdict_ends(
+        ["assert_tool_call: delete_city", "get_time", INVISIBLE],
         "delete_city was never called; tools called, in order: get_time, get_\\u200bweather. "
-        "Check the tool name and the prompt"
+        "Check the tool name and the prompt",
     )
 
 

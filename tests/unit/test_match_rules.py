@@ -22,6 +22,7 @@ from flowproof_cli.match.rules import (
     NormalizeRule,
     summarize,
 )
+from tests.unit.trace_builders import chat_completion, tool_round
 
 CHAT = "openai-chat"
 
@@ -312,19 +313,7 @@ def test_snapshot_lists_rules_with_their_origin() -> None:
 
 
 def _response(text: str = "ok") -> dict[str, object]:
-    return {
-        "id": "chatcmpl-1",
-        "object": "chat.completion",
-        "created": 1,
-        "model": "gpt-4o-mini",
-        "choices": [
-            {
-                "index": 0,
-                "finish_reason": "stop",
-                "message": {"role": "assistant", "content": text},
-            }
-        ],
-    }
+    return chat_completion(text)
 
 
 def test_a_rule_added_after_recording_works_on_the_existing_trace() -> None:
@@ -383,18 +372,7 @@ def _tool_result_request(content: str) -> dict[str, object]:
         "model": "gpt-4o-mini",
         "messages": [
             {"role": "user", "content": "send it"},
-            {
-                "role": "assistant",
-                "content": None,
-                "tool_calls": [
-                    {
-                        "id": "call_1",
-                        "type": "function",
-                        "function": {"name": "send_email", "arguments": "{}"},
-                    }
-                ],
-            },
-            {"role": "tool", "tool_call_id": "call_1", "content": content},
+            *tool_round("call_1", "send_email", "{}", content),
         ],
     }
 

@@ -103,15 +103,27 @@ def test_post_sse_answers_carry_ids_named_after_the_call() -> None:
     assert events(resumed.body) == [("call2-2", "notifications/message"), ("call2-3", "answer")]
 
 
+def slow_then_roots(session: HttpReplaySession) -> tuple[StreamReply, StreamReply]:
+    """The slow tool called, the standalone GET stream opened, then the roots tool called:
+    the GET stream and the roots call's stream."""
+    session.on_request("POST", ACCEPT_BOTH, tool(2, "slow"))
+    standalone = get(session)
+    assert isinstance(standalone, StreamReply)
+    roots = session.on_request("POST", ACCEPT_BOTH, tool(3, "roots"))
+    assert isinstance(roots, StreamReply)
+    return standalone, roots
+
+
+def answer_roots(session: HttpReplaySession) -> None:
+    """The agent's answer to the server's roots/list request (id 3)."""
+    session.on_request("POST", {}, json.dumps({"jsonrpc": "2.0", "id": 3, "result": {}}).encode())
+
+
 def run_standalone(drop_after: int | None) -> list[tuple[str | None, str]]:
     """The GET stream's events as the agent receives them, dropping it after N events."""
     session = opened()
-    session.on_request("POST", ACCEPT_BOTH, tool(2, "slow"))
-    stream = get(session)
-    assert isinstance(stream, StreamReply)
-    roots = session.on_request("POST", ACCEPT_BOTH, tool(3, "roots"))
-    assert isinstance(roots, StreamReply)
-    session.on_request("POST", {}, json.dumps({"jsonrpc": "2.0", "id": 3, "result": {}}).encode())
+    stream, _ = slow_then_roots(session)
+    answer_roots(session)
     session.on_request("POST", ACCEPT_BOTH, tool(4, "a"))
     received = drain(stream.channel)
     if drop_after is not None:
@@ -144,7 +156,7 @@ def test_a_plain_get_after_a_drop_gets_only_what_was_never_handed_out() -> None:
     session = opened()
     session.on_request("POST", ACCEPT_BOTH, tool(2, "slow"))
     session.on_request("POST", ACCEPT_BOTH, tool(3, "roots"))
-    session.on_request("POST", {}, json.dumps({"jsonrpc": "2.0", "id": 3, "result": {}}).encode())
+    answer_roots(session)
     session.on_request("POST", ACCEPT_BOTH, tool(4, "a"))
     first = get(session)  # the backlog: events 1 and 2
     assert isinstance(first, StreamReply)
@@ -158,14 +170,10 @@ def test_a_plain_get_after_a_drop_gets_only_what_was_never_handed_out() -> None:
 
 def test_a_left_call_stream_keeps_its_answer_for_the_resume() -> None:
     session = opened()
-    session.on_request("POST", ACCEPT_BOTH, tool(2, "slow"))
-    standalone = get(session)
-    assert isinstance(standalone, StreamReply)
-    roots = session.on_request("POST", ACCEPT_BOTH, tool(3, "roots"))
-    assert isinstance(roots, StreamReply)
+    standalone, roots = slow_then_roots(session)
     assert drain(roots.channel) == [("call3-1", "roots/list")]
     roots.channel.closed = True  # the agent lost the POST's stream
-    session.on_request("POST", {}, json.dumps({"jsonrpc": "2.0", "id": 3, "result": {}}).encode())
+    answer_roots(session)
     assert drain(standalone.channel) == []  # the answer is not pushed anywhere else
     resumed = get(session, "call3-1")
     assert isinstance(resumed, Reply)
@@ -185,7 +193,7 @@ def test_a_resume_while_flowproof_still_holds_the_old_connection_supersedes_it()
     resumed = get(session, "call3-1")
     assert isinstance(resumed, StreamReply) and roots.channel.closed
     assert drain(resumed.channel) == []
-    session.on_request("POST", {}, json.dumps({"jsonrpc": "2.0", "id": 3, "result": {}}).encode())
+    answer_roots(session)
     assert drain(resumed.channel) == [("call3-2", "answer"), (None, "(end)")]
 
 
@@ -194,7 +202,7 @@ def test_an_id_flowproof_never_sent_is_a_named_400(last: str) -> None:
     session = opened()
     session.on_request("POST", ACCEPT_BOTH, tool(2, "slow"))
     session.on_request("POST", ACCEPT_BOTH, tool(3, "roots"))
-    session.on_request("POST", {}, json.dumps({"jsonrpc": "2.0", "id": 3, "result": {}}).encode())
+    answer_roots(session)
     session.on_request("POST", ACCEPT_BOTH, tool(4, "a"))
     reply = get(session, last)
     assert isinstance(reply, Reply) and reply.status == 400
@@ -215,5 +223,5 @@ def test_the_2026_era_sends_no_ids_and_ignores_last_event_id() -> None:
     assert isinstance(roots, StreamReply)
     assert drain(roots.channel) == [(None, "roots/list")]
     roots.channel.closed = True
-    session.on_request("POST", {}, json.dumps({"jsonrpc": "2.0", "id": 3, "result": {}}).encode())
+    answer_roots(session)
     assert drain(stream.channel) == []  # as before: nobody is told the left call's answer

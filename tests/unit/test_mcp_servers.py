@@ -29,6 +29,20 @@ def servers() -> list[McpServerSpec]:
     ]
 
 
+def judged_after(flow: McpServers, server: Any, *messages: dict[str, Any]) -> Any:
+    """The stand-in of `server` captured as having received `messages`: the flow's verdict,
+    the flow closed."""
+    assert server.capture is not None
+    capture = CaptureFile(server.capture, "x")
+    capture.append("start")
+    for message in messages:
+        capture.append("c", message)
+    capture.close()
+    verdict = flow.verdict()
+    flow.close()
+    return verdict
+
+
 def test_injection_handles_and_session_files(tmp_path: Path) -> None:
     flow = McpServers(servers(), mode="record", environ={"ROOT": "/srv"}, cwd=tmp_path)
     flow.prepare()
@@ -83,13 +97,11 @@ def test_replay_judges_the_stand_in_capture_and_stale_lanes(tmp_path: Path) -> N
     )
     flow.prepare()
     (server,) = flow.servers
-    assert server.capture is not None
-    capture = CaptureFile(server.capture, "x")
-    capture.append("start")
-    capture.append("c", {"jsonrpc": "2.0", "id": 1, "method": "prompts/list"})
-    capture.close()
-    verdict = flow.verdict()
-    flow.close()
+    verdict = judged_after(
+        flow,
+        server,
+        {"jsonrpc": "2.0", "id": 1, "method": "prompts/list"},
+    )
     assert verdict.hard == [
         "the MCP server 'files-v2' diverged at call 1: method: recorded tools/list, "
         "replayed prompts/list",
@@ -105,15 +117,13 @@ def test_calls_are_counted_per_server_and_shown_in_text_and_json(
     flow = McpServers(servers(), mode="replay", environ={}, cwd=tmp_path, lanes={})
     flow.prepare()
     (stdio, _) = flow.servers
-    assert stdio.capture is not None
-    capture = CaptureFile(stdio.capture, "x")
-    capture.append("start")
-    capture.append("c", {"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
-    capture.append("c", {"jsonrpc": "2.0", "id": 2, "method": "ping"})  # never a call
-    capture.append("c", {"jsonrpc": "2.0", "method": "notifications/initialized"})
-    capture.close()
-    verdict = flow.verdict()
-    flow.close()
+    verdict = judged_after(
+        flow,
+        stdio,
+        {"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
+        {"jsonrpc": "2.0", "id": 2, "method": "ping"},  # never a call
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+    )
     assert verdict.per_server == {"files-v2": 1, "remote": 0} and verdict.calls == 1
 
     result = FlowResult("f", Path("f.flow.yaml"), "replay", Path("f.trace.yaml"))
@@ -154,12 +164,11 @@ def test_a_stdio_lane_is_replayed_once_per_verdict(
     flow.prepare()
     (server,) = flow.servers
     assert isinstance(server, StdioServer)
-    capture = CaptureFile(server.capture, "x")
-    capture.append("start")
-    capture.append("c", {"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
-    capture.close()
-    verdict = flow.verdict()
-    flow.close()
+    verdict = judged_after(
+        flow,
+        server,
+        {"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
+    )
     assert len(built) == 1
     assert verdict.hard == []
     assert verdict.soft == [

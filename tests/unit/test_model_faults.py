@@ -11,6 +11,7 @@ from flowproof_cli.dialects import Rendered
 from flowproof_cli.faults.model_calls import ModelCalls
 from flowproof_cli.faults.plan import CallAt, Fault
 from tests.unit.test_cassette_matching import PATH, reply, request
+from tests.unit.trace_builders import tool_round
 
 ANTHROPIC_PATH = "/v1/messages"
 
@@ -219,18 +220,7 @@ def test_a_mock_and_a_fault_on_one_call_both_apply() -> None:
         "model": "gpt-4o-mini",
         "messages": [
             {"role": "user", "content": "time?"},
-            {
-                "role": "assistant",
-                "content": None,
-                "tool_calls": [
-                    {
-                        "id": "c1",
-                        "type": "function",
-                        "function": {"name": "get_time", "arguments": "{}"},
-                    }
-                ],
-            },
-            {"role": "tool", "tool_call_id": "c1", "content": "the real clock"},
+            *tool_round("c1", "get_time", "{}", "the real clock"),
         ],
     }
     told = json.loads(json.dumps(asked))

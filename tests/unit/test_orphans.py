@@ -13,16 +13,9 @@ from pathlib import Path
 import pytest
 
 from flowproof_cli.runner import cgroups, command, orphans
+from tests.e2e.sockets_and_pids import is_gone
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux only")
-
-
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as stat:
-            return stat.read().rsplit(b")", 1)[1].split()[0] != b"Z"
-    except FileNotFoundError:
-        return False
 
 
 def _run_escaping_agent(tmp_path: Path) -> int:
@@ -42,7 +35,7 @@ def _run_escaping_agent(tmp_path: Path) -> int:
 
 def test_a_setsid_descendant_is_ended_with_the_agent(tmp_path: Path) -> None:
     escaped = _run_escaping_agent(tmp_path)
-    assert not _alive(escaped), "a setsid descendant outlived the flow"
+    assert is_gone(escaped), "a setsid descendant outlived the flow"
 
 
 def test_without_adoption_the_setsid_descendant_would_survive(
@@ -54,7 +47,7 @@ def test_without_adoption_the_setsid_descendant_would_survive(
     monkeypatch.setattr(cgroups, "cgroup_base", lambda: None)
     escaped = _run_escaping_agent(tmp_path)
     try:
-        assert _alive(escaped)
+        assert not is_gone(escaped)
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.kill(escaped, signal.SIGKILL)
@@ -66,7 +59,7 @@ def test_children_lists_only_direct_children(tmp_path: Path) -> None:
     try:
         assert orphans.children() - before == {process}
         assert orphans.end_adopted(before) == [process]
-        assert not _alive(process)
+        assert is_gone(process)
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.kill(process, signal.SIGKILL)
@@ -82,9 +75,9 @@ def test_a_flow_ends_only_the_orphans_that_carry_its_marker() -> None:
     try:
         ended = orphans.end_adopted(before, marker=b"FLOWPROOF_LLM_PROXY=a", settle=False)
         assert ended == [mine]
-        assert _alive(theirs) and _alive(unmarked)
+        assert not is_gone(theirs) and not is_gone(unmarked)
         assert sorted(orphans.sweep(before)) == sorted([theirs, unmarked])  # the run's end
-        assert not _alive(theirs) and not _alive(unmarked)
+        assert is_gone(theirs) and is_gone(unmarked)
     finally:
         for pid in (mine, theirs, unmarked):
             with contextlib.suppress(ProcessLookupError):

@@ -34,6 +34,7 @@ from flowproof_cli.mcp.lane import Call, Lane, ServerEvent
 from flowproof_cli.runner import judge
 from flowproof_cli.spec.loader import load_spec
 from flowproof_cli.verdict import Failure, FlowResult
+from tests.unit.trace_builders import tool_round
 
 VALUE = "sk-live-4eC39HqLyjWDarjtT1zdp7dc"
 
@@ -207,18 +208,7 @@ def chat_request(tool_output: str, system: str = "You are helpful.") -> dict:
         "messages": [
             {"role": "system", "content": system},
             {"role": "user", "content": "hi"},
-            {
-                "role": "assistant",
-                "content": None,
-                "tool_calls": [
-                    {
-                        "id": "c1",
-                        "type": "function",
-                        "function": {"name": "read_config", "arguments": "{}"},
-                    }
-                ],
-            },
-            {"role": "tool", "tool_call_id": "c1", "content": tool_output},
+            *tool_round("c1", "read_config", "{}", tool_output),
         ],
         "tools": [{"type": "function", "function": {"name": "read_config", "parameters": {}}}],
     }

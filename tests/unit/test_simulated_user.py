@@ -39,16 +39,13 @@ from flowproof_cli.trace.conversation import RecordedConversation
 from flowproof_cli.trace.envelope import Trace
 from flowproof_cli.trace.storage import dumps
 from tests.fakes.fake_upstream import FakeUpstream, Reply
+from tests.unit.test_conversation_turns import HEAD_OF
 
 PLAIN = ("openai-chat", "openai-responses", "anthropic", "gemini")
 
-FLOW = """\
-name: simulated
-app: agent
-agent:
-  command: python bot.py
-  conversation:
-    until: '^> $'
+FLOW = (
+    HEAD_OF.replace("{name}", "simulated")
+    + """\
 steps:
   - user: My order 4711 has not arrived.
   - user:
@@ -57,6 +54,7 @@ steps:
       max_turns: 2
 {extra}  - assert: reply contains cancelled
 """
+)
 
 
 def flow(tmp_path: Path, extra: str = "") -> FlowSpec:

@@ -240,52 +240,43 @@ def test_write_atomic_leaves_no_temp_file(tmp_path: Path) -> None:
     assert os.listdir(tmp_path) == ["t.trace.yaml"]
 
 
-def test_write_atomic_failed_rename_keeps_the_previous_file(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+def _failing_keeps_the_previous_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, call: str, error: BaseException
 ) -> None:
+    """`os.<call>` raising `error` mid-write: the error reaches the caller, the previous file
+    is whole and no temporary file is left."""
     path = tmp_path / "t.trace.yaml"
     path.write_text("previous\n", encoding="utf-8")
 
-    def broken_replace(src: Any, dst: Any) -> None:
-        raise OSError(28, "No space left on device")
+    def broken(*args: Any) -> None:
+        raise error
 
-    monkeypatch.setattr(os, "replace", broken_replace)
-    with pytest.raises(OSError, match="No space left on device"):
+    monkeypatch.setattr(os, call, broken)
+    with pytest.raises(type(error)) as raised:
         write_atomic(path, "new content\n")
+    assert raised.value is error
     assert path.read_text(encoding="utf-8") == "previous\n"
     assert os.listdir(tmp_path) == ["t.trace.yaml"]
+
+
+def test_write_atomic_failed_rename_keeps_the_previous_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    no_space = OSError(28, "No space left on device")
+    _failing_keeps_the_previous_file(tmp_path, monkeypatch, "replace", no_space)
 
 
 def test_write_atomic_failed_write_keeps_the_previous_file(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    path = tmp_path / "t.trace.yaml"
-    path.write_text("previous\n", encoding="utf-8")
-
-    def broken_fsync(fd: int) -> None:
-        raise OSError(5, "Input/output error")
-
-    monkeypatch.setattr(os, "fsync", broken_fsync)
-    with pytest.raises(OSError, match="Input/output error"):
-        write_atomic(path, "half written")
-    assert path.read_text(encoding="utf-8") == "previous\n"
-    assert os.listdir(tmp_path) == ["t.trace.yaml"]
+    io_error = OSError(5, "Input/output error")
+    _failing_keeps_the_previous_file(tmp_path, monkeypatch, "fsync", io_error)
 
 
 def test_write_atomic_interrupted_keeps_the_previous_file(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    path = tmp_path / "t.trace.yaml"
-    path.write_text("previous\n", encoding="utf-8")
-
-    def interrupted(src: Any, dst: Any) -> None:
-        raise KeyboardInterrupt
-
-    monkeypatch.setattr(os, "replace", interrupted)
-    with pytest.raises(KeyboardInterrupt):
-        write_atomic(path, "new\n")
-    assert path.read_text(encoding="utf-8") == "previous\n"
-    assert os.listdir(tmp_path) == ["t.trace.yaml"]
+    _failing_keeps_the_previous_file(tmp_path, monkeypatch, "replace", KeyboardInterrupt())
 
 
 def test_a_staged_file_replaces_the_trace_only_when_committed(tmp_path: Path) -> None:

@@ -75,6 +75,33 @@ def chat_trace(
     )
 
 
+def chat_completion(text: str) -> dict[str, Any]:
+    """A whole Chat Completions answer saying `text` (a fresh dict each call)."""
+    return {
+        "id": "chatcmpl-1",
+        "object": "chat.completion",
+        "created": 1,
+        "model": "gpt-4o-mini",
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": text},
+                "finish_reason": "stop",
+            }
+        ],
+    }
+
+
+def tool_round(call_id: str, name: str, arguments: str, result: Any) -> list[dict[str, Any]]:
+    """The two Chat Completions messages of one tool call: the assistant asking for `name`
+    with `arguments`, and the tool's `result` (the content the model is told)."""
+    call = {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
+    return [
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": call_id, "content": result},
+    ]
+
+
 def _answer(ids: str, message: dict[str, Any]) -> dict[str, Any]:
     return {
         "id": f"chatcmpl-{ids}",

@@ -1,0 +1,74 @@
+"""The scaffold of the `*_can_fail` modules whose cases are one flow with one change: the
+base recorded once against the scripted fake, then every case, and the twin (the base as
+recorded), written to a folder of its own and replayed offline. Each case is a flow document
+and an edit of the recorded trace; what a case must say stays in its module."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.conftest import computed_once, run_cli
+from tests.fakes.fake_upstream import FakeUpstream, Script
+
+#: Every case's twin is the base flow and its trace as recorded: run once, it must pass.
+TWIN = "base.twin"
+
+TraceEdit = Callable[[dict[str, Any]], None]
+#: A case as written: its flow document and the edit of the recorded trace (None: as recorded).
+Written = tuple[dict[str, Any], TraceEdit | None]
+
+
+def record_base(folder: Path, document: dict[str, Any], script: Script | None = None) -> dict:
+    """Record `document` as base.flow.yaml against the fake; the trace it wrote."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "base.flow.yaml").write_text(yaml.safe_dump(document, sort_keys=False))
+    with FakeUpstream(script=script) as fake:
+        env = {"FLOWPROOF_AGENT_UPSTREAM": f"{fake.base_url}/v1", "OPENAI_API_KEY": "sk-x"}
+        result = run_cli("record", folder / "base.flow.yaml", env=env, cwd=folder)
+    assert result.code == 0, result.output
+    trace: dict[str, Any] = yaml.safe_load((folder / "base.trace.yaml").read_text())
+    return trace
+
+
+def replay_cases(
+    root: Path,
+    base: dict[str, Any],
+    cases: Mapping[str, Written],
+    *run_flags: str,
+    script: Script | None = None,
+) -> dict[str, list[Any]]:
+    """Record `base`, then run every case and the twin: {name: [exit code, output]}."""
+    trace = record_base(root / "base", base, script)
+    found: dict[str, list[Any]] = {}
+    for name, (document, edit) in [*cases.items(), (TWIN, (base, None))]:
+        folder = root / "cases" / name
+        folder.mkdir(parents=True)
+        (folder / "case.flow.yaml").write_text(yaml.safe_dump(document, sort_keys=False))
+        edited = copy.deepcopy(trace)
+        if edit is not None:
+            edit(edited)
+        (folder / "case.trace.yaml").write_text(yaml.safe_dump(edited, sort_keys=False))
+        result = run_cli("run", *run_flags, folder / "case.flow.yaml", cwd=folder)
+        found[name] = [result.code, result.output]
+    return found
+
+
+def verdicts_fixture(
+    key: str, compute: Callable[[Path], dict[str, list[Any]]]
+) -> Callable[[pytest.TempPathFactory], dict[str, list[Any]]]:
+    """A module fixture `verdicts`: `compute` run on a fresh folder once per session
+    (`computed_once`), {case name: [exit code, output]}."""
+
+    @pytest.fixture(scope="module")
+    def verdicts(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[Any]]:
+        root = tmp_path_factory.mktemp(key)
+        found: dict[str, list[Any]] = computed_once(tmp_path_factory, key, lambda: compute(root))
+        return found
+
+    return verdicts
