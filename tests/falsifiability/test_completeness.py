@@ -36,6 +36,7 @@ from tests.falsifiability import cases
 from tests.falsifiability import test_check_can_fail as check_verdicts
 from tests.falsifiability import test_conversations_can_fail as conversation_verdicts
 from tests.falsifiability import test_faults_can_fail as fault_verdicts
+from tests.falsifiability import test_mcp_faults_can_fail as mcp_fault_verdicts
 from tests.falsifiability import test_websocket_verdicts as websocket_verdicts
 
 # -- the forms the code enumerates ----------------------------------------------------------------
@@ -210,6 +211,7 @@ MESSAGE_SITES: dict[str, tuple[str, ...]] = {
     "flowproof_cli.mcp.stdio": ("sent_too_deep", "could_not_handle_line"),
     "flowproof_cli.mcp.replayer": (
         "Replayer._request",
+        "Replayer._faulted_again",
         "Replayer._answer",
         "Replayer._diverge",
         "Replayer.failures",
@@ -292,7 +294,7 @@ UNREACHABLE: dict[str, str] = {
     ),
 }
 
-_NAMED = {"failure", "message", "divergence", "line", "reason"}
+_NAMED = {"failure", "message", "divergence", "difference", "line", "reason"}
 _CALLED = {
     "_error",
     "_diverge",
@@ -396,6 +398,7 @@ def _case_messages() -> list[str]:
     said += list(websocket_verdicts.MESSAGES.values())
     said += [case.message for case in conversation_verdicts.CASES.values()]
     said += [case.message for case in fault_verdicts.CASES.values()]
+    said += [case.message for case in mcp_fault_verdicts.CASES.values()]
     said += [case.message for case in check_verdicts.CASES.values()]
     return [re.sub(r"<<[^<>]*>>", "X", text) for text in said]
 

@@ -10,7 +10,8 @@ NAME_PREFIX (a deliberate bug for the tests) is prepended to a `name` argument t
 Faults (tests/e2e/test_mcp_faults.py): RETRY_TOOL_ERRORS=1 retries a tool call that failed
 (an isError result or a JSON-RPC error) once, identically, before the model hears of it;
 REPORT_TOOL_FAILURES=1 tells the model a call that raised (`tool failed: ...`) instead of
-dying, and TOOL_TIMEOUT (seconds) bounds each call.
+dying, and TOOL_TIMEOUT (seconds) bounds each call. RETRY_MUST_SUCCEED=1 lets a retry that
+raises end the agent (its error uncaught), so a replay that refuses the retry is what fails.
 """
 
 from __future__ import annotations
@@ -55,13 +56,16 @@ def declarations(tools: Any) -> list[dict[str, Any]]:
     ]
 
 
-async def call_once(tools: Any, name: str, arguments: dict[str, Any]) -> tuple[bool, str]:
-    """(failed, text) of one tool call."""
+async def call_once(
+    tools: Any, name: str, arguments: dict[str, Any], *, fatal: bool = False
+) -> tuple[bool, str]:
+    """(failed, text) of one tool call; with `fatal` an error that raises is not caught."""
     timeout = float(os.environ.get("TOOL_TIMEOUT", "0")) or None
     try:
         result = await asyncio.wait_for(tools.call_tool(name, arguments), timeout)
     except Exception as exc:
-        if not (os.environ.get("REPORT_TOOL_FAILURES") or os.environ.get("RETRY_TOOL_ERRORS")):
+        caught = os.environ.get("REPORT_TOOL_FAILURES") or os.environ.get("RETRY_TOOL_ERRORS")
+        if fatal or not caught:
             raise
         return True, f"tool failed: {type(exc).__name__}: {exc}"
     text = "".join(getattr(block, "text", "") for block in result.content)
@@ -72,7 +76,8 @@ async def call_tool(tools: Any, name: str, arguments: dict[str, Any]) -> str:
     failed, text = await call_once(tools, name, arguments)
     if failed and os.environ.get("RETRY_TOOL_ERRORS"):
         print(f"retrying {name} after: {text}", file=sys.stderr)
-        failed, text = await call_once(tools, name, arguments)
+        fatal = bool(os.environ.get("RETRY_MUST_SUCCEED"))
+        failed, text = await call_once(tools, name, arguments, fatal=fatal)
     return text
 
 
