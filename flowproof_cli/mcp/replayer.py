@@ -206,12 +206,13 @@ class Replayer:
             return self._fault(message, position, decision.fault)
         call = self.lane.calls[position]
         if not call.answered and mocked_tool(message, self.mocks) is None:
+            assert decision.retry_of is not None  # what `again`/`retry_of` are said after
+            retried = decision.retry_of.label
             return self._diverge(
                 message,
                 position,
-                f"the agent retried {call.label()} after the fault `{decision.retry_of}`, and "
-                "the recording has no retry of it (the agent did not retry then); re-record "
-                "the flow",
+                f"the agent retried {call.label()} after the fault `{retried}`, and the "
+                "recording has no retry of it (the agent did not retry then); re-record the flow",
             )
         self._responded.discard(position)
         return self._serve(message, position, at)

@@ -101,27 +101,8 @@ def _all_cases(root: Path) -> dict[str, list[Any]]:
 
 verdicts = verdicts_fixture("mcp-fault-cases", _all_cases)
 
-#: Cases the code words wrongly today, each with its defect. Strict: once the wording is
-#: fixed the case passes, and its entry must go.
-WORDED_WRONGLY = {
-    "mcp-retried-where-the-recording-did-not": (
-        "flowproof_cli/mcp/replayer.py (Replayer._faulted_again) words the fault as its "
-        "dataclass repr (`Fault(at=CallAt(...), ...)`), not its label; it wants "
-        "`decision.retry_of.label`"
-    ),
-}
 
-
-def _cases() -> list[Any]:
-    return [
-        pytest.param(name, marks=pytest.mark.xfail(strict=True, reason=WORDED_WRONGLY[name]))
-        if name in WORDED_WRONGLY
-        else name
-        for name in sorted(CASES)
-    ]
-
-
-@pytest.mark.parametrize("name", _cases())
+@pytest.mark.parametrize("name", sorted(CASES))
 def test_the_case_fails_with_its_message(name: str, verdicts: dict[str, list[Any]]) -> None:
     code, output = verdicts[name]
     assert code == CASES[name].code, output

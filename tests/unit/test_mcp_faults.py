@@ -169,7 +169,10 @@ def test_a_retry_the_recording_does_not_have_and_a_fault_the_replay_lacks_diverg
     replayer.receive(INIT)
     replayer.receive(call_tool(2, "read", name="a"))
     replayer.receive(call_tool(3, "read", name="a"))
-    assert "the agent retried tools/call read after the fault" in str(replayer.divergence)
+    assert (
+        "the agent retried tools/call read after the fault `mcp notes call 1: tool_error: down`, "
+        "and the recording has no retry of it"
+    ) in str(replayer.divergence)
 
     unfaulted = Replayer("notes", recorded_with(first, retried=True))
     unfaulted.receive(INIT)
