@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import REPO, run_cli
-from tests.e2e.flows import set_agent_env, write_flow
+from tests.e2e.flows import AGENTS, agent_command, set_agent_env, write_flow
 from tests.fakes.fake_upstream import FakeUpstream
 
 pytestmark = pytest.mark.slow
@@ -151,3 +151,30 @@ def test_the_mcp_kinds_hit_each_recorded_tools_call() -> None:
         ("mcp notes call 1", "mcp-crash", "crashed"),
         ("mcp notes call 2", "mcp-crash", "crashed"),
     ], done.stdout
+
+
+def test_an_agent_backing_off_past_the_timeout_hangs(tmp_path: Path) -> None:
+    """ENGINE. An agent that retries a refused call after a back-off longer than the cell's
+    timeout (py_retry_forever.py, AGENT_RETRY_WAIT=3600) is killed at `--timeout` and the
+    cell is HUNG; `--fail-on hung` exits 1. The same agent backing off 0.2 s survives."""
+    spec = write_flow(
+        tmp_path,
+        name="backoff",
+        command=agent_command(AGENTS / "py_retry_forever.py"),
+        env={"AGENT_RETRY_WAIT": "3600"},
+        tools=[],
+        steps=[{"prompt": "hi"}],
+    )
+    with FakeUpstream() as fake:
+        done = run_cli("record", spec, env={"FLOWPROOF_AGENT_UPSTREAM": f"{fake.base_url}/v1"})
+    assert done.code == 0, done.output
+    hung = run_cli("chaos", spec, "--kinds", "500", "--timeout", "3", "--fail-on", "hung")
+    assert hung.code == 1, hung.output
+    assert "  500   HUNG" in hung.stdout, hung.stdout
+    assert "model call 1, 500: hung: " in hung.stdout, hung.stdout
+    assert " 0 survived, 0 diverged, 0 crashed, 1 hung, " in hung.stdout, hung.stdout
+    assert "chaos: --fail-on hung: occurred" in hung.stderr, hung.output
+    set_agent_env(spec, AGENT_RETRY_WAIT="0.2")
+    survived = run_cli("chaos", spec, "--kinds", "500", "--timeout", "3", "--fail-on", "hung")
+    assert survived.code == 0, survived.output
+    assert " 1 survived, 0 diverged, 0 crashed, 0 hung, " in survived.stdout, survived.output

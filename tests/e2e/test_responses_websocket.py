@@ -7,6 +7,7 @@ trace read both ways across the transports; then the red paths."""
 
 from __future__ import annotations
 
+import json
 import sys
 import time
 from pathlib import Path
@@ -161,3 +162,37 @@ def test_a_fault_on_a_socket_call_answers_as_over_http(tmp_path: Path) -> None:
         assert replayed.code == 0, replayed.output
     assert trace_of(status)["turns"][0]["transport"] == "websocket"
     assert trace_of(delayed)["turns"][1]["fault"] == "model call 2: delay: 0.5"
+
+
+SDK_AGENT = f"{sys.executable} {AGENTS / 'py_responses_websocket_sdk.py'}"
+RESET = {"at": "model call 2", "connection": "reset"}
+LEFT_WAITING = "the agent did not finish within 3 s and was killed; it made 2 model call(s)"
+
+
+def test_a_reset_on_a_socket_call_leaves_the_sdk_client_waiting(tmp_path: Path) -> None:
+    """A `connection: reset` at a socket call drops the frame but does not close the
+    socket (the proxy's kill of a WebSocket flow does not end its connection), so the
+    openai SDK's `responses.connect()` client gets neither an answer nor a close and waits
+    until it is killed: at record (the flow's timeout) and at replay (`flowproof chaos`,
+    its `--timeout`: every cell hung) alike. The same flow without the fault passes."""
+    (tmp_path / "clean").mkdir()
+    (tmp_path / "reset").mkdir()
+    clean = write_flow(tmp_path / "clean", command=SDK_AGENT, tools=[], steps=STEPS, timeout=3)
+    with ResponsesWebSocketUpstream(api_key=KEY) as fake:
+        assert record(clean, fake).code == 0
+    assert [turn["transport"] for turn in trace_of(clean)["turns"]] == ["websocket"] * 2
+    assert run_cli("run", clean).code == 0  # the red path: without the fault it passes
+    swept = run_cli("chaos", clean, "--kinds", "reset", "--timeout", "3", "-j", "2", "--json")
+    assert swept.code == 0, swept.output
+    cells = [(cell["call"], cell["outcome"]) for cell in json.loads(swept.stdout)["cells"]]
+    assert cells == [("model call 1", "hung"), ("model call 2", "hung")], swept.stdout
+    faulted = write_flow(
+        tmp_path / "reset", command=SDK_AGENT, tools=[], steps=STEPS, timeout=3, faults=[RESET]
+    )
+    with ResponsesWebSocketUpstream(api_key=KEY) as fake:
+        recorded = record(faulted, fake)
+        assert len(fake.frames()) == 1  # the faulted frame was never forwarded, nor resent
+    assert recorded.code == 1, recorded.output
+    assert LEFT_WAITING in recorded.stdout, recorded.output
+    assert "fault: model call 2: connection: reset: 1 attempt(s) faulted" in recorded.stdout
+    assert "Traceback" not in recorded.output

@@ -2,7 +2,8 @@
 retried it about nine times, 70 s per failing run), ignoring `x-should-retry: false`.
 
 Stdlib only: one Chat Completions request (the model from AGENT_MODEL), retried every
-0.2 s while the answer is an HTTP error, each attempt printed. It also ignores SIGTERM
+AGENT_RETRY_WAIT seconds (default 0.2; a back-off far past any timeout makes it hang on the
+first error) while the answer is an HTTP error, each attempt printed. It also ignores SIGTERM
 after AGENT_IGNORE_TERM is set, so that only the stop's SIGKILL ends it.
 """
 
@@ -28,6 +29,7 @@ def main() -> int:
         data=json.dumps(body).encode(),
         headers={"content-type": "application/json", "authorization": "Bearer placeholder"},
     )
+    wait = float(os.environ.get("AGENT_RETRY_WAIT", "0.2"))
     attempt = 0
     while True:
         attempt += 1
@@ -36,7 +38,7 @@ def main() -> int:
                 answer = json.load(response)
         except urllib.error.HTTPError as exc:
             print(f"attempt {attempt}: HTTP {exc.code}, retrying", flush=True)
-            time.sleep(0.2)
+            time.sleep(wait)
             continue
         print(answer["choices"][0]["message"]["content"], flush=True)
         return 0
