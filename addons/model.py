@@ -154,7 +154,7 @@ class ModelBoundary:
     def load(self, loader: Any) -> None:
         proxyserver = loader.master.addons.get("proxyserver")
         if proxyserver is not None:  # how frames are sent on a live socket
-            self._frames = sockets.Frames(proxyserver.inject_websocket)
+            self._frames = sockets.Frames(proxyserver)
         loader.add_option(
             "flowproof_trace", str, "", "Trace file to replay from, or to write when recording."
         )

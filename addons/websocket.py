@@ -270,12 +270,26 @@ async def to_sink(flow: http.HTTPFlow, sink: Sink) -> None:
     mark_forwarded(flow)
 
 
+def drop_client(proxyserver: Any, flow: http.HTTPFlow) -> None:
+    """End the agent's socket without a close frame, as a reset does. Killing a WebSocket
+    flow only marks it (mitmproxy's WebSocket layer reads a message's `dropped`, never the
+    flow's `killed`), so the task reading the agent's connection is cancelled: mitmproxy
+    then closes it as when a client goes."""
+    connections = getattr(proxyserver, "connections", {})
+    handler = connections.get(flow.client_conn.id)
+    io = handler.transports.get(handler.client) if handler is not None else None
+    if io is not None and io.handler is not None:
+        io.handler.cancel()
+
+
 class Frames:
     """One session's frames: read the client's, hold the upstream's, send the answers."""
 
-    def __init__(self, inject: Any) -> None:
-        #: `Proxyserver.inject_websocket`: sends a frame on a live socket.
-        self._inject = inject
+    def __init__(self, proxyserver: Any) -> None:
+        #: `Proxyserver`: its `inject_websocket` sends a frame on a live socket, and its
+        #: connections are where a reset ends one.
+        self._proxyserver = proxyserver
+        self._inject = proxyserver.inject_websocket
 
     def send(self, flow: http.HTTPFlow, frames: list[bytes]) -> None:
         for frame in frames:
@@ -309,6 +323,7 @@ class Frames:
             message.drop()
             if outcome.reset:  # a fault: the socket closed without an answer
                 flow.kill()
+                drop_client(self._proxyserver, flow)
                 return
             if outcome.delay_s > 0:  # a fault: the answer late (the other flows go on)
                 await asyncio.sleep(outcome.delay_s)

@@ -166,15 +166,15 @@ def test_a_fault_on_a_socket_call_answers_as_over_http(tmp_path: Path) -> None:
 
 SDK_AGENT = f"{sys.executable} {AGENTS / 'py_responses_websocket_sdk.py'}"
 RESET = {"at": "model call 2", "connection": "reset"}
-LEFT_WAITING = "the agent did not finish within 3 s and was killed; it made 2 model call(s)"
+SOCKET_CLOSED = "agent error: ConnectionClosedError: no close frame received or sent"
 
 
-def test_a_reset_on_a_socket_call_leaves_the_sdk_client_waiting(tmp_path: Path) -> None:
-    """A `connection: reset` at a socket call drops the frame but does not close the
-    socket (the proxy's kill of a WebSocket flow does not end its connection), so the
-    openai SDK's `responses.connect()` client gets neither an answer nor a close and waits
-    until it is killed: at record (the flow's timeout) and at replay (`flowproof chaos`,
-    its `--timeout`: every cell hung) alike. The same flow without the fault passes."""
+def test_a_reset_on_a_socket_call_closes_it_and_the_sdk_client_raises(tmp_path: Path) -> None:
+    """A `connection: reset` at a socket call ends the agent's socket without an answer or
+    a close frame, and the openai SDK's `responses.connect()` client raises
+    `ConnectionClosedError`: at record (the flow fails with the agent's exit) and at replay
+    (`flowproof chaos`: every cell crashed) alike. The same flow without the fault passes.
+    (Killing the flow alone left the socket open and the client waiting until killed.)"""
     (tmp_path / "clean").mkdir()
     (tmp_path / "reset").mkdir()
     clean = write_flow(tmp_path / "clean", command=SDK_AGENT, tools=[], steps=STEPS, timeout=3)
@@ -185,7 +185,7 @@ def test_a_reset_on_a_socket_call_leaves_the_sdk_client_waiting(tmp_path: Path) 
     swept = run_cli("chaos", clean, "--kinds", "reset", "--timeout", "3", "-j", "2", "--json")
     assert swept.code == 0, swept.output
     cells = [(cell["call"], cell["outcome"]) for cell in json.loads(swept.stdout)["cells"]]
-    assert cells == [("model call 1", "hung"), ("model call 2", "hung")], swept.stdout
+    assert cells == [("model call 1", "crashed"), ("model call 2", "crashed")], swept.stdout
     faulted = write_flow(
         tmp_path / "reset", command=SDK_AGENT, tools=[], steps=STEPS, timeout=3, faults=[RESET]
     )
@@ -193,6 +193,6 @@ def test_a_reset_on_a_socket_call_leaves_the_sdk_client_waiting(tmp_path: Path) 
         recorded = record(faulted, fake)
         assert len(fake.frames()) == 1  # the faulted frame was never forwarded, nor resent
     assert recorded.code == 1, recorded.output
-    assert LEFT_WAITING in recorded.stdout, recorded.output
+    assert SOCKET_CLOSED in recorded.stdout, recorded.output
     assert "fault: model call 2: connection: reset: 1 attempt(s) faulted" in recorded.stdout
     assert "Traceback" not in recorded.output

@@ -201,7 +201,8 @@ def _flow(*messages: _Message) -> Any:
 
 def _recording() -> tuple[CassetteSession, sockets.Frames, list[bytes]]:
     sent: list[bytes] = []
-    frames = sockets.Frames(lambda flow, to_client, frame, is_text: sent.append(frame))
+    inject = lambda flow, to_client, frame, is_text: sent.append(frame)  # noqa: E731
+    frames = sockets.Frames(SimpleNamespace(inject_websocket=inject, connections={}))
     session = CassetteSession(Mode.RECORD, upstream=Upstream("http://127.0.0.1:9/v1", KEY))
     return session, frames, sent
 
