@@ -19,7 +19,14 @@ from typing import Any
 import pytest
 
 from tests.fakes.fake_upstream import Reply
-from tests.falsifiability.twin_runs import TWIN, TraceEdit, Written, replay_cases, verdicts_fixture
+from tests.falsifiability.twin_runs import (
+    TraceEdit,
+    Written,
+    assert_fails_as_said,
+    assert_twin_passes,
+    replay_cases,
+    verdicts_fixture,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -188,14 +195,11 @@ verdicts = verdicts_fixture("conversation-cases", _all_cases)
 
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_the_case_fails_with_its_message(name: str, verdicts: dict[str, list[Any]]) -> None:
-    code, output = verdicts[name]
-    assert code == CASES[name].code, output
-    assert CASES[name].message in output.replace('\\"', '"'), output
+    assert_fails_as_said(verdicts[name], CASES[name].code, CASES[name].message)
 
 
 def test_the_twin_of_every_case_passes(verdicts: dict[str, list[Any]]) -> None:
-    code, output = verdicts[TWIN]
-    assert code == 0, output
+    assert_twin_passes(verdicts)
 
 
 @pytest.mark.parametrize("name", ["turn-never-ends", "exits-mid-conversation"])

@@ -16,7 +16,13 @@ from typing import Any
 
 import pytest
 
-from tests.falsifiability.twin_runs import TWIN, TraceEdit, replay_cases, verdicts_fixture
+from tests.falsifiability.twin_runs import (
+    TraceEdit,
+    assert_fails_as_said,
+    assert_twin_passes,
+    replay_cases,
+    verdicts_fixture,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -117,11 +123,8 @@ verdicts = verdicts_fixture("fault-cases", _all_cases)
 
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_the_case_fails_with_its_message(name: str, verdicts: dict[str, list[Any]]) -> None:
-    code, output = verdicts[name]
-    assert code == CASES[name].code, output
-    assert CASES[name].message in output, output
+    assert_fails_as_said(verdicts[name], CASES[name].code, CASES[name].message)
 
 
 def test_the_twin_of_every_case_passes(verdicts: dict[str, list[Any]]) -> None:
-    code, output = verdicts[TWIN]
-    assert code == 0, output
+    assert_twin_passes(verdicts)

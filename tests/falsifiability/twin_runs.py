@@ -72,3 +72,16 @@ def verdicts_fixture(
         return found
 
     return verdicts
+
+
+def assert_fails_as_said(verdict: list[Any], code: int, message: str) -> None:
+    """One case's [exit code, output]: its code, and its message in the output (escaped
+    quotes read as quotes: a message quoting a YAML string may print them escaped)."""
+    found_code, output = verdict
+    assert found_code == code, output
+    assert message in output.replace('\\"', '"'), output
+
+
+def assert_twin_passes(verdicts: dict[str, list[Any]]) -> None:
+    code, output = verdicts[TWIN]
+    assert code == 0, output
