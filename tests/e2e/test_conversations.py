@@ -214,9 +214,9 @@ def test_ask_first_agent_told_yes_fails_the_no_call_assertion_of_turn_2(tmp_path
 TURN_1 = 'conversation turn 1 ("Where is my order 4711?")'
 
 
-def guard_replay(factory: pytest.TempPathFactory, tmp_path: Path, **changes: Any) -> CliResult:
-    """Replay a copy of the guard's recording with `changes` to its flow: `until`,
-    `timeout`, or agent environment variables."""
+def guard_fails(factory: pytest.TempPathFactory, tmp_path: Path, **changes: Any) -> CliResult:
+    """Replay a copy of the guard's recording with `changes` to its flow (`until`, `timeout`,
+    or agent environment variables): the run exits 1; its result."""
     spec = recorded_case("read-only-guard", factory, tmp_path)
 
     def change(loaded: dict[str, Any]) -> None:
@@ -229,7 +229,9 @@ def guard_replay(factory: pytest.TempPathFactory, tmp_path: Path, **changes: Any
                 loaded["agent"]["env"][key] = value
 
     edit(spec, change)
-    return run_cli("run", spec)
+    result = run_cli("run", spec)
+    assert result.code == 1, result.output
+    return result
 
 
 def test_an_until_that_never_matches_times_out_naming_the_turn(
@@ -237,8 +239,7 @@ def test_an_until_that_never_matches_times_out_naming_the_turn(
 ) -> None:
     # The timeout is the flow's, from the agent's start: room for a loaded machine to start
     # the agent and replay turn 1, so its lines are there to be named.
-    result = guard_replay(tmp_path_factory, tmp_path, until="^>>> $", timeout=8)
-    assert result.code == 1, result.output
+    result = guard_fails(tmp_path_factory, tmp_path, until="^>>> $", timeout=8)
     assert f"{TURN_1} did not end within 8 s" in result.stdout, result.stdout
     assert "matched until '^>>> $'. Fix: make the agent print a line matching" in result.stdout
     assert "flowproof sets PYTHONUNBUFFERED=1); the last lines it printed:" in result.stdout
@@ -248,8 +249,7 @@ def test_an_until_that_never_matches_times_out_naming_the_turn(
 def test_an_agent_that_exits_mid_conversation_fails_turn_2(
     tmp_path_factory: pytest.TempPathFactory, tmp_path: Path
 ) -> None:
-    result = guard_replay(tmp_path_factory, tmp_path, CONVERSE_EXIT_AFTER="1")
-    assert result.code == 1, result.output
+    result = guard_fails(tmp_path_factory, tmp_path, CONVERSE_EXIT_AFTER="1")
     assert (
         'the agent exited with code 0 during conversation turn 2 ("Is it still on its way?"), '
         "before it ended the turn (no line matched until '^> $')"
@@ -259,8 +259,7 @@ def test_an_agent_that_exits_mid_conversation_fails_turn_2(
 def test_an_agent_that_reads_no_stdin_fails_turn_1(
     tmp_path_factory: pytest.TempPathFactory, tmp_path: Path
 ) -> None:
-    result = guard_replay(tmp_path_factory, tmp_path, CONVERSE_DEAF="1", timeout=3)
-    assert result.code == 1, result.output
+    result = guard_fails(tmp_path_factory, tmp_path, CONVERSE_DEAF="1", timeout=3)
     assert f"{TURN_1} did not end within 3 s" in result.stdout, result.stdout
     # Its greeting may come before or after the message was written: either way no turn's.
     assert "it made 0 model call(s) of 5 recorded" in result.stdout
