@@ -12,7 +12,7 @@ url service failing turn 2, and a one-turn trace replayed as a conversation.
 from __future__ import annotations
 
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -214,7 +214,7 @@ def test_ask_first_agent_told_yes_fails_the_no_call_assertion_of_turn_2(tmp_path
 TURN_1 = 'conversation turn 1 ("Where is my order 4711?")'
 
 
-def guard_fails(factory: pytest.TempPathFactory, tmp_path: Path, **changes: Any) -> CliResult:
+def _guard_fails(factory: pytest.TempPathFactory, tmp_path: Path, **changes: Any) -> CliResult:
     """Replay a copy of the guard's recording with `changes` to its flow (`until`, `timeout`,
     or agent environment variables): the run exits 1; its result."""
     spec = recorded_case("read-only-guard", factory, tmp_path)
@@ -234,12 +234,20 @@ def guard_fails(factory: pytest.TempPathFactory, tmp_path: Path, **changes: Any)
     return result
 
 
-def test_an_until_that_never_matches_times_out_naming_the_turn(
+@pytest.fixture
+def guard_fails(
     tmp_path_factory: pytest.TempPathFactory, tmp_path: Path
+) -> Callable[..., CliResult]:
+    """`_guard_fails` for this test's folders: call it with the changes."""
+    return lambda **changes: _guard_fails(tmp_path_factory, tmp_path, **changes)
+
+
+def test_an_until_that_never_matches_times_out_naming_the_turn(
+    guard_fails: Callable[..., CliResult],
 ) -> None:
     # The timeout is the flow's, from the agent's start: room for a loaded machine to start
     # the agent and replay turn 1, so its lines are there to be named.
-    result = guard_fails(tmp_path_factory, tmp_path, until="^>>> $", timeout=8)
+    result = guard_fails(until="^>>> $", timeout=8)
     assert f"{TURN_1} did not end within 8 s" in result.stdout, result.stdout
     assert "matched until '^>>> $'. Fix: make the agent print a line matching" in result.stdout
     assert "flowproof sets PYTHONUNBUFFERED=1); the last lines it printed:" in result.stdout
@@ -247,19 +255,17 @@ def test_an_until_that_never_matches_times_out_naming_the_turn(
 
 
 def test_an_agent_that_exits_mid_conversation_fails_turn_2(
-    tmp_path_factory: pytest.TempPathFactory, tmp_path: Path
+    guard_fails: Callable[..., CliResult],
 ) -> None:
-    result = guard_fails(tmp_path_factory, tmp_path, CONVERSE_EXIT_AFTER="1")
+    result = guard_fails(CONVERSE_EXIT_AFTER="1")
     assert (
         'the agent exited with code 0 during conversation turn 2 ("Is it still on its way?"), '
         "before it ended the turn (no line matched until '^> $')"
     ) in result.stdout, result.stdout
 
 
-def test_an_agent_that_reads_no_stdin_fails_turn_1(
-    tmp_path_factory: pytest.TempPathFactory, tmp_path: Path
-) -> None:
-    result = guard_fails(tmp_path_factory, tmp_path, CONVERSE_DEAF="1", timeout=3)
+def test_an_agent_that_reads_no_stdin_fails_turn_1(guard_fails: Callable[..., CliResult]) -> None:
+    result = guard_fails(CONVERSE_DEAF="1", timeout=3)
     assert f"{TURN_1} did not end within 3 s" in result.stdout, result.stdout
     # Its greeting may come before or after the message was written: either way no turn's.
     assert "it made 0 model call(s) of 5 recorded" in result.stdout
