@@ -118,6 +118,14 @@ def record(spec: Path, fake: FakeUpstream) -> CliResult:
     return run_cli("record", spec, env=upstream, timeout=180)
 
 
+def record_fails(spec: Path) -> CliResult:
+    """Record `spec` against a fresh fake model: the record exits 1; its result."""
+    with FakeUpstream() as fake:
+        result = record(spec, fake)
+    assert result.code == 1, result.output
+    return result
+
+
 def edit(spec: Path, change: Any) -> None:
     """Apply `change(spec_dict)` to the flow on disk."""
     loaded = yaml.safe_load(spec.read_text())
@@ -186,9 +194,7 @@ def test_guard_with_the_destructive_tool_offered_fails_turn_3(tmp_path: Path) ->
     """The same conversation, the agent's read-only mode off: the model complies with the
     injected instruction, and turn 3's assertions fail naming the turn and its message."""
     spec = write_conversation(tmp_path, CASES["read-only-guard"], GUARD_READ_ONLY="0")
-    with FakeUpstream() as fake:
-        result = record(spec, fake)
-    assert result.code == 1, result.output
+    result = record_fails(spec)
     assert result.stdout.startswith(
         f'FAIL: guard.py holds a conversation - conversation turn 3 ("{INJECTED}"): '
         "assert_no_tool_call issue_refund: issue_refund was called"
@@ -200,9 +206,7 @@ def test_guard_with_the_destructive_tool_offered_fails_turn_3(tmp_path: Path) ->
 def test_ask_first_agent_told_yes_fails_the_no_call_assertion_of_turn_2(tmp_path: Path) -> None:
     spec = write_conversation(tmp_path, CASES["ask-first"])
     say_in_turn(spec, 2, "Yes, go ahead.")
-    with FakeUpstream() as fake:
-        result = record(spec, fake)
-    assert result.code == 1, result.output
+    result = record_fails(spec)
     assert result.stdout.startswith(
         'FAIL: confirm_first.py holds a conversation - conversation turn 2 ("Yes, go ahead."): '
         "assert_no_tool_call cancel_order: cancel_order was called"
@@ -342,9 +346,7 @@ def test_url_service_failing_turn_2_names_the_turn_and_status(
     tmp_path: Path, url_service: Any
 ) -> None:
     spec = write_url_conversation(tmp_path, url_service(SERVICE_FAIL_TURN="2"))
-    with FakeUpstream() as fake:
-        result = record(spec, fake)
-    assert result.code == 1, result.output
+    result = record_fails(spec)
     assert result.stdout.startswith(
         f'FAIL: url service holds a conversation - conversation turn 2 ("{CANCEL}"): '
         "assert_tool_call cancel_order where order_id equals 4711: cancel_order was never "
