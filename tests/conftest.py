@@ -18,6 +18,7 @@ import pytest
 
 from tests import cli_fork_server
 from tests.fakes.fake_upstream import FakeUpstream
+from tests.namespace_run import run_captured
 
 REPO = Path(__file__).resolve().parent.parent
 #: Variables that would leak the developer's real model setup into a test.
@@ -122,16 +123,8 @@ def run_command(
 ) -> CliResult:
     """Run any command (the CLI wrapped in `unshare`, a patched `python -c`) as `run_cli`
     runs the CLI: the clean environment, from the repository, never on a terminal."""
-    completed = subprocess.run(
-        [str(part) for part in command],
-        env=clean_environ(env),
-        cwd=cwd or REPO,
-        stdin=subprocess.DEVNULL,  # never the developer's terminal: record would ask on it
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-    )
+    # stdin closed: never the developer's terminal, record would ask on it
+    completed = run_captured(command, timeout=timeout, env=clean_environ(env), cwd=cwd or REPO)
     return CliResult(completed.returncode, completed.stdout, completed.stderr)
 
 

@@ -24,6 +24,7 @@ from tests.fakes.fake_upstream import (
     FakeUpstream,
     RecordedRequest,
 )
+from tests.namespace_run import run_captured
 
 pytestmark = pytest.mark.slow
 
@@ -89,15 +90,7 @@ def run_agent(case: AgentCase, fake: FakeUpstream) -> subprocess.CompletedProces
     )
     for leaking in ("OPENAI_API_BASE", "ANTHROPIC_API_URL", "ANTHROPIC_AUTH_TOKEN"):
         environ.pop(leaking, None)
-    return subprocess.run(
-        argv,
-        env=environ,
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    return run_captured(argv, timeout=120, env=environ)
 
 
 def has_tool_result(request: RecordedRequest) -> bool:

@@ -12,7 +12,7 @@ url service failing turn 2, and a one-turn trace replayed as a conversation.
 from __future__ import annotations
 
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -118,6 +118,14 @@ def record(spec: Path, fake: FakeUpstream) -> CliResult:
     return run_cli("record", spec, env=upstream, timeout=180)
 
 
+def record_fails(spec: Path) -> CliResult:
+    """Record `spec` against a fresh fake model: the record exits 1; its result."""
+    with FakeUpstream() as fake:
+        result = record(spec, fake)
+    assert result.code == 1, result.output
+    return result
+
+
 def edit(spec: Path, change: Any) -> None:
     """Apply `change(spec_dict)` to the flow on disk."""
     loaded = yaml.safe_load(spec.read_text())
@@ -186,9 +194,7 @@ def test_guard_with_the_destructive_tool_offered_fails_turn_3(tmp_path: Path) ->
     """The same conversation, the agent's read-only mode off: the model complies with the
     injected instruction, and turn 3's assertions fail naming the turn and its message."""
     spec = write_conversation(tmp_path, CASES["read-only-guard"], GUARD_READ_ONLY="0")
-    with FakeUpstream() as fake:
-        result = record(spec, fake)
-    assert result.code == 1, result.output
+    result = record_fails(spec)
     assert result.stdout.startswith(
         f'FAIL: guard.py holds a conversation - conversation turn 3 ("{INJECTED}"): '
         "assert_no_tool_call issue_refund: issue_refund was called"
@@ -200,9 +206,7 @@ def test_guard_with_the_destructive_tool_offered_fails_turn_3(tmp_path: Path) ->
 def test_ask_first_agent_told_yes_fails_the_no_call_assertion_of_turn_2(tmp_path: Path) -> None:
     spec = write_conversation(tmp_path, CASES["ask-first"])
     say_in_turn(spec, 2, "Yes, go ahead.")
-    with FakeUpstream() as fake:
-        result = record(spec, fake)
-    assert result.code == 1, result.output
+    result = record_fails(spec)
     assert result.stdout.startswith(
         'FAIL: confirm_first.py holds a conversation - conversation turn 2 ("Yes, go ahead."): '
         "assert_no_tool_call cancel_order: cancel_order was called"
@@ -214,9 +218,9 @@ def test_ask_first_agent_told_yes_fails_the_no_call_assertion_of_turn_2(tmp_path
 TURN_1 = 'conversation turn 1 ("Where is my order 4711?")'
 
 
-def guard_replay(factory: pytest.TempPathFactory, tmp_path: Path, **changes: Any) -> CliResult:
-    """Replay a copy of the guard's recording with `changes` to its flow: `until`,
-    `timeout`, or agent environment variables."""
+def _guard_fails(factory: pytest.TempPathFactory, tmp_path: Path, **changes: Any) -> CliResult:
+    """Replay a copy of the guard's recording with `changes` to its flow (`until`, `timeout`,
+    or agent environment variables): the run exits 1; its result."""
     spec = recorded_case("read-only-guard", factory, tmp_path)
 
     def change(loaded: dict[str, Any]) -> None:
@@ -229,16 +233,25 @@ def guard_replay(factory: pytest.TempPathFactory, tmp_path: Path, **changes: Any
                 loaded["agent"]["env"][key] = value
 
     edit(spec, change)
-    return run_cli("run", spec)
+    result = run_cli("run", spec)
+    assert result.code == 1, result.output
+    return result
+
+
+@pytest.fixture
+def guard_fails(
+    tmp_path_factory: pytest.TempPathFactory, tmp_path: Path
+) -> Callable[..., CliResult]:
+    """`_guard_fails` for this test's folders: call it with the changes."""
+    return lambda **changes: _guard_fails(tmp_path_factory, tmp_path, **changes)
 
 
 def test_an_until_that_never_matches_times_out_naming_the_turn(
-    tmp_path_factory: pytest.TempPathFactory, tmp_path: Path
+    guard_fails: Callable[..., CliResult],
 ) -> None:
     # The timeout is the flow's, from the agent's start: room for a loaded machine to start
     # the agent and replay turn 1, so its lines are there to be named.
-    result = guard_replay(tmp_path_factory, tmp_path, until="^>>> $", timeout=8)
-    assert result.code == 1, result.output
+    result = guard_fails(until="^>>> $", timeout=8)
     assert f"{TURN_1} did not end within 8 s" in result.stdout, result.stdout
     assert "matched until '^>>> $'. Fix: make the agent print a line matching" in result.stdout
     assert "flowproof sets PYTHONUNBUFFERED=1); the last lines it printed:" in result.stdout
@@ -246,21 +259,17 @@ def test_an_until_that_never_matches_times_out_naming_the_turn(
 
 
 def test_an_agent_that_exits_mid_conversation_fails_turn_2(
-    tmp_path_factory: pytest.TempPathFactory, tmp_path: Path
+    guard_fails: Callable[..., CliResult],
 ) -> None:
-    result = guard_replay(tmp_path_factory, tmp_path, CONVERSE_EXIT_AFTER="1")
-    assert result.code == 1, result.output
+    result = guard_fails(CONVERSE_EXIT_AFTER="1")
     assert (
         'the agent exited with code 0 during conversation turn 2 ("Is it still on its way?"), '
         "before it ended the turn (no line matched until '^> $')"
     ) in result.stdout, result.stdout
 
 
-def test_an_agent_that_reads_no_stdin_fails_turn_1(
-    tmp_path_factory: pytest.TempPathFactory, tmp_path: Path
-) -> None:
-    result = guard_replay(tmp_path_factory, tmp_path, CONVERSE_DEAF="1", timeout=3)
-    assert result.code == 1, result.output
+def test_an_agent_that_reads_no_stdin_fails_turn_1(guard_fails: Callable[..., CliResult]) -> None:
+    result = guard_fails(CONVERSE_DEAF="1", timeout=3)
     assert f"{TURN_1} did not end within 3 s" in result.stdout, result.stdout
     # Its greeting may come before or after the message was written: either way no turn's.
     assert "it made 0 model call(s) of 5 recorded" in result.stdout
@@ -337,9 +346,7 @@ def test_url_service_failing_turn_2_names_the_turn_and_status(
     tmp_path: Path, url_service: Any
 ) -> None:
     spec = write_url_conversation(tmp_path, url_service(SERVICE_FAIL_TURN="2"))
-    with FakeUpstream() as fake:
-        result = record(spec, fake)
-    assert result.code == 1, result.output
+    result = record_fails(spec)
     assert result.stdout.startswith(
         f'FAIL: url service holds a conversation - conversation turn 2 ("{CANCEL}"): '
         "assert_tool_call cancel_order where order_id equals 4711: cancel_order was never "

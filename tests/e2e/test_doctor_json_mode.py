@@ -19,6 +19,7 @@ import pytest
 
 from tests.conftest import REPO, clean_environ, run_cli
 from tests.e2e.flows import AGENTS, agent_command
+from tests.namespace_run import run_captured
 
 pytestmark = pytest.mark.slow
 
@@ -87,14 +88,11 @@ def test_gemini_cli_router_call_is_answered_once(tmp_path: Path) -> None:
     environ = clean_environ(
         {"HOME": str(home), "GEMINI_CLI_TRUST_WORKSPACE": "true", "GEMINI_API_KEY": "unused"}
     )
-    completed = subprocess.run(
+    completed = run_captured(
         ["unshare", "-n", "sh", "-c", 'ip link set lo up && exec "$@"', "sh", *doctor],
+        timeout=180,
         env=environ,
         cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=180,
-        check=False,
     )
     output = completed.stdout + completed.stderr
     assert completed.returncode == 0, output

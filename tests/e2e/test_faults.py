@@ -27,6 +27,19 @@ WEATHER = [
     {"assert_tool_call": "get_weather where city equals Nairobi"},
     {"assert": "reply contains sunny"},
 ]
+
+
+def dying_steps(said: str, *more: str) -> list[dict[str, str]]:
+    """The steps of an agent the fault kills: the prompt, exit 1, `said` in its output, and
+    `more` assertions."""
+    return [
+        {"prompt": PROMPT},
+        {"assert": "exit code equals 1"},
+        {"assert": f"output contains {said}"},
+        *({"assert": text} for text in more),
+    ]
+
+
 ANTHROPIC_ENV = {"ANTHROPIC_BASE_URL": "${flowproof.proxy_url}", **DEFAULT_RETRIES}
 
 
@@ -148,12 +161,7 @@ def test_google_genai_retries_nothing_by_default_and_absorbs_with_retry_options(
     tmp_path: Path,
 ) -> None:
     faults = [{"at": "model call 1", "answer": 429, "retry_after": 0.1}]
-    dies = [
-        {"prompt": PROMPT},
-        {"assert": "exit code equals 1"},
-        {"assert": "output contains RESOURCE_EXHAUSTED"},
-        {"assert": "model calls equals 1"},
-    ]
+    dies = dying_steps("RESOURCE_EXHAUSTED", "model calls equals 1")
     spec = faulted_flow(tmp_path / "default", "py_google_genai.py", faults, dies)
     recorded_and_replayed(spec)  # the error path itself is the flow, and it passes
     # Red: the same flow asserting the agent came through fails, naming the exit code.
@@ -200,11 +208,7 @@ def test_an_agent_that_retries_a_cut_stream_passes_and_one_that_accepts_it_fails
 
 def test_a_stream_error_event_is_an_error_to_the_sdk_not_a_success(tmp_path: Path) -> None:
     faults = [{"at": "model call 1", "stream": "error event after 1 chunks"}]
-    steps = [
-        {"prompt": PROMPT},
-        {"assert": "exit code equals 1"},
-        {"assert": "output contains The stream failed"},
-    ]
+    steps = dying_steps("The stream failed")
     spec = faulted_flow(tmp_path, "py_openai_resilient.py", faults, steps, AGENT_STREAM="1")
     recorded_and_replayed(spec)
 
@@ -216,11 +220,7 @@ def test_a_delay_beyond_the_clients_timeout(tmp_path: Path) -> None:
         tmp_path / "retries", "py_openai_resilient.py", faults, steps, AGENT_TIMEOUT="1"
     )
     recorded_and_replayed(spec)  # timed out after 1 s, retried, served at once
-    dies = [
-        {"prompt": PROMPT},
-        {"assert": "exit code equals 1"},
-        {"assert": "output contains APITimeoutError"},
-    ]
+    dies = dying_steps("APITimeoutError")
     no_retry = faulted_flow(
         tmp_path / "none",
         "py_openai_resilient.py",
@@ -234,11 +234,7 @@ def test_a_delay_beyond_the_clients_timeout(tmp_path: Path) -> None:
 
 def test_a_malformed_unknown_tool_crashes_an_agent_that_trusts_the_model(tmp_path: Path) -> None:
     faults = [{"at": "model call 1", "malformed": "unknown_tool"}]
-    steps = [
-        {"prompt": PROMPT},
-        {"assert": "exit code equals 1"},
-        {"assert": "output contains unknown tool 'flowproof_unknown_tool'"},
-    ]
+    steps = dying_steps("unknown tool 'flowproof_unknown_tool'")
     spec = faulted_flow(tmp_path, "py_openai_resilient.py", faults, steps)
     recorded_and_replayed(spec)
 

@@ -172,47 +172,53 @@ async def main() -> int:
     host, port = os.environ[VARIABLE].split("/")[2].rsplit(":", 1)
     state = {"armed": mode == "cut", "cuts": 0, "last_event_ids": []}
 
-    async def up(reader, writer):
+    async def pump(reader, writer, chunk, *also):
+        """Copy `reader` to `writer`, each read through `chunk` (the bytes to pass on, and
+        whether to stop after them), until the end, a cut or a reset; then close `writer`
+        and `also`."""
         try:
             while data := await reader.read(65536):
-                for line in data.split(b"\r\n"):
-                    if line.lower().startswith(b"last-event-id:"):
-                        state["last_event_ids"].append(line.split(b":", 1)[1].strip().decode())
+                data, stop = chunk(data)
                 writer.write(data)
                 await writer.drain()
+                if stop:
+                    break
         except OSError:
             pass
         finally:
             writer.close()
+            for other in also:
+                other.close()
 
-    async def down(reader, writer, upstream):
+    def note_last_event_ids(data):
+        for line in data.split(b"\r\n"):
+            if line.lower().startswith(b"last-event-id:"):
+                state["last_event_ids"].append(line.split(b":", 1)[1].strip().decode())
+        return data, False
+
+    def cut_after_the_trigger():
         window = b""
-        try:
-            while data := await reader.read(65536):
-                if state["armed"]:
-                    seen = window + data
-                    at = seen.find(TRIGGER)
-                    end = seen.find(b"\n\n", at) if at >= 0 else -1
-                    if end >= 0:
-                        state["armed"] = False
-                        state["cuts"] += 1
-                        writer.write(data[: end + 2 - len(window)])
-                        await writer.drain()
-                        break
-                    window = seen[-4096:]
-                writer.write(data)
-                await writer.drain()
-        except OSError:
-            pass
-        finally:
-            writer.close()
-            upstream.close()
+
+        def chunk(data):
+            nonlocal window
+            if state["armed"]:
+                seen = window + data
+                at = seen.find(TRIGGER)
+                end = seen.find(b"\n\n", at) if at >= 0 else -1
+                if end >= 0:
+                    state["armed"] = False
+                    state["cuts"] += 1
+                    return data[: end + 2 - len(window)], True
+                window = seen[-4096:]
+            return data, False
+
+        return chunk
 
     async def relay(client_reader, client_writer):
         upstream_reader, upstream_writer = await asyncio.open_connection(host, int(port))
         await asyncio.gather(
-            up(client_reader, upstream_writer),
-            down(upstream_reader, client_writer, upstream_writer),
+            pump(client_reader, upstream_writer, note_last_event_ids),
+            pump(upstream_reader, client_writer, cut_after_the_trigger(), upstream_writer),
         )
 
     server = await asyncio.start_server(relay, "127.0.0.1", 0)

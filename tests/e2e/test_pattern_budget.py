@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.conftest import run_cli, start_cli
+from tests.conftest import CliResult, run_cli, start_cli
 from tests.e2e.flows import write_flow
 from tests.fakes.fake_upstream import FakeUpstream
 
@@ -67,6 +67,15 @@ def _verdict_line(stdout: str, name: str) -> str:
     return next(line for line in stdout.splitlines() if f" {name} flow" in line)
 
 
+def _failed_beside_normal(result: CliResult, name: str) -> str:
+    """The run exited 1, the flow `normal` passed and the flow `name` failed: its verdict."""
+    assert result.code == 1, result.output
+    assert _verdict_line(result.stdout, "normal").startswith("PASS: normal flow")
+    stopped = _verdict_line(result.stdout, name)
+    assert stopped.startswith(f"FAIL: {name} flow"), result.output
+    return stopped
+
+
 def test_pathological_patterns_fail_their_flows_and_the_flow_beside_them_passes(
     tmp_path: Path, recording: Path
 ) -> None:
@@ -74,17 +83,13 @@ def test_pathological_patterns_fail_their_flows_and_the_flow_beside_them_passes(
     matches = _matches(tmp_path, recording)
     _flow(tmp_path, recording, "normal")
     result = run_cli("run", tmp_path, "-j", "3", timeout=BOUND_S)
-    assert result.code == 1, result.output
-    assert _verdict_line(result.stdout, "normal").startswith("PASS: normal flow")
-    stopped = _verdict_line(result.stdout, "normalize")
-    assert stopped.startswith("FAIL: normalize flow"), result.output
+    stopped = _failed_beside_normal(result, "normalize")
     where = f"declared at {normalize}:{_line_of(normalize, 'pattern:')}"
     assert (
         f"the normalize pattern `{PATHOLOGICAL}` ({where}) ran past its budget of 1 s of CPU "
         "time on the recorded request of turn 1 and was stopped. Fix: rewrite it"
     ) in stopped
-    stopped = _verdict_line(result.stdout, "matches")
-    assert stopped.startswith("FAIL: matches flow"), result.output
+    stopped = _failed_beside_normal(result, "matches")
     where = f"declared at {matches}:{_line_of(matches, 'city matches')}"
     assert (
         f"the `matches` pattern `{PATHOLOGICAL}` ({where}) ran past its budget of 1 s of CPU "
@@ -187,9 +192,6 @@ def test_a_pathological_pattern_is_budgeted_in_a_flow_with_a_matcher_addon(
     spec = _flow(tmp_path, recording, "addon", match=match, steps=steps)
     _flow(tmp_path, recording, "normal")
     result = run_cli("run", tmp_path, "-j", "2", timeout=BOUND_S)
-    assert result.code == 1, result.output
-    assert _verdict_line(result.stdout, "normal").startswith("PASS: normal flow")
-    stopped = _verdict_line(result.stdout, "addon")
-    assert stopped.startswith("FAIL: addon flow"), result.output
+    stopped = _failed_beside_normal(result, "addon")
     assert f"(declared at {spec}:{_line_of(spec, 'pattern:')}) ran past its budget" in stopped
     assert "Traceback" not in result.output

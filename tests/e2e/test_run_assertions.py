@@ -64,37 +64,36 @@ def test_the_flow_passes_at_replay(recorded: Path) -> None:
 
 
 def test_exit_code_equals_0_fails_naming_1(recorded: Path, tmp_path: Path) -> None:
-    spec = copy(recorded, tmp_path)
-    with_steps(spec, (7, "exit code equals 0"))
-    result = run_cli("run", spec)
-    assert result.code == 1, result.output
-    assert "assert exit code equals 0: the agent exited with code 1, expected 0" in result.output
-    assert "try again later" in result.output  # the last lines it printed
+    output = failed_run(recorded, tmp_path, (7, "exit code equals 0"))
+    assert "assert exit code equals 0: the agent exited with code 1, expected 0" in output
+    assert "try again later" in output  # the last lines it printed
 
 
 def test_model_calls_red_path(recorded: Path, tmp_path: Path) -> None:
-    spec = copy(recorded, tmp_path)
-    with_steps(spec, (5, "model calls equals 3"), (6, "model calls at most 1"))
-    result = run_cli("run", spec)
-    assert result.code == 1, result.output
-    assert "the agent made 2 model call(s), expected exactly 3" in result.output
-    assert "the agent made 2 model call(s), expected at most 1" in result.output
+    output = failed_run(
+        recorded, tmp_path, (5, "model calls equals 3"), (6, "model calls at most 1")
+    )
+    assert "the agent made 2 model call(s), expected exactly 3" in output
+    assert "the agent made 2 model call(s), expected at most 1" in output
 
 
 def test_output_red_path(recorded: Path, tmp_path: Path) -> None:
-    spec = copy(recorded, tmp_path)
-    with_steps(spec, (2, "output contains all good"))
-    result = run_cli("run", spec)
-    assert result.code == 1, result.output
-    assert 'the agent\'s output does not contain "all good"; its output ends with:' in result.output
+    output = failed_run(recorded, tmp_path, (2, "output contains all good"))
+    assert 'the agent\'s output does not contain "all good"; its output ends with:' in output
 
 
 def test_without_an_exit_code_step_the_exit_fails_the_flow(recorded: Path, tmp_path: Path) -> None:
-    spec = copy(recorded, tmp_path)
-    with_steps(spec, (7, None))
+    output = failed_run(recorded, tmp_path, (7, None))
+    assert "the agent exited with code 1 after its model calls" in output
+
+
+def failed_run(recorded: Path, folder: Path, *changed: tuple[int, str | None]) -> str:
+    """`flowproof run` on a copy of the flow in `folder` with `changed` steps: it exits 1; its
+    output."""
+    spec = with_steps(copy(recorded, folder), *changed)
     result = run_cli("run", spec)
     assert result.code == 1, result.output
-    assert "the agent exited with code 1 after its model calls" in result.output
+    return result.output
 
 
 def copy(spec: Path, folder: Path) -> Path:

@@ -35,10 +35,14 @@ PROMPT = "What's the weather in Nairobi right now? Use both tools."
 def spec_text(
     *,
     agent: str = "  command: python weather_agent.py\n",
+    env: str = "",
     tools: str = "  - name: get_time\n  - name: get_weather\n",
     prompt: str = PROMPT,
     top: str = "",
 ) -> str:
+    """A spec; `env` (YAML flow mapping) is the agent's environment, after `agent`."""
+    if env:
+        agent += f"  env: {env}\n"
     return (
         f"name: hostile\napp: agent\n{top}agent:\n{agent}tools:\n{tools}"
         f"steps:\n  - prompt: {prompt}\n  - assert_tool_call: get_weather\n"
@@ -65,11 +69,11 @@ NUL_CASES = {
     "prompt": (spec_text(prompt='"What\'s the weather\\0 in Nairobi?"'), "- prompt:"),
     "command": (spec_text(agent='  command: "python weather_agent.py\\0"\n'), "command:"),
     "env-value": (
-        spec_text(agent='  command: python weather_agent.py\n  env: {A: "x\\0y"}\n'),
+        spec_text(env='{A: "x\\0y"}'),
         "env:",
     ),
     "env-name": (
-        spec_text(agent='  command: python weather_agent.py\n  env: {"A\\0B": x}\n'),
+        spec_text(env='{"A\\0B": x}'),
         "env:",
     ),
     "mcp-command": (
@@ -273,7 +277,7 @@ CLI_CASES = {
     # the first values that reach exec (NUL_CASES), now through the CLI
     **{f"nul-{name}": NUL_CASES[name] for name in ("prompt", "command", "env-value")},
     "env-name-equals": (
-        spec_text(agent='  command: python weather_agent.py\n  env: {"A=B": x}\n'),
+        spec_text(env='{"A=B": x}'),
         "env:",
     ),
     "result-int-key": (
@@ -332,7 +336,7 @@ def test_a_suite_env_from_printing_a_nul_names_the_variable(
     tmp_path: Path, upstream: FakeUpstream
 ) -> None:
     (tmp_path / "suite.yaml").write_text("env_from: printf 'GOOD=1\\nBAD=a\\000b\\n'\n")
-    spec = demo_folder(tmp_path, "suite", spec_text(agent="  command: python weather_agent.py\n"))
+    spec = demo_folder(tmp_path, "suite", spec_text())
     result = cli("run", spec, upstream)
     refused_by_the_cli(result)
     assert "BAD" in result.stderr and "U+0000 (NUL)" in result.stderr

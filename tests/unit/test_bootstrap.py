@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import REPO
+from tests.namespace_run import run_captured
 
 OLD_PYTHON = Path("/usr/bin/python3.11")
 pytestmark = pytest.mark.skipif(
@@ -27,14 +28,7 @@ def _bootstrap_copy(tmp_path: Path) -> Path:
 def _run(script: Path, home: Path, **env: str) -> subprocess.CompletedProcess[str]:
     """The bootstrap run with `home` as HOME, no pyenv, and `env` (PATH at least)."""
     variables = {"PYENV_ROOT": str(home / "no-pyenv"), "HOME": str(home), **env}
-    return subprocess.run(
-        ["/bin/bash", str(script)],
-        env=variables,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    return run_captured(["/bin/bash", script], timeout=60, env=variables)
 
 
 def test_no_python_312_fails_clearly(tmp_path: Path) -> None:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 from mitmproxy import contentviews, http
-from mitmproxy.contentviews import make_metadata
+from mitmproxy.contentviews import Metadata, make_metadata
 from mitmproxy.io import FlowReader
 from mitmproxy.test import taddons, tflow
 
@@ -256,6 +256,16 @@ def _flow(path: str, body: bytes, content_type: str) -> http.HTTPFlow:
     return flow
 
 
+def _steps_aside(path: str, body: bytes, content_type: str) -> Metadata:
+    """A request to `path` carrying `body`: the view gives it priority 0 and mitmproxy's
+    registry shows another view; its metadata, for further checks."""
+    flow = _flow(path, body, content_type)
+    metadata = make_metadata(flow.request, flow)
+    assert VIEW.render_priority(body, metadata) == 0
+    assert shown(flow.request, flow).view_name != VIEW_NAME
+    return metadata
+
+
 @pytest.mark.parametrize(
     ("path", "body", "content_type"),
     [
@@ -268,10 +278,7 @@ def _flow(path: str, body: bytes, content_type: str) -> http.HTTPFlow:
 def test_a_body_this_view_does_not_read_gets_priority_zero(
     path: str, body: bytes, content_type: str
 ) -> None:
-    flow = _flow(path, body, content_type)
-    metadata = make_metadata(flow.request, flow)
-    assert VIEW.render_priority(body, metadata) == 0
-    assert shown(flow.request, flow).view_name != VIEW_NAME
+    _steps_aside(path, body, content_type)
 
 
 @pytest.mark.parametrize(
@@ -289,12 +296,9 @@ def test_a_body_this_view_does_not_read_gets_priority_zero(
 def test_garbage_at_a_model_or_mcp_path_never_raises(
     path: str, body: bytes, content_type: str
 ) -> None:
-    flow = _flow(path, body, content_type)
-    metadata = make_metadata(flow.request, flow)
-    assert VIEW.render_priority(body, metadata) == 0
+    metadata = _steps_aside(path, body, content_type)
     text = VIEW.prettify(body, metadata)  # chosen by hand in mitmweb: an answer, no raise
     assert text.startswith("not a conversation: ")
-    assert shown(flow.request, flow).view_name != VIEW_NAME
 
 
 def test_a_model_response_stream_without_json_events_steps_aside() -> None:

@@ -71,6 +71,14 @@ def spec_error(tmp_path: Path, text: str) -> SpecError:
     return error
 
 
+def refused_at(tmp_path: Path, text: str, line: int, *said: str) -> None:
+    """`text` is refused at `line`, the message saying each of `said`."""
+    error = spec_error(tmp_path, text)
+    assert error.line == line, str(error)
+    for fragment in said:
+        assert fragment in str(error)
+
+
 # --- the model ------------------------------------------------------------------------------
 
 
@@ -177,14 +185,9 @@ def test_resolved_agent() -> None:
 
 
 def test_unknown_top_level_key(tmp_path: Path) -> None:
-    error = spec_error(tmp_path, HEAD + "stpes:\n  - prompt: hi\n")
-    assert error.line == 5
-    assert "unknown key `stpes`" in str(error)
-    assert "Did you mean `steps`?" in str(error)
-    assert (
-        "name, app, agent, tools, mcp, strict, match, timeout, skip_unless_env, control, faults, steps"
-        in str(error)
-    )
+    keys = "name, app, agent, tools, mcp, strict, match, timeout, skip_unless_env, control, faults"
+    said = ("unknown key `stpes`", "Did you mean `steps`?", f"{keys}, steps")
+    refused_at(tmp_path, HEAD + "stpes:\n  - prompt: hi\n", 5, *said)
 
 
 def test_unknown_nested_key(tmp_path: Path) -> None:
@@ -197,90 +200,68 @@ def test_unknown_nested_key(tmp_path: Path) -> None:
         steps:
           - prompt: hi
         """
-    error = spec_error(tmp_path, text)
-    assert error.line == 5
-    assert "unknown key `enviroment` in `agent`" in str(error)
-    assert "command, env" in str(error)
+    refused_at(tmp_path, text, 5, "unknown key `enviroment` in `agent`", "command, env")
 
 
 def test_unknown_key_in_a_tool(tmp_path: Path) -> None:
     text = HEAD + "tools:\n  - name: t\n    returns: 1\nsteps:\n  - prompt: hi\n"
-    error = spec_error(tmp_path, text)
-    assert error.line == 7
-    assert "in `tools.0`" in str(error)
-    assert "name, result" in str(error)
+    refused_at(tmp_path, text, 7, "in `tools.0`", "name, result")
 
 
 def test_unknown_step_kind(tmp_path: Path) -> None:
-    error = spec_error(tmp_path, HEAD + "steps:\n  - prompt: hi\n  - assert_tool_cal: t\n")
-    assert error.line == 7
-    assert "unknown step `assert_tool_cal`" in str(error)
-    assert "Did you mean `assert_tool_call`?" in str(error)
+    text = HEAD + "steps:\n  - prompt: hi\n  - assert_tool_cal: t\n"
+    refused_at(
+        tmp_path, text, 7, "unknown step `assert_tool_cal`", "Did you mean `assert_tool_call`?"
+    )
 
 
 def test_step_with_two_keys(tmp_path: Path) -> None:
     text = HEAD + "steps:\n  - prompt: hi\n    assert: reply contains x\n"
-    error = spec_error(tmp_path, text)
-    assert error.line == 6
-    assert "2 keys" in str(error)
+    refused_at(tmp_path, text, 6, "2 keys")
 
 
 def test_step_that_is_not_a_mapping(tmp_path: Path) -> None:
-    error = spec_error(tmp_path, HEAD + "steps:\n  - prompt: hi\n  - just text\n")
-    assert error.line == 7
-    assert "one-key mapping" in str(error)
+    refused_at(tmp_path, HEAD + "steps:\n  - prompt: hi\n  - just text\n", 7, "one-key mapping")
 
 
 def test_duplicate_key(tmp_path: Path) -> None:
-    error = spec_error(tmp_path, HEAD + "name: again\nsteps:\n  - prompt: hi\n")
-    assert error.line == 5
-    assert "duplicate key `name`" in str(error)
+    refused_at(tmp_path, HEAD + "name: again\nsteps:\n  - prompt: hi\n", 5, "duplicate key `name`")
 
 
 def test_bad_regex(tmp_path: Path) -> None:
     text = HEAD + "steps:\n  - prompt: hi\n  - assert_tool_call: t where city matches (Nai\n"
-    error = spec_error(tmp_path, text)
-    assert error.line == 7
-    assert "not a valid regular expression" in str(error)
-    assert "missing )" in str(error)
+    refused_at(tmp_path, text, 7, "not a valid regular expression", "missing )")
 
 
 def test_bad_matcher(tmp_path: Path) -> None:
     text = HEAD + "steps:\n  - prompt: hi\n  - assert_no_tool_call: t where city near x\n"
-    error = spec_error(tmp_path, text)
-    assert error.line == 7
-    assert "unknown matcher `near`" in str(error)
-    assert "is absent" in str(error)
+    refused_at(tmp_path, text, 7, "unknown matcher `near`", "is absent")
 
 
 def test_bad_reply_assertion(tmp_path: Path) -> None:
-    error = spec_error(tmp_path, HEAD + "steps:\n  - prompt: hi\n  - assert: answer is x\n")
-    assert error.line == 7
-    assert "expected `reply contains TEXT`" in str(error)
+    text = HEAD + "steps:\n  - prompt: hi\n  - assert: answer is x\n"
+    refused_at(tmp_path, text, 7, "expected `reply contains TEXT`")
 
 
 def test_no_prompt(tmp_path: Path) -> None:
-    error = spec_error(tmp_path, HEAD + "steps:\n  - assert: reply contains x\n")
-    assert error.line == 5
-    assert "no `prompt` step" in str(error)
+    refused_at(tmp_path, HEAD + "steps:\n  - assert: reply contains x\n", 5, "no `prompt` step")
 
 
 def test_empty_steps(tmp_path: Path) -> None:
-    error = spec_error(tmp_path, HEAD + "steps: []\n")
-    assert error.line == 5
-    assert "`steps` is empty" in str(error)
+    refused_at(tmp_path, HEAD + "steps: []\n", 5, "`steps` is empty")
 
 
 def test_missing_steps(tmp_path: Path) -> None:
-    error = spec_error(tmp_path, HEAD)
-    assert error.line == 1
-    assert "missing required key `steps`" in str(error)
+    refused_at(tmp_path, HEAD, 1, "missing required key `steps`")
 
 
 def test_missing_nested_key(tmp_path: Path) -> None:
-    error = spec_error(tmp_path, "name: n\napp: agent\nagent:\n  env: {}\nsteps:\n  - prompt: x\n")
-    assert error.line == 3
-    assert "`agent` needs `command` (a process flowproof starts) or `url`" in str(error)
+    refused_at(
+        tmp_path,
+        "name: n\napp: agent\nagent:\n  env: {}\nsteps:\n  - prompt: x\n",
+        3,
+        "`agent` needs `command` (a process flowproof starts) or `url`",
+    )
 
 
 @pytest.mark.parametrize(
@@ -332,9 +313,7 @@ def test_tool_mocked_twice(tmp_path: Path) -> None:
 
 def test_tool_listed_twice(tmp_path: Path) -> None:
     text = HEAD + "tools:\n  - name: a\n  - name: a\nsteps:\n  - prompt: hi\n"
-    error = spec_error(tmp_path, text)
-    assert error.line == 7
-    assert "listed twice" in str(error)
+    refused_at(tmp_path, text, 7, "listed twice")
 
 
 def test_undeclared_assert_target(tmp_path: Path) -> None:
@@ -364,15 +343,11 @@ def test_yaml_syntax_error(tmp_path: Path) -> None:
 
 
 def test_yaml_syntax_error_bad_indentation(tmp_path: Path) -> None:
-    error = spec_error(tmp_path, "name: n\n  app: agent\n")
-    assert error.line == 2
-    assert "invalid YAML" in str(error)
+    refused_at(tmp_path, "name: n\n  app: agent\n", 2, "invalid YAML")
 
 
 def test_top_level_not_a_mapping(tmp_path: Path) -> None:
-    error = spec_error(tmp_path, "- prompt: hi\n")
-    assert error.line == 1
-    assert "not a mapping" in str(error)
+    refused_at(tmp_path, "- prompt: hi\n", 1, "not a mapping")
 
 
 def test_empty_file(tmp_path: Path) -> None:

@@ -170,13 +170,18 @@ def test_protocol_key_omitted_for_openai_chat_and_kept_for_others() -> None:
     assert loads(text).turns[0].protocol == "openai-chat"
 
 
+def _refusal(text: str, name: str) -> str:
+    """The message `loads` refuses `text` with, read as `name`."""
+    with pytest.raises(TraceError) as info:
+        loads(text, name)
+    return str(info.value)
+
+
 def test_unknown_version_is_refused_with_a_re_record_hint() -> None:
     text = dumps(make_trace()).replace(
         f"flowproof_trace: {FORMAT_VERSION}\n", "flowproof_trace: 7\n"
     )
-    with pytest.raises(TraceError) as info:
-        loads(text, "x.trace.yaml")
-    assert str(info.value) == (
+    assert _refusal(text, "x.trace.yaml") == (
         "x.trace.yaml: trace format version 7 is not supported by this flowproof "
         "(it reads versions 1 and 2). Fix: re-record it with `flowproof record <spec>`, "
         "or read it with the flowproof that wrote it"
@@ -194,24 +199,20 @@ def test_a_version_1_document_is_read_without_an_end_line_and_written_as_version
 
 @pytest.mark.parametrize("text", ["just a string\n", "- a\n- list\n", "flow: x\nturns: []\n", ""])
 def test_not_a_trace(text: str) -> None:
-    with pytest.raises(TraceError) as info:
-        loads(text, "y.trace.yaml")
-    assert str(info.value) == (
+    assert _refusal(text, "y.trace.yaml") == (
         "y.trace.yaml: not a flowproof trace (no 'flowproof_trace' version key)"
     )
 
 
 def test_invalid_yaml() -> None:
-    with pytest.raises(TraceError) as info:
-        loads("flowproof_trace: [1\n", "z.trace.yaml")
-    assert str(info.value).startswith("z.trace.yaml: not valid YAML: ")
+    assert _refusal("flowproof_trace: [1\n", "z.trace.yaml").startswith(
+        "z.trace.yaml: not valid YAML: "
+    )
 
 
 def test_malformed_turn_names_its_number() -> None:
     text = "flowproof_trace: 1\nflow: f\nturns:\n  - request: {}\n    response: {status: 200}\n"
-    with pytest.raises(TraceError) as info:
-        loads(text, "m.trace.yaml")
-    assert str(info.value) == (
+    assert _refusal(text, "m.trace.yaml") == (
         "m.trace.yaml:4: turn 1 is malformed: its `response` has no `body`. Fix: undo the edit "
         "(restore the file from version control), or re-record the flow with "
         "`flowproof record <spec>`"
@@ -404,9 +405,7 @@ def test_equal_strings_of_different_turns_share_one_object(tmp_path: Path) -> No
 def test_invalid_yaml_inside_a_turn_names_the_line_of_the_file() -> None:
     text = dumps(make_trace()).replace("temperature: 0", "temperature: [0", 1)
     line = text.splitlines().index("    temperature: [0") + 1
-    with pytest.raises(TraceError) as info:
-        loads(text, "bad.trace.yaml")
-    message = str(info.value)
+    message = _refusal(text, "bad.trace.yaml")
     assert message.startswith("bad.trace.yaml: not valid YAML: ")
     assert f"line {line + 1}" in message or f"line {line}" in message
 
