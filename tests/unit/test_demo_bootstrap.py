@@ -19,6 +19,8 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import REPO
 
 PYPROJECT = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))
@@ -259,3 +261,17 @@ def test_make_demo_uses_the_demo_bootstrap() -> None:
     makefile = (REPO / "Makefile").read_text(encoding="utf-8")
     assert re.search(r"^demo: bootstrap-demo$", makefile, re.MULTILINE)
     assert re.search(r"^bootstrap-demo:\n\t@bash scripts/bootstrap.sh demo$", makefile, re.M)
+
+
+@pytest.mark.parametrize(("target", "runs"), [("demo", "flowproof run"), ("test", "pytest")])
+def test_make_compiles_the_checkout_before_it_runs_flowproof(target: str, runs: str) -> None:
+    """An environment with PYTHONDONTWRITEBYTECODE never caches the checkout's byte code, so
+    every flowproof process would compile its modules again: `make` compiles them first."""
+    planned = subprocess.run(
+        ["make", "-n", target], cwd=REPO, capture_output=True, text=True, check=True
+    ).stdout.splitlines()
+    compiles = [n for n, line in enumerate(planned) if "-m compileall" in line]
+    runs_at = [n for n, line in enumerate(planned) if runs in line and "compileall" not in line]
+    assert compiles and runs_at and compiles[0] < runs_at[0], "\n".join(planned)
+    compiled = planned[compiles[0]]
+    assert all(folder in compiled.split() for folder in ("flowproof_cli", "addons")), compiled
