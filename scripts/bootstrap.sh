@@ -107,13 +107,11 @@ venv_install() {
     local base requirements dir=".deps/$1"
     requirements="$(venv_requirements "$1")"
     base="$("$VENV/bin/python" -c 'import sys; print(sys._base_executable)')"
-    echo "bootstrap: installing $requirements into $dir (a few minutes)"
     rm -rf "$dir"
-    "$base" -m venv "$dir"
-    if ! "$dir/bin/python" -m pip install --quiet -r "$requirements" \
-        2> >(grep -v "is ignored: it is neither" >&2); then
+    if [[ -n "$UV" ]]; then "$base" -m venv --without-pip "$dir"; else "$base" -m venv "$dir"; fi
+    if ! py_install "$dir/bin/python" -r "$requirements"; then
         rm -rf "$dir"
-        echo "bootstrap: pip could not install $requirements (see above)" >&2
+        echo "bootstrap: could not install $requirements (see above)" >&2
         return 1
     fi
     venv_stamp "$1" > "$dir/.stamp"
@@ -156,7 +154,12 @@ wheelhouse_install() {
 
 # The Node agents, MCP servers and coding CLIs of the e2e tests, pinned in tests/package.json
 # and tests/package-lock.json, live in tests/node_modules (a lockfile edit changes the fingerprint).
-npm_ready() { [[ ! -f tests/package.json ]] || ! command -v npm >/dev/null 2>&1 || [[ -d tests/node_modules ]]; }
+# Its stamp is package.json's and the lockfile's hash, written once `npm ci` has finished.
+tests_npm_fingerprint() { cat tests/package.json tests/package-lock.json | sha256sum | cut -d' ' -f1; }
+npm_ready_with_stamp() {
+    [[ -f tests/node_modules/.stamp ]] && [[ "$(cat tests/node_modules/.stamp)" == "$(tests_npm_fingerprint)" ]]
+}
+npm_ready() { [[ ! -f tests/package.json ]] || ! command -v npm >/dev/null 2>&1 || npm_ready_with_stamp; }
 
 full_ready() { [[ -f "$STAMP" ]] && [[ "$(cat "$STAMP")" == "$(fingerprint)" ]]; }
 
@@ -271,6 +274,13 @@ if [[ "$MODE" == demo ]]; then
 fi
 
 # ---- make test -------------------------------------------------------------------------
+# Everything at once where it can be: npm fills tests/node_modules in the background from the
+# start, and once .venv holds flowproof, the mcp 1.x folder, the two cookbook venvs and the
+# wheelhouse fill side by side. Python packages go in with uv where it installs (a wheel from
+# PyPI into .venv), else with pip: uv resolves the same pins, installs the cookbook's 2 GB from
+# its cache in seconds and compiles their byte code on both cores, where pip took minutes one
+# after another. Each step's output goes to a log under .deps/logs/, named in its line and shown
+# when it fails.
 ensure_egress_tools
 
 if [[ -x "$VENV/bin/python" ]] && full_ready && mcp1_ready && cookbook_ready && npm_ready \
@@ -280,43 +290,106 @@ fi
 
 require_python
 
+TEST_LOGS=.deps/logs
+mkdir -p "$TEST_LOGS"
 echo "bootstrap: using $PY ($("$PY" --version 2>&1))"
-if [[ ! -x "$VENV/bin/python" ]] || ! is_ok_python "$VENV/bin/python"; then
-    rm -rf "$VENV"
-    "$PY" -m venv "$VENV"
-fi
-# This machine's pip config names local mirror folders that may not exist: hide that noise.
-quiet_pip() { "$VENV/bin/python" -m pip "$@" 2>&1 | grep -v "is ignored: it is neither" || true; }
-quiet_pip install --quiet --upgrade pip
-"$VENV/bin/python" -m pip install --quiet -e ".[dev,agents]" 2> >(grep -v "is ignored: it is neither" >&2)
 
-if [[ -f tests/package.json ]]; then
+# This machine's pip config names local mirror folders that may not exist: hide that noise.
+without_pip_noise() { grep -v "is ignored: it is neither" || true; }
+
+tests_npm_install() {
+    # `npm ci` refuses a lockfile whose optional platform packages (opencode's and Qwen
+    # Code's native builds for other systems) the registry does not list; a clean `npm
+    # install --no-save` then installs the same locked versions (the lockfile is left as
+    # committed) and links each CLI's own package in .bin, not an older alias.
+    if ! npm ci --prefix tests --no-audit --no-fund --loglevel=error; then
+        echo "npm ci refused the lockfile; installing the locked versions with npm install"
+        rm -rf tests/node_modules
+        npm install --prefix tests --no-save --no-audit --no-fund --loglevel=error || return 1
+    fi
+    tests_npm_fingerprint > tests/node_modules/.stamp
+}
+
+# Background steps: `begin_job NAME TITLE COMMAND...` starts one; `finish_jobs` waits for all,
+# prints each one's line (with the seconds it took) in the order they began and fails when
+# one did.
+JOB_NAMES=() JOB_TITLES=() JOB_PIDS=() JOB_STARTS=()
+begin_job() {
+    local name="$1" title="$2"
+    shift 2
+    (
+        status=0
+        "$@" || status=$?
+        echo "$SECONDS" > "$TEST_LOGS/$name.ended"
+        exit "$status"
+    ) > "$TEST_LOGS/$name.log" 2>&1 &
+    JOB_NAMES+=("$name") JOB_TITLES+=("$title") JOB_PIDS+=("$!") JOB_STARTS+=("$SECONDS")
+}
+finish_jobs() {
+    local index status failed=0 name took
+    for index in "${!JOB_PIDS[@]}"; do
+        status=0 name="${JOB_NAMES[$index]}"
+        wait "${JOB_PIDS[$index]}" || status=$?
+        # step_end counts from START to now: shift START by the time since the job ended
+        took=$(( $(cat "$TEST_LOGS/$name.ended" 2>/dev/null || echo "$SECONDS") - JOB_STARTS[index] ))
+        rm -f "$TEST_LOGS/$name.ended"
+        step_begin "${JOB_TITLES[$index]}"
+        step_end "$TEST_LOGS/$name.log" "$((SECONDS - took))" "$status" || failed=1
+    done
+    JOB_NAMES=() JOB_TITLES=() JOB_PIDS=() JOB_STARTS=()
+    return "$failed"
+}
+
+if [[ -f tests/package.json ]] && ! npm_ready_with_stamp; then
     if command -v npm >/dev/null 2>&1; then
-        # `npm ci` refuses a lockfile whose optional platform packages (opencode's and
-        # Qwen Code's native builds for other systems) the registry does not list; a clean
-        # `npm install --no-save` then installs the same locked versions (the lockfile is
-        # left as committed) and links each CLI's own package in .bin, not an older alias.
-        if ! npm ci --prefix tests --no-audit --no-fund --loglevel=silent; then
-            echo "bootstrap: npm ci refused the lockfile; installing the locked versions with npm install" >&2
-            rm -rf tests/node_modules
-            npm install --prefix tests --no-save --no-audit --no-fund --loglevel=error
-        fi
+        begin_job npm-tests "installing tests/package.json's npm packages into tests/node_modules" \
+            tests_npm_install
     else
         echo "bootstrap: npm not found; Node agent tests will be skipped" >&2
     fi
 fi
 
-if ! mcp1_ready; then
-    rm -rf "$MCP1_DIR"
-    "$VENV/bin/python" -m pip install --quiet --target "$MCP1_DIR" "$MCP1_SPEC" \
-        2> >(grep -v "is ignored: it is neither" >&2)
-    echo "$MCP1_SPEC" > "$MCP1_DIR/.stamp"
+if [[ ! -x "$VENV/bin/python" ]] || ! is_ok_python "$VENV/bin/python"; then
+    rm -rf "$VENV"
+    "$PY" -m venv "$VENV"
 fi
-for name in "${COOKBOOK_VENVS[@]}"; do
-    venv_ready "$name" || venv_install "$name"
-done
+"$VENV/bin/python" -m pip install --quiet --upgrade pip uv 2>&1 | without_pip_noise || true
+UV="$VENV/bin/uv"
+[[ -x "$UV" ]] || UV=""
 
-wheelhouse_ready || wheelhouse_install
+# `py_install PYTHON ARGS...`: pip's install arguments, into PYTHON's environment.
+py_install() {
+    local python="$1"
+    shift
+    if [[ -n "$UV" ]]; then
+        "$UV" pip install --quiet --compile-bytecode --python "$python" "$@"
+    else
+        "$python" -m pip install --quiet "$@" 2>&1 | without_pip_noise
+    fi
+}
+
+step_begin "installing flowproof with its dev and agents extras into $VENV"
+flowproof_start=$SECONDS flowproof_status=0
+py_install "$VENV/bin/python" -e ".[dev,agents]" > "$TEST_LOGS/venv.log" 2>&1 || flowproof_status=$?
+if ! step_end "$TEST_LOGS/venv.log" "$flowproof_start" "$flowproof_status"; then
+    finish_jobs || true
+    exit 1
+fi
+
+mcp1_install() {
+    rm -rf "$MCP1_DIR"
+    py_install "$VENV/bin/python" --target "$MCP1_DIR" "$MCP1_SPEC" && echo "$MCP1_SPEC" > "$MCP1_DIR/.stamp"
+}
+mcp1_ready || begin_job mcp1 "installing $MCP1_SPEC into $MCP1_DIR" mcp1_install
+for name in "${COOKBOOK_VENVS[@]}"; do
+    venv_ready "$name" \
+        || begin_job "$name" "installing $(venv_requirements "$name") into .deps/$name" venv_install "$name"
+done
+wheelhouse_ready || begin_job wheelhouse "filling $WHEELHOUSE with flowproof's runtime dependencies" \
+    wheelhouse_install
+finish_jobs || exit 1
+wheelhouse_ready || echo "bootstrap: $WHEELHOUSE could not be filled (log: $TEST_LOGS/wheelhouse.log);" \
+    "the installed-package test will be skipped" >&2
 
 fingerprint > "$STAMP"
 echo "bootstrap: ready ($VENV)"

@@ -34,11 +34,21 @@ case "$1" in
   -c) case "$2" in *_base_executable*) echo "$0"; exit 0;; esac; exec {real} "$@";;
   --version) echo "Python 3.12.0"; exit 0;;
 esac
-if [[ "$1 $2" == "-m venv" ]]; then mkdir -p "$3/bin"; cp "$0" "$3/bin/python"; exit 0; fi
+if [[ "$1 $2" == "-m venv" ]]; then d="${{@: -1}}"; mkdir -p "$d/bin"; cp "$0" "$d/bin/python"; exit 0; fi
 if [[ "$1 $2" == "-m pip" && -n "${{FAIL_PIP:-}}" ]]; then echo "ERROR: no matching wheel"; exit 1; fi
 args=("$@")
+# With WITH_UV, installing `uv` puts its recorder beside this interpreter.
+if [[ -n "${{WITH_UV:-}}" && " $* " == *" uv "* ]]; then cp {uv} "$(dirname "$0")/uv"; fi
 for i in "${{!args[@]}}"; do
   [[ "${{args[$i]}}" == --target ]] && mkdir -p "${{args[$((i + 1))]}}"
+done
+exit 0
+"""
+FAKE_UV = """#!/bin/bash
+echo "uv $*" >> "$CALLS"
+args=("$@")
+for i in "${!args[@]}"; do
+  [[ "${args[$i]}" == --target ]] && mkdir -p "${args[$((i + 1))]}"
 done
 exit 0
 """
@@ -76,12 +86,18 @@ class Checkout:
             "examples/package.json",
             "examples/package-lock.json",
             "tests/cookbook-requirements.txt",
+            "tests/package.json",
+            "tests/package-lock.json",
         ):
             (root / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy(REPO / name, root / name)
         self.bin = root / "fake-bin"
         self.bin.mkdir()
-        fakes = {"python3.12": FAKE_PYTHON.format(real=sys.executable), "apt-get": FAKE_APT}
+        fakes = {
+            "python3.12": FAKE_PYTHON.format(real=sys.executable, uv=self.bin / "uv-recorder"),
+            "uv-recorder": FAKE_UV,
+            "apt-get": FAKE_APT,
+        }
         if npm:
             fakes["npm"] = FAKE_NPM
         for name, text in fakes.items():
@@ -89,7 +105,9 @@ class Checkout:
             (self.bin / name).chmod(0o755)
         self.calls = root / "calls.log"
 
-    def bootstrap(self, *args: str, fail_pip: bool = False, fail_npm: bool = False) -> Run:
+    def bootstrap(
+        self, *args: str, fail_pip: bool = False, fail_npm: bool = False, uv: bool = False
+    ) -> Run:
         self.calls.write_text("")
         # Without npm the real one must not be found either: PATH then holds only what the
         # script itself uses, linked one by one.
@@ -108,6 +126,8 @@ class Checkout:
             env["FAIL_PIP"] = "1"
         if fail_npm:
             env["FAIL_NPM"] = "1"
+        if uv:
+            env["WITH_UV"] = "1"
         result = subprocess.run(
             ["/bin/bash", str(self.root / "scripts" / "bootstrap.sh"), *args],
             env=env,
@@ -166,12 +186,43 @@ def test_the_demos_stamp_does_not_pass_for_the_full_bootstrap(tmp_path: Path) ->
     assert (tmp_path / ".venv" / ".bootstrap-stamp").exists()
 
 
+def test_the_full_bootstrap_installs_with_uv_once_uv_is_in_the_venv(tmp_path: Path) -> None:
+    """uv resolves the same pins and compiles the byte code pip would; only the wheelhouse
+    (`pip wheel`, which uv has no form of) still goes through pip."""
+    checkout = Checkout(tmp_path)
+    (tmp_path / "tests" / "aider-requirements.txt").write_text("aider-chat==0.86.2\n")
+    run = checkout.bootstrap(uv=True)
+    assert run.code == 0, run.stderr
+    uv = [call.removeprefix("uv pip install --quiet --compile-bytecode --python ") for call in
+          run.calls if call.startswith("uv ")]  # fmt: skip
+    assert uv[0] == ".venv/bin/python -e .[dev,agents]"
+    assert sorted(uv[1:]) == [  # these three run side by side, in any order
+        ".deps/aider/bin/python -r tests/aider-requirements.txt",
+        ".deps/cookbook/bin/python -r tests/cookbook-requirements.txt",
+        ".venv/bin/python --target .deps/mcp1 mcp==1.30.0",
+    ]
+    assert not any(" -m pip install --quiet -e" in call for call in run.calls)
+    lines = run.stdout.splitlines()
+    for title in ("tests/node_modules", ".deps/mcp1", ".deps/cookbook", ".deps/aider"):
+        assert any(title in line and " ... done (" in line for line in lines), run.stdout
+    assert (tmp_path / ".venv" / ".bootstrap-stamp").exists()
+    assert _installs(checkout.bootstrap(uv=True)) == [], "a second run installs nothing"
+
+
+def test_a_failing_background_step_fails_the_bootstrap_and_names_its_log(tmp_path: Path) -> None:
+    run = Checkout(tmp_path).bootstrap(fail_npm=True)
+    assert run.code == 1
+    assert "FAILED (log: .deps/logs/npm-tests.log)" in run.stdout
+    assert "npm error network ETIMEDOUT" in run.stderr
+    assert not (tmp_path / ".venv" / ".bootstrap-stamp").exists()
+
+
 def test_a_demo_after_the_full_bootstrap_installs_nothing(tmp_path: Path) -> None:
     """`make test` then `make demo`: the agents extra and tests/node_modules serve the demo."""
     checkout = Checkout(tmp_path)
     assert checkout.bootstrap().code == 0
     claude = tmp_path / "tests" / "node_modules" / ".bin" / "claude"
-    claude.parent.mkdir(parents=True)
+    claude.parent.mkdir(parents=True, exist_ok=True)
     claude.write_text("#!/bin/sh\n")
     claude.chmod(0o755)
     run = checkout.bootstrap("demo")
