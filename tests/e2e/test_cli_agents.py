@@ -29,7 +29,6 @@ import json
 import os
 import re
 import shutil
-import subprocess
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -47,7 +46,6 @@ from tests.e2e.cli_agents.scenario import (
     NODE_BIN,
     ORIGINAL_TASK,
     PACKAGES,
-    REPO,
     SECOND_MESSAGE,
     VERSIONS,
     executable,
@@ -62,6 +60,7 @@ from tests.fakes.cli_scripts import (
     claude_code_conversation,
 )
 from tests.fakes.fake_upstream import Reply
+from tests.namespace_run import run_captured
 
 CLIS = ("claude-code", "codex", "gemini-cli", "opencode", "qwen-code")
 #: Every story: each CLI at each release it is tested with.
@@ -145,15 +144,7 @@ def _run_scenario(cli: str, version: str, workdir: Path) -> dict[str, Any]:
     )
     script = f'{inner} "$0" "$1" "$2"'
     command = ["unshare", "-n", "-m", "sh", "-c", script, cli, str(workdir), version]
-    done = subprocess.run(
-        command,
-        cwd=REPO,
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=STORY_SECONDS,
-        check=False,
-    )
+    done = run_captured(command, timeout=STORY_SECONDS)
     assert done.returncode == 0, done.stderr[-3000:]
     outcome: dict[str, Any] = json.loads(done.stdout)
     return outcome
@@ -180,6 +171,18 @@ class Story:
                 + "\n".join(_explain(step) for step in records)
             )
         return self.steps[name]
+
+    def exited(self, name: str, code: int) -> dict[str, Any]:
+        """The step `name`, which must have exited with `code`."""
+        step = self.step(name)
+        assert step["code"] == code, _explain(step)
+        return step
+
+    def passed(self, name: str) -> dict[str, Any]:
+        """The step `name`, which must have exited 0 printing its PASS line."""
+        step = self.exited(name, 0)
+        assert step["stdout"].startswith("PASS: "), _explain(step)
+        return step
 
 
 #: Each story once per test process, whichever fixture asks first.
@@ -240,18 +243,14 @@ def _explain(step: dict[str, Any]) -> str:
 @pytest.mark.slow
 @pytest.mark.timeout(STORY_SECONDS)
 def test_the_flow_records_against_the_fake_model(story: Story) -> None:
-    cli, record = story.cli, story.step("record")
-    assert record["code"] == 0, _explain(record)
-    assert record["stdout"].startswith("PASS: "), _explain(record)
+    cli, record = story.cli, story.passed("record")
     assert f"(preset {cli})" in record["stdout"]  # the run says what it relaxed
 
 
 @pytest.mark.slow
 @pytest.mark.timeout(STORY_SECONDS)
 def test_the_copy_replays_elsewhere_a_day_later_with_the_trace_committed(story: Story) -> None:
-    replay = story.step("replay")
-    assert replay["code"] == 0, _explain(replay)
-    assert replay["stdout"].startswith("PASS: "), _explain(replay)
+    replay = story.passed("replay")
     assert "relocate ({cwd}=" in replay["stdout"] and "/ci/checkout" in replay["stdout"]
     assert replay["day"] != story.step("record")["day"]  # the clock really moved across a day
     if story.cli in MCP_LANES:  # its tools/call answered from the trace, the server not started
@@ -262,9 +261,7 @@ def test_the_copy_replays_elsewhere_a_day_later_with_the_trace_committed(story: 
 def test_the_copy_replays_from_a_git_worktree(story: Story) -> None:
     """A coding CLI tells its model when it runs in a git worktree (Claude Code 2.1.332 adds
     two lines to its environment block): a trace recorded in a plain checkout replays."""
-    worktree = story.step("worktree")
-    assert worktree["code"] == 0, _explain(worktree)
-    assert worktree["stdout"].startswith("PASS: "), _explain(worktree)
+    story.passed("worktree")
 
 
 @pytest.mark.slow
@@ -278,8 +275,7 @@ def test_the_recording_stores_the_agents_version_per_turn(story: Story) -> None:
 @pytest.mark.timeout(STORY_SECONDS)
 def test_an_edited_task_still_diverges_naming_the_change(latest: Story) -> None:
     story = latest
-    edited = story.step("edited_prompt")
-    assert edited["code"] == 1, _explain(edited)
+    edited = story.exited("edited_prompt", 1)
     turn = TASK_TURNS.get(story.cli, 1)
     assert f"divergence at turn {turn}" in edited["stdout"], _explain(edited)
     # (opencode `run` sends its message argument in double quotes)
@@ -292,8 +288,7 @@ def test_an_edited_task_still_diverges_naming_the_change(latest: Story) -> None:
 @pytest.mark.timeout(STORY_SECONDS)
 def test_without_the_preset_the_same_story_diverges(latest: Story) -> None:
     story = latest
-    bare = story.step("without_preset")
-    assert bare["code"] == 1, _explain(bare)
+    bare = story.exited("without_preset", 1)
     turns = DIVERGING_TURNS.get(story.cli, (1,))
     assert any(f"divergence at turn {turn}:" in bare["stdout"] for turn in turns), _explain(bare)
     for fragment in FIRST_VOLATILE[story.cli]:
@@ -304,8 +299,7 @@ def test_without_the_preset_the_same_story_diverges(latest: Story) -> None:
 @pytest.mark.timeout(STORY_SECONDS)
 def test_re_recording_elsewhere_leaves_the_stored_requests_unchanged(latest: Story) -> None:
     story = latest
-    rerecord = story.step("rerecord")
-    assert rerecord["code"] == 0, _explain(rerecord)
+    story.exited("rerecord", 0)
     assert story.requests_unchanged is True
 
 
@@ -316,8 +310,7 @@ def test_the_newest_release_replaying_an_older_recording_leads_with_the_version(
     """Each CLI's newest release sends other requests than its older one; replaying the
     older recording diverges, and the message says first that the agent changed version."""
     story = older
-    replayed = story.step("newer_release")
-    assert replayed["code"] == 1, _explain(replayed)
+    replayed = story.exited("newer_release", 1)
     first, second = replayed["stdout"].splitlines()[:2]
     recorded = stored_agent(story.cli, story.version)
     now = stored_agent(story.cli, newest(story.cli))
@@ -355,9 +348,7 @@ def conversation(tmp_path_factory: pytest.TempPathFactory) -> Story:
 def test_claude_code_records_a_conversation_turn_by_turn(conversation: Story) -> None:
     """Turn 1 reads notes.txt with `Read`, turn 2 answers from the history; each turn's
     assertions hold at record, and each recorded model call carries its turn."""
-    record = conversation.step("record")
-    assert record["code"] == 0, _explain(record)
-    assert record["stdout"].startswith("PASS: "), _explain(record)
+    conversation.passed("record")
     turns = conversation.conversation_turns
     assert turns[0] == 1 and turns[-1] == 2 and turns == sorted(turns), turns
     assert set(conversation.agents) == {stored_agent("claude-code", conversation.version)}
@@ -367,16 +358,13 @@ def test_claude_code_records_a_conversation_turn_by_turn(conversation: Story) ->
 @pytest.mark.timeout(STORY_SECONDS)
 @pytest.mark.parametrize("replay", ["replay", "replay_again"])
 def test_claude_code_replays_the_conversation_offline(conversation: Story, replay: str) -> None:
-    step = conversation.step(replay)
-    assert step["code"] == 0, _explain(step)
-    assert step["stdout"].startswith("PASS: "), _explain(step)
+    conversation.passed(replay)
 
 
 @pytest.mark.slow
 @pytest.mark.timeout(STORY_SECONDS)
 def test_a_changed_second_message_diverges_in_turn_2(conversation: Story) -> None:
-    changed = conversation.step("changed_turn_2")
-    assert changed["code"] == 1, _explain(changed)
+    changed = conversation.exited("changed_turn_2", 1)
     first = changed["stdout"].splitlines()[0]
     assert f'divergence in conversation turn 2 ("{CHANGED_SECOND_MESSAGE}"), model call 1:' in (
         first

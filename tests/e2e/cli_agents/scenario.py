@@ -52,6 +52,7 @@ import yaml
 from tests.fakes.cli_scripts import SCRIPTS, claude_code_conversation
 from tests.fakes.fake_upstream import Script
 from tests.fakes.responses_ws_upstream import ResponsesWebSocketUpstream
+from tests.namespace_run import run_captured
 
 REPO = Path(__file__).resolve().parents[3]
 HERE = Path(__file__).resolve().parent
@@ -209,15 +210,7 @@ def flowproof(
     environ = {**machine.environ(), **(extra or {})}
     argv = [str(VENV_BIN / "flowproof"), command, *options, str(machine.project / spec)]
     started = time.monotonic()
-    done = subprocess.run(
-        argv,
-        env=environ,
-        cwd=machine.project,
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    done = run_captured(argv, timeout=300, env=environ, cwd=machine.project)
     seconds = round(time.monotonic() - started, 1)
     return Step(done.returncode, done.stdout, done.stderr, machine.day(), seconds)
 
