@@ -56,11 +56,19 @@ def trace_path(spec: Path) -> Path:
     return spec.with_name(spec.name.replace(".flow.yaml", ".trace.yaml"))
 
 
-def record(spec: Path, **extra: str) -> tuple[BedrockFake, Any]:
+def record(
+    spec: Path,
+    *,
+    credentials: dict[str, str] = RECORD_ENV,
+    upstreams: tuple[str, ...] = ("FLOWPROOF_AGENT_UPSTREAM",),
+    **extra: str,
+) -> tuple[BedrockFake, Any]:
+    """Record `spec` against a fresh fake Bedrock, named by each of `upstreams`, with
+    flowproof's `credentials` (`extra`: more of its environment); the stopped fake and the
+    result."""
     with BedrockFake() as fake:
-        result = run_cli(
-            "record", spec, env={"FLOWPROOF_AGENT_UPSTREAM": fake.base_url, **RECORD_ENV, **extra}
-        )
+        upstream = dict.fromkeys(upstreams, fake.base_url)
+        result = run_cli("record", spec, env={**upstream, **credentials, **extra})
     return fake, result
 
 
@@ -131,12 +139,7 @@ def test_the_aws_sdk_for_javascript_records_and_replays(tmp_path: Path, operatio
 
 def test_a_bedrock_api_key_records_without_aws_credentials(tmp_path: Path) -> None:
     spec = flow_for(tmp_path, "converse_stream")
-    with BedrockFake() as fake:
-        result = run_cli(
-            "record",
-            spec,
-            env={"FLOWPROOF_AGENT_UPSTREAM": fake.base_url, "FLOWPROOF_AGENT_KEY": API_KEY},
-        )
+    fake, result = record(spec, credentials={"FLOWPROOF_AGENT_KEY": API_KEY})
     assert result.code == 0, result.output
     assert [r.headers["authorization"] for r in fake.requests] == [f"Bearer {API_KEY}"] * 2
     assert API_KEY not in trace_path(spec).read_text()
@@ -190,15 +193,8 @@ def test_a_changed_tool_config_diverges_naming_it(tmp_path: Path, operation: str
 
 def test_record_without_aws_credentials_fails_naming_the_variables(tmp_path: Path) -> None:
     spec = flow_for(tmp_path, "converse")
-    with BedrockFake() as fake:
-        result = run_cli(
-            "record",
-            spec,
-            env={
-                "FLOWPROOF_AGENT_UPSTREAM": fake.base_url,
-                "FLOWPROOF_UPSTREAM_BEDROCK": fake.base_url,
-            },
-        )
+    upstreams = ("FLOWPROOF_AGENT_UPSTREAM", "FLOWPROOF_UPSTREAM_BEDROCK")
+    fake, result = record(spec, credentials={}, upstreams=upstreams)
     assert result.code == 2, result.output
     assert "AWS_ACCESS_KEY_ID" in result.output and "AWS_SECRET_ACCESS_KEY" in result.output
     assert "AWS_REGION" in result.output
@@ -209,8 +205,7 @@ def test_a_bedrock_call_with_no_credentials_fails_the_record(tmp_path: Path) -> 
     """No FLOWPROOF_UPSTREAM_BEDROCK, so record could not know before the run: the first
     Bedrock call is refused and the record fails naming the variables, nothing written."""
     spec = flow_for(tmp_path, "converse")
-    with BedrockFake() as fake:
-        result = run_cli("record", spec, env={"FLOWPROOF_AGENT_UPSTREAM": fake.base_url})
+    fake, result = record(spec, credentials={})
     assert result.code == 1, result.output
     assert "AWS_ACCESS_KEY_ID" in result.output and "AWS_SECRET_ACCESS_KEY" in result.output
     assert not fake.requests
