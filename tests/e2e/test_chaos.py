@@ -15,33 +15,33 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO, run_cli
+from tests.conftest import REPO, CliResult, run_cli
 from tests.e2e.flows import AGENTS, agent_command, set_agent_env, write_flow
 from tests.fakes.fake_upstream import FakeUpstream
 
 pytestmark = pytest.mark.slow
 
 
-@pytest.fixture(scope="module")
-def recording(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The tool-loop agent (openai SDK, its default 2 retries) recorded against the fake."""
-    folder = tmp_path_factory.mktemp("chaos")
-    spec = write_flow(folder, env={"AGENT_SDK_RETRIES": "2"})
+def _recorded(folder: Path, **agent_env: str) -> Path:
+    """The tool-loop agent (openai SDK, its default 2 retries, `agent_env` more of its
+    environment) recorded against the fake in `folder`: the flow."""
+    spec = write_flow(folder, env={"AGENT_SDK_RETRIES": "2", **agent_env})
     with FakeUpstream() as fake:
         done = run_cli("record", spec, env={"FLOWPROOF_AGENT_UPSTREAM": f"{fake.base_url}/v1"})
     assert done.code == 0, done.output
     return spec
+
+
+@pytest.fixture(scope="module")
+def recording(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The tool-loop agent recorded against the fake."""
+    return _recorded(tmp_path_factory.mktemp("chaos"))
 
 
 @pytest.fixture(scope="module")
 def streaming(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The same agent reading its answers streamed."""
-    folder = tmp_path_factory.mktemp("chaos-stream")
-    spec = write_flow(folder, env={"AGENT_SDK_RETRIES": "2", "AGENT_STREAM": "1"})
-    with FakeUpstream() as fake:
-        done = run_cli("record", spec, env={"FLOWPROOF_AGENT_UPSTREAM": f"{fake.base_url}/v1"})
-    assert done.code == 0, done.output
-    return spec
+    return _recorded(tmp_path_factory.mktemp("chaos-stream"), AGENT_STREAM="1")
 
 
 def copy(recording: Path, tmp_path: Path, **variables: str) -> Path:
@@ -49,6 +49,16 @@ def copy(recording: Path, tmp_path: Path, **variables: str) -> Path:
     if variables:
         set_agent_env(spec, **variables)
     return spec
+
+
+def chaos_fails(spec: Path, *options: str, said: tuple[str, ...] = ()) -> CliResult:
+    """`flowproof chaos spec *options` exits 1, its stdout saying each of `said`; the
+    result."""
+    done = run_cli("chaos", spec, *options)
+    assert done.code == 1, done.output
+    for fragment in said:
+        assert fragment in done.stdout, done.stdout
+    return done
 
 
 def cells(stdout: str) -> list[dict[str, object]]:
@@ -85,13 +95,9 @@ def test_an_agent_without_retries_crashes_at_every_call(recording: Path, tmp_pat
     """ENGINE. The same agent, its SDK's retries off: a 500 at any call ends it, and
     `--fail-on crashed` turns that into exit 1; without it the map alone exits 0."""
     spec = copy(recording, tmp_path, AGENT_SDK_RETRIES="0")
-    done = run_cli("chaos", spec, "--kinds", "500", "--fail-on", "diverged,crashed")
-    assert done.code == 1, done.output
-    assert "  500   CRASH" in done.stdout, done.stdout
-    assert (
-        "model call 1, 500: crashed: the agent exited with code 1 after its model calls: "
-        in done.stdout
-    )
+    crashed = "model call 1, 500: crashed: the agent exited with code 1 after its model calls: "
+    options = ("--kinds", "500", "--fail-on", "diverged,crashed")
+    done = chaos_fails(spec, *options, said=("  500   CRASH", crashed))
     assert "0 survived" in done.stdout and "chaos: --fail-on crashed: occurred" in done.stderr
     assert run_cli("chaos", spec, "--kinds", "500").code == 0
 
@@ -100,18 +106,12 @@ def test_a_cut_stream_read_as_a_finished_answer_is_wrong_and_says_where(streamin
     """ENGINE. The SDK does not retry a stream that ended early: the agent takes the first
     chunk for the whole answer, runs no tool and exits 0; the flow fails, and the cell
     names the call. `--fail-on wrong` turns it into exit 1."""
-    done = run_cli("chaos", streaming, "--kinds", "cut", "--fail-on", "wrong")
-    assert done.code == 1, done.output
-    assert "  cut   WRONG" in done.stdout, done.stdout
-    assert (
-        "model call 1, cut: wrong: the agent made 1 model call(s), the recording has 2"
-        in done.stdout
-    )
+    wrong = "model call 1, cut: wrong: the agent made 1 model call(s), the recording has 2"
+    chaos_fails(streaming, "--kinds", "cut", "--fail-on", "wrong", said=("  cut   WRONG", wrong))
 
 
 def test_fail_on_an_outcome_that_occurred_exits_1(recording: Path) -> None:
-    done = run_cli("chaos", recording, "--kinds", "500", "--fail-on", "survived,hung")
-    assert done.code == 1, done.output
+    done = chaos_fails(recording, "--kinds", "500", "--fail-on", "survived,hung")
     assert "chaos: --fail-on survived: occurred" in done.stderr
     summary = done.stdout.splitlines()[-1]
     assert summary.startswith("chaos: ") and " survived, 0 diverged" in summary
