@@ -80,6 +80,15 @@ def replays_twice(spec: Path, then: Callable[[], object] | None = None) -> None:
         assert result.stdout.startswith("PASS: weather flow")
 
 
+def replays_twice_then_switched(
+    spec: Path, script: str, *args: str, stream: bool, env: dict[str, str]
+) -> None:
+    """`replays_twice`, the second replay with `script` (given `args`) switched to the
+    other transport: streamed if it was recorded plain (`stream` false), plain if not."""
+    switched = [] if stream else ["--stream"]
+    replays_twice(spec, lambda: flow(spec.parent, script, *args, *switched, env=env))
+
+
 # -- Ollama ---------------------------------------------------------------------------------
 
 
@@ -100,8 +109,7 @@ def test_ollama_client_records_and_replays_offline(tmp_path: Path, stream: bool)
     assert {m["tool_name"]: m["content"] for m in results}["get_time"] == (
         '{"now":"2026-01-01T09:00:00Z"}'
     )  # get_time was mocked: the model was told the mock
-    switched = [] if stream else ["--stream"]
-    replays_twice(spec, lambda: flow(tmp_path, "py_ollama.py", *switched, env=OLLAMA_ENV))
+    replays_twice_then_switched(spec, "py_ollama.py", stream=stream, env=OLLAMA_ENV)
 
 
 def test_ollama_cloud_key_travels_as_bearer(tmp_path: Path) -> None:
@@ -145,8 +153,7 @@ def test_cohere_sdk_records_and_replays_offline(tmp_path: Path, stream: bool) ->
     assert KEY not in text and "placeholder" not in text
     results = [m for m in trace.turns[1].request["messages"] if m["role"] == "tool"]
     assert '{"now":"2026-01-01T09:00:00Z"}' in [m["content"] for m in results]
-    switched = [] if stream else ["--stream"]
-    replays_twice(spec, lambda: flow(tmp_path, "py_cohere.py", *switched, env=COHERE_ENV))
+    replays_twice_then_switched(spec, "py_cohere.py", stream=stream, env=COHERE_ENV)
 
 
 def test_cohere_changed_user_message_diverges(tmp_path: Path) -> None:
@@ -218,10 +225,7 @@ def test_ollama_generate_records_and_replays_plain_and_streamed(
     assert trace.turns[0].request == {"model": "llama3.2", "prompt": f"Notes on: {PROMPT}"}
     system = trace.turns[1].request["messages"][0]["content"]
     assert system.endswith(f"Notes: Draft for: {f'Notes on: {PROMPT}'[-40:]}")
-    switched = [] if stream else ["--stream"]
-    replays_twice(
-        spec, lambda: flow(tmp_path, "py_ollama.py", "--generate", *switched, env=OLLAMA_ENV)
-    )
+    replays_twice_then_switched(spec, "py_ollama.py", "--generate", stream=stream, env=OLLAMA_ENV)
 
     result = _replayed_with_lagos(spec)
     assert "divergence at turn 1: the ollama-generate `prompt` content changed" in result.stdout
