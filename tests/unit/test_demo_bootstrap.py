@@ -36,21 +36,19 @@ case "$1" in
 esac
 if [[ "$1 $2" == "-m venv" ]]; then d="${{@: -1}}"; mkdir -p "$d/bin"; cp "$0" "$d/bin/python"; exit 0; fi
 if [[ "$1 $2" == "-m pip" && -n "${{FAIL_PIP:-}}" ]]; then echo "ERROR: no matching wheel"; exit 1; fi
-args=("$@")
 # With WITH_UV, installing `uv` puts its recorder beside this interpreter.
 if [[ -n "${{WITH_UV:-}}" && " $* " == *" uv "* ]]; then cp {uv} "$(dirname "$0")/uv"; fi
-for i in "${{!args[@]}}"; do
-  [[ "${{args[$i]}}" == --target ]] && mkdir -p "${{args[$((i + 1))]}}"
-done
-exit 0
+{make_targets}exit 0
 """
-FAKE_UV = """#!/bin/bash
-echo "uv $*" >> "$CALLS"
-args=("$@")
+#: What pip and uv do that the bootstrap relies on: the folder after `--target` exists.
+MAKE_TARGETS = """args=("$@")
 for i in "${!args[@]}"; do
   [[ "${args[$i]}" == --target ]] && mkdir -p "${args[$((i + 1))]}"
 done
-exit 0
+"""
+FAKE_UV = f"""#!/bin/bash
+echo "uv $*" >> "$CALLS"
+{MAKE_TARGETS}exit 0
 """
 FAKE_NPM = """#!/bin/bash
 echo "npm $*" >> "$CALLS"
@@ -94,7 +92,9 @@ class Checkout:
         self.bin = root / "fake-bin"
         self.bin.mkdir()
         fakes = {
-            "python3.12": FAKE_PYTHON.format(real=sys.executable, uv=self.bin / "uv-recorder"),
+            "python3.12": FAKE_PYTHON.format(
+                real=sys.executable, uv=self.bin / "uv-recorder", make_targets=MAKE_TARGETS
+            ),
             "uv-recorder": FAKE_UV,
             "apt-get": FAKE_APT,
         }
