@@ -68,14 +68,8 @@ def refused(text: str, marker: str, *, parse: object = parse_spec) -> SpecError:
 NUL_CASES = {
     "prompt": (spec_text(prompt='"What\'s the weather\\0 in Nairobi?"'), "- prompt:"),
     "command": (spec_text(agent='  command: "python weather_agent.py\\0"\n'), "command:"),
-    "env-value": (
-        spec_text(env='{A: "x\\0y"}'),
-        "env:",
-    ),
-    "env-name": (
-        spec_text(env='{"A\\0B": x}'),
-        "env:",
-    ),
+    "env-value": (spec_text(env='{A: "x\\0y"}'), "env:"),
+    "env-name": (spec_text(env='{"A\\0B": x}'), "env:"),
     "mcp-command": (
         spec_text(top='mcp:\n  - name: files\n    command: "npx server\\0"\n'),
         "npx server",
@@ -276,10 +270,7 @@ def test_a_nul_in_a_suite_value_is_refused_at_its_line(text: str, marker: str) -
 CLI_CASES = {
     # the first values that reach exec (NUL_CASES), now through the CLI
     **{f"nul-{name}": NUL_CASES[name] for name in ("prompt", "command", "env-value")},
-    "env-name-equals": (
-        spec_text(env='{"A=B": x}'),
-        "env:",
-    ),
+    "env-name-equals": (spec_text(env='{"A=B": x}'), "env:"),
     "result-int-key": (
         spec_text(tools="  - name: get_time\n    result: {1: a, b: c}\n  - name: get_weather\n"),
         "result:",
