@@ -46,7 +46,7 @@ from tests.conftest import (
     start_cli,
 )
 from tests.e2e.flows import AGENTS, agent_command, set_agent_env, write_flow
-from tests.e2e.mcp_flows import NOTES_V2, PY
+from tests.e2e.mcp_flows import NOTES_V2, PY, write_notes_flow
 from tests.e2e.sockets_and_pids import (
     eventually,
     is_gone,
@@ -124,23 +124,17 @@ def fake_for(flow: str) -> FakeUpstream:
 
 
 def write_mcp_flow(folder: Path) -> Path:
-    spec = {
-        "name": "notes agent",
-        "app": "agent",
-        "agent": {
-            "command": agent_command(MCP_AGENT),
-            "env": {"NOTES_DIR": "notes", "MCP_MODE": "auto"},
-        },
-        "mcp": [{"name": "notes", "command": f"{PY} {NOTES_V2}"}],
-        "steps": [
-            {"prompt": "Write hello to a.txt, then read it back."},
-            {"assert_tool_call": "write_note where name equals a.txt"},
-            {"assert": "reply contains says hello"},
-        ],
+    agent = {
+        "command": agent_command(MCP_AGENT),
+        "env": {"NOTES_DIR": "notes", "MCP_MODE": "auto"},
     }
-    path = folder / "notes.flow.yaml"
-    path.write_text(yaml.safe_dump(spec, sort_keys=False))
-    return path
+    steps = [
+        {"prompt": "Write hello to a.txt, then read it back."},
+        {"assert_tool_call": "write_note where name equals a.txt"},
+        {"assert": "reply contains says hello"},
+    ]
+    server = {"name": "notes", "command": f"{PY} {NOTES_V2}"}
+    return write_notes_flow(folder, "notes agent", agent, server, steps=steps)
 
 
 def spec_in(folder: Path, flow: str) -> Path:
