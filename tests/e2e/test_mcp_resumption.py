@@ -17,13 +17,11 @@ from typing import Any
 import httpx
 import pytest
 
-from flowproof_addons.guard import RequestGuard
-from flowproof_addons.mcp_http import McpHttpBoundary
 from flowproof_cli.mcp.http_replay import HttpReplaySession
 from flowproof_cli.mcp.sse import SseParser
-from flowproof_cli.runner.proxy_engine import ProxyEngine
 from tests.conftest import run_cli
 from tests.e2e import mcp_flows
+from tests.unit.proxy_clients import mcp_boundary
 from tests.unit.test_mcp_resumption import lane, rpc, tool
 
 pytestmark = pytest.mark.slow
@@ -81,10 +79,8 @@ async def replay_over_http(*, drop: bool) -> dict[str, Any]:
     """One replay of `lane()`; with `drop`, both streams are lost after their first event."""
     seen: dict[str, Any] = {}
     session = HttpReplaySession("notes", lane=lane())
-    boundary = McpHttpBoundary()
-    async with ProxyEngine([RequestGuard(), boundary]) as proxy:
-        boundary.sessions[proxy.port] = session
-        url = f"http://127.0.0.1:{proxy.port}/mcp"
+    async with mcp_boundary(session) as port:
+        url = f"http://127.0.0.1:{port}/mcp"
         async with httpx.AsyncClient(timeout=20, headers=ACCEPT_BOTH) as http:
             init = await http.post(
                 url, content=rpc(1, "initialize", {"protocolVersion": "2025-11-25"})
@@ -127,7 +123,6 @@ async def replay_over_http(*, drop: bool) -> dict[str, Any]:
                     resumed = Events(resumed_response)
                     seen["get"] += await resumed.take(3)
                     await finish(http, url, session, resumed, seen)
-        await boundary.done()
     assert session.replayer.failures() == [] and session.errors == []
     return seen
 

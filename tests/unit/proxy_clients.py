@@ -1,15 +1,22 @@
 """Blocking clients for tests of the in-process proxy: a loop thread to run it on, raw and
-plain HTTP exchanges, a listener that counts what reaches it, one recorded chat turn."""
+plain HTTP exchanges, a listener that counts what reaches it, one recorded chat turn; and
+`mcp_boundary`, the proxy an MCP HTTP session is served through."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import http.client
 import socket
 import threading
+from collections.abc import AsyncIterator
 from concurrent.futures import Future
 from typing import Any
 
+from flowproof_addons.guard import RequestGuard
+from flowproof_addons.mcp_http import McpHttpBoundary
+from flowproof_cli.mcp.http import HttpMcpSession
+from flowproof_cli.runner.proxy_engine import ProxyEngine
 from tests.unit.trace_builders import chat_completion
 
 LOOPBACK = "127.0.0.1"
@@ -33,6 +40,18 @@ class LoopThread:
         self.loop.call_soon_threadsafe(self.loop.stop)
         self.thread.join(10)
         self.loop.close()
+
+
+@contextlib.asynccontextmanager
+async def mcp_boundary(session: HttpMcpSession) -> AsyncIterator[int]:
+    """A proxy on a loopback port (the request guard, then the MCP HTTP boundary) serving
+    `session` on it, as a run would: its port. The boundary's streams are awaited to their
+    end once the body is done."""
+    boundary = McpHttpBoundary()
+    async with ProxyEngine([RequestGuard(), boundary]) as proxy:
+        boundary.sessions[proxy.port] = session
+        yield proxy.port
+        await boundary.done()
 
 
 def raw_exchange(port: int, data: bytes) -> http.client.HTTPResponse:

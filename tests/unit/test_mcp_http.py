@@ -10,8 +10,6 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import httpx
 import pytest
 
-from flowproof_addons.guard import RequestGuard
-from flowproof_addons.mcp_http import McpHttpBoundary
 from flowproof_cli.mcp.http import (
     ForwardRequest,
     Reply,
@@ -21,7 +19,7 @@ from flowproof_cli.mcp.http_record import HttpRecordSession
 from flowproof_cli.mcp.http_replay import REPLAY_SESSION_ID, HttpReplaySession
 from flowproof_cli.mcp.lane import Call, Lane, ServerEvent, lane_to_document
 from flowproof_cli.mcp.sse import SseParser, frame
-from flowproof_cli.runner.proxy_engine import ProxyEngine
+from tests.unit.proxy_clients import mcp_boundary
 
 ACCEPT_BOTH = {"accept": "application/json, text/event-stream"}
 
@@ -197,10 +195,8 @@ def test_the_addon_streams_over_time_with_zero_network() -> None:
 
     async def scenario() -> None:
         session = HttpReplaySession("notes", lane=lane())
-        boundary = McpHttpBoundary()
-        async with ProxyEngine([RequestGuard(), boundary]) as proxy:
-            boundary.sessions[proxy.port] = session
-            url = f"http://127.0.0.1:{proxy.port}/api/mcp"
+        async with mcp_boundary(session) as port:
+            url = f"http://127.0.0.1:{port}/api/mcp"
             async with httpx.AsyncClient(timeout=20, headers=ACCEPT_BOTH) as client:
                 init = await client.post(
                     url, content=rpc(1, "initialize", {"protocolVersion": "2025-03-26"})
@@ -227,9 +223,8 @@ def test_the_addon_streams_over_time_with_zero_network() -> None:
                         assert final["id"] == 3
                     pushed = await _next_message(standalone.aiter_lines())
                     assert pushed["method"] == "notifications/tools/list_changed"
-                refused = await client.get(f"http://127.0.0.1:{proxy.port}/elsewhere")
+                refused = await client.get(f"http://127.0.0.1:{port}/elsewhere")
                 assert refused.status_code == 404
-            await boundary.done()
         assert session.replayer.failures() == []
 
     asyncio.run(scenario())
@@ -267,17 +262,14 @@ def test_record_passes_auth_and_session_through_and_stores_neither() -> None:
 
     async def scenario() -> HttpRecordSession:
         session = HttpRecordSession("notes", url=real)
-        boundary = McpHttpBoundary()
-        async with ProxyEngine([RequestGuard(), boundary]) as proxy:
-            boundary.sessions[proxy.port] = session
+        async with mcp_boundary(session) as port:
             headers = {**ACCEPT_BOTH, "authorization": "Bearer s3cret", "mcp-session-id": "abc"}
             async with httpx.AsyncClient(timeout=20, headers=headers) as client:
                 reply = await client.post(
-                    f"http://127.0.0.1:{proxy.port}/mcp", content=rpc(7, "tools/list")
+                    f"http://127.0.0.1:{port}/mcp", content=rpc(7, "tools/list")
                 )
             assert reply.json() == {"jsonrpc": "2.0", "id": 7, "result": {"ok": 1}}
             assert reply.headers["mcp-session-id"] == "real-session-42"
-            await boundary.done()
         return session
 
     try:
