@@ -21,12 +21,11 @@ from flowproof_cli.mcp.http_replay import HttpReplaySession
 from flowproof_cli.mcp.sse import SseParser
 from tests.conftest import run_cli
 from tests.e2e import mcp_flows
-from tests.unit.proxy_clients import mcp_boundary
-from tests.unit.test_mcp_resumption import lane, rpc, tool
+from tests.unit.proxy_clients import mcp_client
+from tests.unit.test_mcp_resumption import lane, tool
 
 pytestmark = pytest.mark.slow
 
-ACCEPT_BOTH = {"accept": "application/json, text/event-stream"}
 Event = tuple[str | None, str]  # (SSE id, JSON-RPC method or "answer")
 
 
@@ -79,50 +78,45 @@ async def replay_over_http(*, drop: bool) -> dict[str, Any]:
     """One replay of `lane()`; with `drop`, both streams are lost after their first event."""
     seen: dict[str, Any] = {}
     session = HttpReplaySession("notes", lane=lane())
-    async with mcp_boundary(session) as port:
-        url = f"http://127.0.0.1:{port}/mcp"
-        async with httpx.AsyncClient(timeout=20, headers=ACCEPT_BOTH) as http:
-            init = await http.post(
-                url, content=rpc(1, "initialize", {"protocolVersion": "2025-11-25"})
-            )
-            assert init.status_code == 200
-            slow = await http.post(url, content=tool(2, "slow"))
-            seen["slow"] = [
-                (e.id, json.loads(e.data).get("method", "answer"))
-                for e in SseParser().feed(slow.content)
-            ]
-            async with http.stream("GET", url) as standalone_response:
-                standalone = Events(standalone_response)
-                # Call 3 waits for the agent's answer to roots/list: streamed over time.
-                async with http.stream("POST", url, content=tool(3, "roots")) as roots_response:
-                    roots = Events(roots_response)
-                    seen["roots"] = await roots.take(1)
-                    if not drop:
-                        assert (await http.post(url, content=reply(3))).status_code == 202
-                        seen["roots"] += await roots.take(1)
-                if drop:  # the POST's stream is gone before its answer: resume it
-                    assert (await http.post(url, content=reply(3))).status_code == 202
-                    last = seen["roots"][-1][0]
-                    resumed = await http.get(url, headers={"last-event-id": last})
-                    assert resumed.status_code == 200, resumed.text
-                    seen["roots"] += [
-                        (e.id, json.loads(e.data).get("method", "answer"))
-                        for e in SseParser().feed(resumed.content)
-                    ]
-                await http.post(url, content=tool(4, "a"))
-                seen["get"] = await standalone.take(1 if drop else 2)
+    async with mcp_client(session, "/mcp", "2025-11-25") as (http, url, init):
+        assert init.status_code == 200
+        slow = await http.post(url, content=tool(2, "slow"))
+        seen["slow"] = [
+            (e.id, json.loads(e.data).get("method", "answer"))
+            for e in SseParser().feed(slow.content)
+        ]
+        async with http.stream("GET", url) as standalone_response:
+            standalone = Events(standalone_response)
+            # Call 3 waits for the agent's answer to roots/list: streamed over time.
+            async with http.stream("POST", url, content=tool(3, "roots")) as roots_response:
+                roots = Events(roots_response)
+                seen["roots"] = await roots.take(1)
                 if not drop:
-                    await http.post(url, content=tool(5, "b"))
-                    seen["get"] += await standalone.take(2)
-                    await finish(http, url, session, standalone, seen)
-            if drop:  # the GET stream was lost after its first event: resume it
+                    assert (await http.post(url, content=reply(3))).status_code == 202
+                    seen["roots"] += await roots.take(1)
+            if drop:  # the POST's stream is gone before its answer: resume it
+                assert (await http.post(url, content=reply(3))).status_code == 202
+                last = seen["roots"][-1][0]
+                resumed = await http.get(url, headers={"last-event-id": last})
+                assert resumed.status_code == 200, resumed.text
+                seen["roots"] += [
+                    (e.id, json.loads(e.data).get("method", "answer"))
+                    for e in SseParser().feed(resumed.content)
+                ]
+            await http.post(url, content=tool(4, "a"))
+            seen["get"] = await standalone.take(1 if drop else 2)
+            if not drop:
                 await http.post(url, content=tool(5, "b"))
-                headers = {"last-event-id": seen["get"][-1][0]}
-                async with http.stream("GET", url, headers=headers) as resumed_response:
-                    assert resumed_response.status_code == 200
-                    resumed = Events(resumed_response)
-                    seen["get"] += await resumed.take(3)
-                    await finish(http, url, session, resumed, seen)
+                seen["get"] += await standalone.take(2)
+                await finish(http, url, session, standalone, seen)
+        if drop:  # the GET stream was lost after its first event: resume it
+            await http.post(url, content=tool(5, "b"))
+            headers = {"last-event-id": seen["get"][-1][0]}
+            async with http.stream("GET", url, headers=headers) as resumed_response:
+                assert resumed_response.status_code == 200
+                resumed = Events(resumed_response)
+                seen["get"] += await resumed.take(3)
+                await finish(http, url, session, resumed, seen)
     assert session.replayer.failures() == [] and session.errors == []
     return seen
 

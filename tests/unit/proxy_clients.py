@@ -1,17 +1,21 @@
 """Blocking clients for tests of the in-process proxy: a loop thread to run it on, raw and
 plain HTTP exchanges, a listener that counts what reaches it, one recorded chat turn; and
-`mcp_boundary`, the proxy an MCP HTTP session is served through."""
+`mcp_boundary`, the proxy an MCP HTTP session is served through, and `mcp_client`, an
+HTTP client initialized through it."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import http.client
+import json
 import socket
 import threading
 from collections.abc import AsyncIterator
 from concurrent.futures import Future
 from typing import Any
+
+import httpx
 
 from flowproof_addons.guard import RequestGuard
 from flowproof_addons.mcp_http import McpHttpBoundary
@@ -22,6 +26,8 @@ from tests.unit.trace_builders import chat_completion
 LOOPBACK = "127.0.0.1"
 REQUEST = {"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "hi"}]}
 RESPONSE = chat_completion("hello from the cassette")
+#: What a streamable-HTTP MCP client accepts.
+ACCEPT_BOTH = {"accept": "application/json, text/event-stream"}
 
 
 class LoopThread:
@@ -52,6 +58,22 @@ async def mcp_boundary(session: HttpMcpSession) -> AsyncIterator[int]:
         boundary.sessions[proxy.port] = session
         yield proxy.port
         await boundary.done()
+
+
+@contextlib.asynccontextmanager
+async def mcp_client(
+    session: HttpMcpSession, path: str, protocol: str
+) -> AsyncIterator[tuple[httpx.AsyncClient, str, httpx.Response]]:
+    """`mcp_boundary` serving `session`, and a client that sent its `initialize` (request 1,
+    `protocol` its version) to `path` there: the client, the endpoint's URL and the answer
+    to `initialize`, for the caller to judge."""
+    async with mcp_boundary(session) as port:
+        url = f"http://{LOOPBACK}:{port}{path}"
+        async with httpx.AsyncClient(timeout=20, headers=ACCEPT_BOTH) as client:
+            params = {"protocolVersion": protocol}
+            initialize = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": params}
+            answer = await client.post(url, content=json.dumps(initialize).encode())
+            yield client, url, answer
 
 
 def raw_exchange(port: int, data: bytes) -> http.client.HTTPResponse:

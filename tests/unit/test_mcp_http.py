@@ -19,9 +19,7 @@ from flowproof_cli.mcp.http_record import HttpRecordSession
 from flowproof_cli.mcp.http_replay import REPLAY_SESSION_ID, HttpReplaySession
 from flowproof_cli.mcp.lane import Call, Lane, ServerEvent, lane_to_document
 from flowproof_cli.mcp.sse import SseParser, frame
-from tests.unit.proxy_clients import mcp_boundary
-
-ACCEPT_BOTH = {"accept": "application/json, text/event-stream"}
+from tests.unit.proxy_clients import ACCEPT_BOTH, mcp_boundary, mcp_client
 
 
 def rpc(request_id, method, params=None) -> bytes:
@@ -195,36 +193,31 @@ def test_the_addon_streams_over_time_with_zero_network() -> None:
 
     async def scenario() -> None:
         session = HttpReplaySession("notes", lane=lane())
-        async with mcp_boundary(session) as port:
-            url = f"http://127.0.0.1:{port}/api/mcp"
-            async with httpx.AsyncClient(timeout=20, headers=ACCEPT_BOTH) as client:
-                init = await client.post(
-                    url, content=rpc(1, "initialize", {"protocolVersion": "2025-03-26"})
+        async with mcp_client(session, "/api/mcp", "2025-03-26") as (client, url, init):
+            assert init.headers["mcp-session-id"] == REPLAY_SESSION_ID
+            async with client.stream("GET", url) as standalone:
+                assert standalone.status_code == 200
+                second = await client.get(url)
+                assert second.status_code == 409
+                await client.post(
+                    url, content=rpc(2, "tools/call", {"name": "slow", "arguments": {}})
                 )
-                assert init.headers["mcp-session-id"] == REPLAY_SESSION_ID
-                async with client.stream("GET", url) as standalone:
-                    assert standalone.status_code == 200
-                    second = await client.get(url)
-                    assert second.status_code == 409
-                    await client.post(
-                        url, content=rpc(2, "tools/call", {"name": "slow", "arguments": {}})
-                    )
-                    async with client.stream(
-                        "POST",
-                        url,
-                        content=rpc(3, "tools/call", {"name": "roots", "arguments": {}}),
-                    ) as waiting:
-                        lines = waiting.aiter_lines()
-                        request = await _next_message(lines)
-                        assert request["method"] == "roots/list"
-                        ack = await client.post(url, content=answer(request["id"], {"roots": []}))
-                        assert ack.status_code == 202
-                        final = await _next_message(lines)
-                        assert final["id"] == 3
-                    pushed = await _next_message(standalone.aiter_lines())
-                    assert pushed["method"] == "notifications/tools/list_changed"
-                refused = await client.get(f"http://127.0.0.1:{port}/elsewhere")
-                assert refused.status_code == 404
+                async with client.stream(
+                    "POST",
+                    url,
+                    content=rpc(3, "tools/call", {"name": "roots", "arguments": {}}),
+                ) as waiting:
+                    lines = waiting.aiter_lines()
+                    request = await _next_message(lines)
+                    assert request["method"] == "roots/list"
+                    ack = await client.post(url, content=answer(request["id"], {"roots": []}))
+                    assert ack.status_code == 202
+                    final = await _next_message(lines)
+                    assert final["id"] == 3
+                pushed = await _next_message(standalone.aiter_lines())
+                assert pushed["method"] == "notifications/tools/list_changed"
+            refused = await client.get(url.replace("/api/mcp", "/elsewhere"))
+            assert refused.status_code == 404
         assert session.replayer.failures() == []
 
     asyncio.run(scenario())
