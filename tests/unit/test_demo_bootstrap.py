@@ -151,7 +151,7 @@ def test_the_demo_installs_the_demo_extra_and_the_examples_npm_packages_only(
     run = checkout.bootstrap("demo")
     assert run.code == 0, run.stderr
     assert sorted(_installs(run)) == [  # npm works while pip does
-        "npm ci --prefix examples --no-audit --no-fund",
+        "npm ci --prefix examples --no-audit --no-fund --prefer-offline",
         "python -m pip install -e .[demo]",
     ]
     assert not any(call.startswith("apt-get") for call in run.calls)
@@ -249,7 +249,7 @@ def test_a_failing_npm_costs_only_the_node_examples(tmp_path: Path) -> None:
     assert "npm error network ETIMEDOUT" in run.stderr
     assert not (tmp_path / "examples" / "node_modules").exists()
     again = checkout.bootstrap("demo")
-    assert _installs(again) == ["npm ci --prefix examples --no-audit --no-fund"]
+    assert _installs(again) == ["npm ci --prefix examples --no-audit --no-fund --prefer-offline"]
 
 
 def test_without_npm_the_node_examples_are_skipped_with_a_hint(tmp_path: Path) -> None:
