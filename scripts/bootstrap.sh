@@ -372,14 +372,8 @@ py_install() {
     fi
 }
 
-step_begin "installing flowproof with its dev and agents extras into $VENV"
-flowproof_start=$SECONDS flowproof_status=0
-py_install "$VENV/bin/python" -e ".[dev,agents]" > "$TEST_LOGS/venv.log" 2>&1 || flowproof_status=$?
-if ! step_end "$TEST_LOGS/venv.log" "$flowproof_start" "$flowproof_status"; then
-    finish_jobs || true
-    exit 1
-fi
-
+# The side-by-side steps need only .venv's interpreter (and uv): they start before flowproof
+# itself goes into .venv.
 mcp1_install() {
     rm -rf "$MCP1_DIR"
     py_install "$VENV/bin/python" --target "$MCP1_DIR" "$MCP1_SPEC" && echo "$MCP1_SPEC" > "$MCP1_DIR/.stamp"
@@ -391,6 +385,13 @@ for name in "${COOKBOOK_VENVS[@]}"; do
 done
 wheelhouse_ready || begin_job wheelhouse "filling $WHEELHOUSE with flowproof's runtime dependencies" \
     wheelhouse_install
+step_begin "installing flowproof with its dev and agents extras into $VENV"
+flowproof_start=$SECONDS flowproof_status=0
+py_install "$VENV/bin/python" -e ".[dev,agents]" > "$TEST_LOGS/venv.log" 2>&1 || flowproof_status=$?
+if ! step_end "$TEST_LOGS/venv.log" "$flowproof_start" "$flowproof_status"; then
+    finish_jobs || true
+    exit 1
+fi
 finish_jobs || exit 1
 wheelhouse_ready || echo "bootstrap: $WHEELHOUSE could not be filled (log: $TEST_LOGS/wheelhouse.log);" \
     "the installed-package test will be skipped" >&2

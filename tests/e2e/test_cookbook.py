@@ -159,11 +159,8 @@ def test_records_replays_offline_and_diverges_on_an_edited_prompt(
     assert {turn.protocol for turn in turns} == protocols
     assert "sk-cookbook" not in trace.read_text()  # the record key stays out of the trace
 
-    replayed = replay(spec)  # the fake upstream is gone: replay needs nothing
-    assert replayed.code == 0, replayed.output
-    assert replayed.stdout.startswith(f"PASS: {FLOW_NAMES[framework]}"), replayed.output
-    assert "egress containment: enforced" in replayed.stdout
-
+    # The fake upstream is gone: the edited prompt replays against the fresh trace and fails
+    # at its turn. Each framework's whole replay, contained, is the committed traces' test.
     edit_spec(spec, "in Nairobi right now", "in Paris right now")
     diverged = replay(spec)
     assert diverged.code == 1, diverged.output
@@ -175,11 +172,14 @@ def test_records_replays_offline_and_diverges_on_an_edited_prompt(
 
 @pytest.mark.egress
 def test_committed_traces_replay_from_a_clean_checkout(cookbook: None, tmp_path: Path) -> None:
-    result = replay(project_copy(tmp_path))
+    """Every framework's flow replays with no upstream, its egress contained: the traces the
+    docs show, and the replay half of each framework's record-and-replay test above."""
+    result = in_netns("-m", "flowproof_cli", "run", "--verbose", project_copy(tmp_path))
     assert result.code == 0, result.output
     assert f"{len(FLOW_NAMES)} passed, 0 failed, 0 skipped" in result.stdout
     for name in FLOW_NAMES.values():
         assert f"PASS: {name}" in result.stdout
+    assert result.stdout.count("egress containment: enforced") == len(FLOW_NAMES), result.stdout
 
 
 @pytest.mark.egress

@@ -35,7 +35,7 @@ SIGNALS = (signal.SIGINT, signal.SIGTERM)
 EXIT_WAIT_S = 60
 SEED = int(os.environ.get("FLOWPROOF_KILL_SEED", "14"))
 #: Random moments per signal around the verdict of an unstopped record.
-SWEEP = int(os.environ.get("FLOWPROOF_COMMIT_CASES", "6"))
+SWEEP = int(os.environ.get("FLOWPROOF_COMMIT_CASES", "4"))
 #: What a signal that lands before the trace is replaced may end with: the interrupt's
 #: code, or (SIGTERM) death by the signal while the event loop's own clean-up ran, before
 #: flowproof's handler was back (a shell reads both as 143).

@@ -9,6 +9,7 @@ line by line and value by value, through the loader in-process; a few go through
 
 from __future__ import annotations
 
+import itertools
 import shutil
 import sys
 from pathlib import Path
@@ -479,13 +480,35 @@ def test_a_failing_replay_names_a_trace_of_another_flow(tmp_path: Path) -> None:
 REWRITTEN = {str(path.relative_to(REPO)): dumps(load(path)) for path in TRACE_FILES}
 
 
+#: Every cut in a trace up to this many lines; in a longer one (Claude Code's, 1,234 lines,
+#: each cut a whole load), the first and last of them and as many spread between.
+EVERY_CUT_UP_TO = 300
+
+
+def _cuts(count: int) -> list[int]:
+    """How many lines to keep, from 1 to all but the last."""
+    if count <= EVERY_CUT_UP_TO:
+        return list(range(1, count))
+    edge = EVERY_CUT_UP_TO // 3
+    spread = range(edge, count - edge, -(-(count - 2 * edge) // edge))  # at most `edge` of them
+    return sorted({*range(1, edge), *spread, *range(count - edge, count)})
+
+
+def test_a_long_trace_is_cut_at_both_ends_and_across() -> None:
+    assert _cuts(5) == [1, 2, 3, 4]
+    cuts = _cuts(1234)
+    assert cuts[:3] == [1, 2, 3] and cuts[-3:] == [1231, 1232, 1233]
+    assert len(cuts) <= EVERY_CUT_UP_TO and max(b - a for a, b in itertools.pairwise(cuts)) <= 12
+
+
 @pytest.mark.parametrize("name", sorted(REWRITTEN))
 def test_every_cut_at_a_line_end_is_refused_as_cut_short(name: str) -> None:
     """Whole lines cut off the end (a partial copy, a merge): from one line to all but the
-    last, every cut is refused at the line it ends on. Before the end line, up to 21 lines
-    with `usage` fields could go and the trace still replayed green."""
+    last, every cut is refused at the line it ends on (spread over a long trace: `_cuts`).
+    Before the end line, up to 21 lines with `usage` fields could go and the trace still
+    replayed green."""
     lines = REWRITTEN[name].splitlines(keepends=True)
-    for kept in range(1, len(lines)):
+    for kept in _cuts(len(lines)):
         text = "".join(lines[:kept])
         if "flowproof_trace" not in text:  # only the header comment is left
             with pytest.raises(TraceError, match="not a flowproof trace"):

@@ -9,7 +9,7 @@ MCP stand-ins and their servers inherit), and no port flowproof or its children 
 is still bound. SIGKILL runs no cleanup in flowproof: the keeper (flowproof_cli/process.py)
 ends what is left.
 
-FLOWPROOF_KILL_CASES sets the number of random moments (16 in `make test`, 100 in
+FLOWPROOF_KILL_CASES sets the number of random moments (12 in `make test`, 100 in
 `make test-stress`), spread over the three signals and the two modes; FLOWPROOF_KILL_SEED
 picks other moments.
 """
@@ -56,7 +56,7 @@ from tests.e2e.sockets_and_pids import (
 from tests.fakes.fake_upstream import FakeUpstream, Reply, Script, sequence
 
 SEED = int(os.environ.get("FLOWPROOF_KILL_SEED", "14"))
-CASES = int(os.environ.get("FLOWPROOF_KILL_CASES", "16"))  # `make test-stress`: 100
+CASES = int(os.environ.get("FLOWPROOF_KILL_CASES", "12"))  # `make test-stress`: 100
 WORKERS = 3  # cases at once: each mostly waits on its agent
 EXIT_WAIT_S = 60
 GONE_WAIT_S = 10

@@ -5,7 +5,7 @@
   the trace holds each with its own answer; replayed, each call gets its own turn back (the
   agent checks, and its last call carries the count, so a crossed or dropped answer is a
   divergence). A trace with two answers swapped fails the replay: the check can fail.
-- A directory run at `-j 8` of tool-loop flows about as many places (14 in `make test`,
+- A directory run at `-j 8` of tool-loop flows about as many places (8 in `make test`,
   30 in `make test-stress`: FLOWPROOF_LOAD_PLACES), the 64-call agent, and a hostile
   neighbour that holds 300 idle connections and a client sending a byte a second on its
   own flow's listener until every other flow has finished. All pass, and the neighbour saw
@@ -35,7 +35,7 @@ AGENTS = Path(__file__).resolve().parent / "agents"
 CONCURRENT = AGENTS / "concurrent_calls.py"
 HOSTILE = AGENTS / "hostile_neighbour.py"
 CALLS = 64
-PLACES = int(os.environ.get("FLOWPROOF_LOAD_PLACES", "14"))  # `make test-stress`: 30
+PLACES = int(os.environ.get("FLOWPROOF_LOAD_PLACES", "8"))  # `make test-stress`: 30
 FLOWS = PLACES + 2  # the places, the 64-call agent and the hostile neighbour
 WORKERS = "8"
 TIMEOUT_S = 600

@@ -110,7 +110,7 @@ def _every_verdict(result: CliResult, as_json: bool) -> bool:
 
 #: How many of the points below a run injects: a spread of them in `make test`, every one
 #: in `make test-stress` (each point is one whole `run -j 2`, about 2 s).
-POINTS = int(os.environ.get("FLOWPROOF_SILENT_GREEN_POINTS", "10"))
+POINTS = int(os.environ.get("FLOWPROOF_SILENT_GREEN_POINTS", "6"))
 
 
 def _points(total: int) -> list[int]:
