@@ -175,6 +175,7 @@ def test_an_agent_backing_off_past_the_timeout_hangs(tmp_path: Path) -> None:
     assert " 0 survived, 0 diverged, 0 crashed, 1 hung, " in hung.stdout, hung.stdout
     assert "chaos: --fail-on hung: occurred" in hung.stderr, hung.output
     set_agent_env(spec, AGENT_RETRY_WAIT="0.2")
-    survived = run_cli("chaos", spec, "--kinds", "500", "--timeout", "3", "--fail-on", "hung")
+    # a bound far past the agent's start and one 0.2 s back-off, on a busy machine
+    survived = run_cli("chaos", spec, "--kinds", "500", "--timeout", "15", "--fail-on", "hung")
     assert survived.code == 0, survived.output
     assert " 1 survived, 0 diverged, 0 crashed, 0 hung, " in survived.stdout, survived.output
