@@ -73,19 +73,24 @@ ensure_egress_tools() {
     fi
 }
 
+# `stamp_is FILE VALUE`: FILE holds VALUE. Every step's readiness is its stamp file holding
+# the hash of what it was installed from; `digest` hashes standard input.
+stamp_is() { [[ -f "$1" ]] && [[ "$(cat "$1")" == "$2" ]]; }
+digest() { sha256sum | cut -d' ' -f1; }
+
 fingerprint() {
     local f
     for f in pyproject.toml tests/package.json tests/package-lock.json tests/cookbook-requirements.txt \
         tests/aider-requirements.txt; do
         if [[ -f "$f" ]]; then cat "$f"; fi
-    done | sha256sum | cut -d' ' -f1
+    done | digest
 }
 
 # The `mcp` 1.x SDK, side by side with the venv's 2.x, for the MCP test fixtures
 # (tests/mcp_fixtures/sdk_path.py finds it). Installed with the venv's interpreter.
 MCP1_SPEC="mcp==1.30.0"
 MCP1_DIR=.deps/mcp1
-mcp1_ready() { [[ -f "$MCP1_DIR/.stamp" ]] && [[ "$(cat "$MCP1_DIR/.stamp")" == "$MCP1_SPEC" ]]; }
+mcp1_ready() { stamp_is "$MCP1_DIR/.stamp" "$MCP1_SPEC"; }
 
 # The agent frameworks of the wiring cookbook (docs/agents.md, tests/e2e/test_cookbook.py),
 # pinned in tests/cookbook-requirements.txt, get a virtualenv of their own: their dependency
@@ -96,12 +101,11 @@ mcp1_ready() { [[ -f "$MCP1_DIR/.stamp" ]] && [[ "$(cat "$MCP1_DIR/.stamp")" == 
 # the pins reinstalls it.
 COOKBOOK_VENVS=(cookbook aider)  # .deps/NAME from tests/NAME-requirements.txt
 venv_requirements() { echo "tests/$1-requirements.txt"; }
-venv_stamp() { sha256sum "$(venv_requirements "$1")" | cut -d' ' -f1; }
+venv_stamp() { digest < "$(venv_requirements "$1")"; }
 venv_ready() {
     local requirements dir=".deps/$1"
     requirements="$(venv_requirements "$1")"
-    [[ ! -f "$requirements" ]] || { [[ -f "$dir/.stamp" ]] \
-        && [[ "$(cat "$dir/.stamp")" == "$(venv_stamp "$1")" ]]; }
+    [[ ! -f "$requirements" ]] || stamp_is "$dir/.stamp" "$(venv_stamp "$1")"
 }
 venv_install() {
     local base requirements dir=".deps/$1"
@@ -136,8 +140,7 @@ PY
     echo "pytest>=8"
 }
 wheelhouse_ready() {
-    [[ -x "$VENV/bin/python" ]] && [[ -f "$WHEELHOUSE/.stamp" ]] \
-        && [[ "$(cat "$WHEELHOUSE/.stamp")" == "$(wheelhouse_requirements | sha256sum | cut -d' ' -f1)" ]]
+    [[ -x "$VENV/bin/python" ]] && stamp_is "$WHEELHOUSE/.stamp" "$(wheelhouse_requirements | digest)"
 }
 wheelhouse_install() {
     echo "bootstrap: filling $WHEELHOUSE with flowproof's runtime dependencies (offline installs)"
@@ -149,19 +152,17 @@ wheelhouse_install() {
         echo "bootstrap: pip could not fill $WHEELHOUSE; the installed-package test will be skipped" >&2
         return 0
     fi
-    wheelhouse_requirements | sha256sum | cut -d' ' -f1 > "$WHEELHOUSE/.stamp"
+    wheelhouse_requirements | digest > "$WHEELHOUSE/.stamp"
 }
 
 # The Node agents, MCP servers and coding CLIs of the e2e tests, pinned in tests/package.json
 # and tests/package-lock.json, live in tests/node_modules (a lockfile edit changes the fingerprint).
 # Its stamp is package.json's and the lockfile's hash, written once `npm ci` has finished.
-tests_npm_fingerprint() { cat tests/package.json tests/package-lock.json | sha256sum | cut -d' ' -f1; }
-npm_ready_with_stamp() {
-    [[ -f tests/node_modules/.stamp ]] && [[ "$(cat tests/node_modules/.stamp)" == "$(tests_npm_fingerprint)" ]]
-}
+tests_npm_fingerprint() { cat tests/package.json tests/package-lock.json | digest; }
+npm_ready_with_stamp() { stamp_is tests/node_modules/.stamp "$(tests_npm_fingerprint)"; }
 npm_ready() { [[ ! -f tests/package.json ]] || ! command -v npm >/dev/null 2>&1 || npm_ready_with_stamp; }
 
-full_ready() { [[ -f "$STAMP" ]] && [[ "$(cat "$STAMP")" == "$(fingerprint)" ]]; }
+full_ready() { stamp_is "$STAMP" "$(fingerprint)"; }
 
 require_python() {
     if ! PY="$(find_python)"; then
@@ -180,15 +181,13 @@ require_python() {
 # nothing; its own stamp never stands in for the full one, so `make test` after `make demo`
 # still installs everything.
 DEMO_NODE=examples/node_modules
-demo_fingerprint() { cat pyproject.toml | sha256sum | cut -d' ' -f1; }
-demo_npm_fingerprint() { cat examples/package.json examples/package-lock.json | sha256sum | cut -d' ' -f1; }
+demo_fingerprint() { digest < pyproject.toml; }
+demo_npm_fingerprint() { cat examples/package.json examples/package-lock.json | digest; }
 demo_python_ready() {
-    [[ -x "$VENV/bin/python" ]] && { full_ready || { [[ -f "$DEMO_STAMP" ]] \
-        && [[ "$(cat "$DEMO_STAMP")" == "$(demo_fingerprint)" ]]; }; }
+    [[ -x "$VENV/bin/python" ]] && { full_ready || stamp_is "$DEMO_STAMP" "$(demo_fingerprint)"; }
 }
 demo_npm_ready() {
-    [[ -x tests/node_modules/.bin/claude ]] || { [[ -f "$DEMO_NODE/.stamp" ]] \
-        && [[ "$(cat "$DEMO_NODE/.stamp")" == "$(demo_npm_fingerprint)" ]]; }
+    [[ -x tests/node_modules/.bin/claude ]] || stamp_is "$DEMO_NODE/.stamp" "$(demo_npm_fingerprint)"
 }
 
 # A step's one line: `bootstrap: TITLE ... done (Ns; log: LOG)`. On failure the log's last

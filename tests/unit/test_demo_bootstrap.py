@@ -11,6 +11,7 @@ from __future__ import annotations
 import ast
 import importlib.metadata
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -326,3 +327,11 @@ def test_make_compiles_the_checkout_before_it_runs_flowproof(target: str, runs: 
     assert compiles and runs_at and compiles[0] < runs_at[0], "\n".join(planned)
     compiled = planned[compiles[0]]
     assert all(folder in compiled.split() for folder in ("flowproof_cli", "addons")), compiled
+
+
+def test_make_test_runs_one_pytest_worker_more_than_the_cores() -> None:
+    planned = subprocess.run(
+        ["make", "-n", "test"], cwd=REPO, capture_output=True, text=True, check=True
+    ).stdout
+    cores = len(os.sched_getaffinity(0))  # what `nproc` counts
+    assert f"-m pytest -n {cores + 1} --dist worksteal" in planned, planned
