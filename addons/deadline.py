@@ -14,6 +14,8 @@ from typing import Any
 
 from mitmproxy import ctx, http
 
+from flowproof_addons.connections import cancel_reader
+
 # Armed timers, by flow id, and the wait of each flow whose timer fired.
 _ARMED: dict[str, asyncio.TimerHandle] = {}
 _EXPIRED: dict[str, float] = {}
@@ -54,6 +56,5 @@ def _expire(flow: http.HTTPFlow, seconds: float) -> None:
     _EXPIRED[flow.id] = seconds
     proxyserver: Any = ctx.master.addons.get("proxyserver")
     handler = proxyserver.connections.get(flow.client_conn.id) if proxyserver else None
-    io = handler.transports.get(flow.server_conn) if handler is not None else None
-    if io is not None and io.handler is not None:
-        io.handler.cancel()  # mitmproxy then reports the flow's error
+    if handler is not None:
+        cancel_reader(handler, flow.server_conn)  # mitmproxy then reports the flow's error

@@ -35,6 +35,7 @@ from typing import Any
 
 from mitmproxy import addonmanager, connection, http
 
+from flowproof_addons.connections import cancel_client_reader
 from flowproof_cli.dialects import DIALECTS, Dialect, dialect_named, route
 from flowproof_cli.providers import unknown_path_hint
 from flowproof_cli.quoting import failure, quoted
@@ -305,9 +306,7 @@ class Backstop(_Chained):
         )
         if handler is None:
             return
-        io = handler.transports.get(handler.client)
-        if io is not None and io.handler is not None:
-            asyncio.get_running_loop().call_soon(io.handler.cancel)
+        asyncio.get_running_loop().call_soon(cancel_client_reader, handler)
         sockname = handler.client.sockname
         where = f"127.0.0.1:{sockname[1]}" if sockname else "this proxy"
         self._tell(

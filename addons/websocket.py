@@ -38,6 +38,7 @@ from mitmproxy import http
 from mitmproxy.net.http.status_codes import RESPONSES
 
 from flowproof_addons import deadline
+from flowproof_addons.connections import cancel_client_reader
 from flowproof_addons.credentials import drop_agent_credentials
 from flowproof_addons.guard import mark_forwarded
 from flowproof_cli.cassette import CassetteSession
@@ -277,9 +278,8 @@ def drop_client(proxyserver: Any, flow: http.HTTPFlow) -> None:
     then closes it as when a client goes."""
     connections = getattr(proxyserver, "connections", {})
     handler = connections.get(flow.client_conn.id)
-    io = handler.transports.get(handler.client) if handler is not None else None
-    if io is not None and io.handler is not None:
-        io.handler.cancel()
+    if handler is not None:
+        cancel_client_reader(handler)
 
 
 class Frames:

@@ -31,6 +31,7 @@ from mitmproxy.addons import core, disable_h2c, next_layer, proxyserver, tlsconf
 from mitmproxy.proxy import mode_servers, mode_specs  # noqa: E402
 from OpenSSL import SSL  # noqa: E402
 
+from flowproof_addons.connections import cancel_client_reader  # noqa: E402
 from flowproof_addons.guard import Backstop  # noqa: E402
 from flowproof_cli.errors import ConfigError  # noqa: E402
 from flowproof_cli.process import held_temp_folder, remove_held_folder  # noqa: E402
@@ -65,9 +66,7 @@ async def _close_client_connections(server: Any, port: int | None = None) -> Non
         for handler in list(server.connections.values()):
             if not _on_port(handler, port):
                 continue
-            io = handler.transports.get(handler.client)
-            if io is not None and io.handler is not None:
-                io.handler.cancel()
+            cancel_client_reader(handler)
     deadline = asyncio.get_running_loop().time() + _CLOSE_TIMEOUT_S
     while asyncio.get_running_loop().time() < deadline and any(
         _on_port(handler, port) for handler in list(server.connections.values())

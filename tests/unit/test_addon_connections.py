@@ -1,0 +1,78 @@
+"""`flowproof_addons.connections`: a mitmproxy connection ends by cancelling its reader task,
+and one without a live reader is left alone (the proxy engine's shutdown, a WebSocket
+reset, a crashed request and a missed deadline all end connections through it)."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from typing import Any
+
+from flowproof_addons.connections import cancel_client_reader, cancel_reader
+
+
+@dataclass
+class _Io:
+    """mitmproxy's per-connection transport: `handler` is the task reading it."""
+
+    handler: asyncio.Task[None] | None
+
+
+@dataclass
+class _Handler:
+    """A `ConnectionHandler` as the function reads it: its client and its transports."""
+
+    client: object = field(default_factory=object)
+    transports: dict[Any, _Io] = field(default_factory=dict)
+
+
+async def _reader() -> asyncio.Task[None]:
+    task = asyncio.get_running_loop().create_task(asyncio.sleep(3600))
+    await asyncio.sleep(0)  # started, as a live reader is
+    return task
+
+
+def test_the_client_reader_is_cancelled() -> None:
+    async def scenario() -> tuple[bool, bool]:
+        reader, server_reader = await _reader(), await _reader()
+        server = object()
+        handler = _Handler()
+        handler.transports = {handler.client: _Io(reader), server: _Io(server_reader)}
+        cancel_client_reader(handler)
+        await asyncio.sleep(0)
+        cancelled = reader.cancelled()
+        server_cancelled = server_reader.cancelled()
+        server_reader.cancel()
+        return cancelled, server_cancelled
+
+    assert asyncio.run(scenario()) == (True, False)  # the client's reader only
+
+
+def test_a_named_connections_reader_is_cancelled() -> None:
+    async def scenario() -> tuple[bool, bool]:
+        reader, client_reader = await _reader(), await _reader()
+        server = object()
+        handler = _Handler()
+        handler.transports = {handler.client: _Io(client_reader), server: _Io(reader)}
+        cancel_reader(handler, server)
+        await asyncio.sleep(0)
+        cancelled = (reader.cancelled(), client_reader.cancelled())
+        client_reader.cancel()
+        return cancelled
+
+    assert asyncio.run(scenario()) == (True, False)
+
+
+def test_a_missing_transport_or_reader_is_left_alone() -> None:
+    async def scenario() -> bool:
+        other = await _reader()
+        cancel_client_reader(_Handler(transports={object(): _Io(other)}))  # client gone
+        handler = _Handler()
+        handler.transports = {handler.client: _Io(None)}  # no reader task (yet)
+        cancel_client_reader(handler)
+        await asyncio.sleep(0)
+        untouched = not other.cancelled()
+        other.cancel()
+        return untouched
+
+    assert asyncio.run(scenario())
