@@ -1,10 +1,11 @@
 """Child-process basics shared by the runner and egress containment: a command line split
 into words, a process group signalled, a child's output cut to the tail quoted in messages,
-and the keeper that cleans up after a flowproof that was killed.
+the keeper that cleans up after a flowproof that was killed, and the files written whole
+or not at all whose temporary files it holds (`write_atomic`).
 
 It sits at the bottom of the import graph, so egress (which starts agents), the runner
-(which owns them) and trace storage (which writes temporary files) all use it without
-importing each other.
+(which owns them), trace storage and the providers' cached files (which write temporary
+files) all use it without importing each other.
 """
 
 from __future__ import annotations
@@ -375,3 +376,59 @@ def remove_held_folder(name: str) -> None:
 
     shutil.rmtree(name, ignore_errors=True)
     KEEPER.release(PATH, name)
+
+
+# -- files written whole or not at all ------------------------------------------------------
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Write a complete file or nothing: temp file, fsync, rename. The temp file is held by
+    the keeper meanwhile, so a flowproof killed mid-write (no `except` runs) leaves none."""
+    commit_staged(stage(path, text), path)
+
+
+def stage(path: Path, text: str) -> Path:
+    """`text`, complete and fsynced, in a new temporary file beside `path`, which it will
+    replace (`commit_staged`) or never touch (`discard_staged`). The keeper holds the file
+    until then, so a flowproof killed before either leaves none behind."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle, temp_name = _held_temp(path)
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as stream:
+            stream.write(text)
+            stream.flush()
+            os.fsync(stream.fileno())
+    except BaseException:
+        discard_staged(Path(temp_name))
+        raise
+    return Path(temp_name)
+
+
+def commit_staged(staged: Path, path: Path) -> None:
+    """Move a staged file over `path` in one rename; on failure it is removed."""
+    try:
+        os.replace(staged, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(staged)
+        raise
+    finally:
+        KEEPER.release(PATH, str(staged))
+
+
+def discard_staged(staged: Path) -> None:
+    """Remove a staged file that will not be committed."""
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(staged)
+    KEEPER.release(PATH, str(staged))
+
+
+def _held_temp(path: Path) -> tuple[int, str]:
+    """A new `.NAME.XXXXXXXX.tmp` beside `path`, held by the keeper before it exists (so
+    no moment is left where a kill would orphan it)."""
+    import secrets  # noqa: PLC0415 (only a run that writes a file needs it)
+
+    return create_held(
+        lambda: str(path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")),
+        lambda name: os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600),
+    )

@@ -24,6 +24,9 @@ import contextlib
 import functools
 import json
 import os
+from pathlib import Path
+
+from flowproof_cli.process import write_atomic
 
 #: The variable google-auth reads first.
 CREDENTIALS_VARIABLE = "GOOGLE_APPLICATION_CREDENTIALS"
@@ -65,18 +68,10 @@ def _cache_folder() -> str:
 
 
 def _keep(path: str, pem: str) -> None:
-    """Write the key readable by its owner alone, whole or not at all (a rename)."""
+    """Write the key in a folder and a file (0600) its owner alone can read, whole or not
+    at all: two flows making it at once, or one killed mid-write, leave no partial key."""
     os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
-    temporary = f"{path}.{os.getpid()}.tmp"
-    descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    try:
-        with os.fdopen(descriptor, "w", encoding="ascii") as out:
-            out.write(pem)
-        os.replace(temporary, path)
-    except OSError:
-        with contextlib.suppress(OSError):
-            os.unlink(temporary)
-        raise
+    write_atomic(Path(path), pem)
 
 
 def _new_key_pem() -> str:

@@ -33,15 +33,9 @@ from flowproof_cli import trace as traces
 from flowproof_cli.errors import TraceError
 from flowproof_cli.evidence.records import file_sha256
 from flowproof_cli.evidence.trajectory_diff import UNCHANGED, Intent, diff_traces
+from flowproof_cli.process import commit_staged, discard_staged, stage, write_atomic
 from flowproof_cli.trace.envelope import from_document, to_document
-from flowproof_cli.trace.storage import (
-    TRACE_SUFFIX,
-    commit_staged,
-    discard_staged,
-    dumps,
-    stage,
-    write_atomic,
-)
+from flowproof_cli.trace.storage import TRACE_SUFFIX, dumps
 from flowproof_cli.verdict import Failure, FlowResult
 
 CANDIDATE_SUFFIX = ".trace.candidate.yaml"

@@ -12,11 +12,9 @@ of the turns themselves.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import io
 import os
-import secrets
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -25,7 +23,7 @@ import yaml
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from flowproof_cli.errors import TraceError
-from flowproof_cli.process import KEEPER, PATH, create_held
+from flowproof_cli.process import discard_staged, stage, write_atomic
 from flowproof_cli.spec import yaml_limits as limits
 from flowproof_cli.trace.envelope import (
     FIX,
@@ -335,48 +333,6 @@ def _build(node: Node, loader: Any, strings: dict[str, str], depth: int) -> Any:
     return loader.construct_object(node, deep=True)  # merge keys, other keys, tags
 
 
-def write_atomic(path: Path, text: str) -> None:
-    """Write a complete file or nothing: temp file, fsync, rename. The temp file is held by
-    the keeper meanwhile, so a flowproof killed mid-write (no `except` runs) leaves none."""
-    commit_staged(stage(path, text), path)
-
-
-def stage(path: Path, text: str) -> Path:
-    """`text`, complete and fsynced, in a new temporary file beside `path`, which it will
-    replace (`commit_staged`) or never touch (`discard_staged`). The keeper holds the file
-    until then, so a flowproof killed before either leaves none behind."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temp_name = _held_temp(path)
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8") as stream:
-            stream.write(text)
-            stream.flush()
-            os.fsync(stream.fileno())
-    except BaseException:
-        discard_staged(Path(temp_name))
-        raise
-    return Path(temp_name)
-
-
-def commit_staged(staged: Path, path: Path) -> None:
-    """Move a staged file over `path` in one rename; on failure it is removed."""
-    try:
-        os.replace(staged, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(staged)
-        raise
-    finally:
-        KEEPER.release(PATH, str(staged))
-
-
-def discard_staged(staged: Path) -> None:
-    """Remove a staged file that will not be committed."""
-    with contextlib.suppress(FileNotFoundError):
-        os.unlink(staged)
-    KEEPER.release(PATH, str(staged))
-
-
 def check_writable(path: Path) -> None:
     """Raise TraceError unless a trace can be written at `path`, found out before anything
     runs: `path` is not a folder, and a file can be created in its folder (or, when that
@@ -401,15 +357,6 @@ def check_writable(path: Path) -> None:
             f"({exc.strerror or exc}). Fix: make {folder} writable, or write the trace "
             "elsewhere with `-o PATH`"
         ) from None
-
-
-def _held_temp(path: Path) -> tuple[int, str]:
-    """A new `.NAME.XXXXXXXX.tmp` beside `path`, held by the keeper before it exists (so
-    no moment is left where a kill would orphan it)."""
-    return create_held(
-        lambda: str(path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")),
-        lambda name: os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600),
-    )
 
 
 def save(path: Path, trace: Trace) -> None:

@@ -666,12 +666,12 @@ _KILLED_WRITE = """
 import os, sys, time
 from pathlib import Path
 from typing import Any
-from flowproof_cli.trace import storage
+from flowproof_cli import process
 def hang(fd):
     print("writing", flush=True)
     time.sleep(600)
-storage.os.fsync = hang
-storage.write_atomic(Path(sys.argv[1]), "flowproof_trace: 1\\n")
+process.os.fsync = hang
+process.write_atomic(Path(sys.argv[1]), "flowproof_trace: 1\\n")
 """
 
 

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from flowproof_cli.providers.google_credentials import _keep
+
 KEY = Path("flowproof") / "google-placeholder-key.pem"
 # One fresh process: the key's PEM head, and whether `cryptography` was imported to get it.
 PROBE = (
@@ -58,3 +60,36 @@ def test_a_cache_path_that_is_a_file_still_gives_a_key(tmp_path: Path) -> None:
     """Root is not stopped by modes: a file where the folder should be stops anyone."""
     (tmp_path / "flowproof").write_text("in the way")
     assert _probe(tmp_path) == "-----BEGIN PRIVATE KEY----- True"
+
+
+@pytest.mark.parametrize(
+    ("call", "error"),
+    [("fsync", OSError(5, "Input/output error")), ("replace", KeyboardInterrupt())],
+)
+def test_a_key_write_that_fails_midway_keeps_the_old_key_and_leaves_no_temporary_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, call: str, error: BaseException
+) -> None:
+    """The key is written as a trace is (`process.write_atomic`): synced before the rename,
+    and its temporary file removed on any failure, an interrupt too."""
+    kept = tmp_path / KEY
+    kept.parent.mkdir(parents=True)
+    kept.write_text("-----BEGIN PRIVATE KEY----- old\n")
+
+    def broken(*args: object) -> None:
+        raise error
+
+    monkeypatch.setattr(os, call, broken)
+    with pytest.raises(type(error)):
+        _keep(str(kept), "-----BEGIN PRIVATE KEY----- new\n")
+    monkeypatch.undo()
+    assert kept.read_text() == "-----BEGIN PRIVATE KEY----- old\n"
+    assert os.listdir(kept.parent) == [kept.name]
+
+
+def test_a_kept_key_is_its_owners_alone(tmp_path: Path) -> None:
+    kept = tmp_path / "new" / KEY
+    _keep(str(kept), "-----BEGIN PRIVATE KEY----- new\n")
+    assert kept.read_text() == "-----BEGIN PRIVATE KEY----- new\n"
+    assert stat.S_IMODE(kept.stat().st_mode) == 0o600
+    assert stat.S_IMODE(kept.parent.stat().st_mode) == 0o700
+    assert os.listdir(kept.parent) == [kept.name]

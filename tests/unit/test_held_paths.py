@@ -18,10 +18,9 @@ import pytest
 
 from flowproof_cli.cassette import Mode
 from flowproof_cli.inspect.web_view import WebView
-from flowproof_cli.process import KEEPER, PATH
+from flowproof_cli.process import KEEPER, PATH, write_atomic
 from flowproof_cli.runner.mcp_servers import McpServers
 from flowproof_cli.runner.proxy_engine import ProxyEngine
-from flowproof_cli.trace.storage import write_atomic
 
 Holds = list[tuple[str, str, bool]]  # (op, path, existed at that moment)
 

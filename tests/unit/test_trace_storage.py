@@ -12,17 +12,10 @@ import yaml
 
 from flowproof_cli.cassette import Turn
 from flowproof_cli.errors import TraceError
+from flowproof_cli.process import commit_staged, discard_staged, stage, write_atomic
 from flowproof_cli.trace import FORMAT_VERSION, Trace, load, loads, save, trace_path_for
 from flowproof_cli.trace.envelope import from_document
-from flowproof_cli.trace.storage import (
-    HEADER,
-    check_writable,
-    commit_staged,
-    discard_staged,
-    dumps,
-    stage,
-    write_atomic,
-)
+from flowproof_cli.trace.storage import HEADER, check_writable, dumps
 
 SYSTEM_PROMPT = (
     "You are a careful weather assistant.\n"
