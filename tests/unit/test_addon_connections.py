@@ -8,6 +8,8 @@ import asyncio
 from dataclasses import dataclass, field
 from typing import Any
 
+import pytest
+
 from flowproof_addons.connections import cancel_client_reader, cancel_reader
 
 
@@ -32,35 +34,27 @@ async def _reader() -> asyncio.Task[None]:
     return task
 
 
-def test_the_client_reader_is_cancelled() -> None:
-    async def scenario() -> tuple[bool, bool]:
-        reader, server_reader = await _reader(), await _reader()
+@pytest.mark.parametrize("end", ["client", "server"])
+def test_only_the_named_connections_reader_is_cancelled(end: str) -> None:
+    async def scenario() -> dict[str, bool]:
         server = object()
         handler = _Handler()
-        handler.transports = {handler.client: _Io(reader), server: _Io(server_reader)}
-        cancel_client_reader(handler)
+        readers = {"client": await _reader(), "server": await _reader()}
+        handler.transports = {
+            handler.client: _Io(readers["client"]),
+            server: _Io(readers["server"]),
+        }
+        if end == "client":
+            cancel_client_reader(handler)
+        else:
+            cancel_reader(handler, server)
         await asyncio.sleep(0)
-        cancelled = reader.cancelled()
-        server_cancelled = server_reader.cancelled()
-        server_reader.cancel()
-        return cancelled, server_cancelled
-
-    assert asyncio.run(scenario()) == (True, False)  # the client's reader only
-
-
-def test_a_named_connections_reader_is_cancelled() -> None:
-    async def scenario() -> tuple[bool, bool]:
-        reader, client_reader = await _reader(), await _reader()
-        server = object()
-        handler = _Handler()
-        handler.transports = {handler.client: _Io(client_reader), server: _Io(reader)}
-        cancel_reader(handler, server)
-        await asyncio.sleep(0)
-        cancelled = (reader.cancelled(), client_reader.cancelled())
-        client_reader.cancel()
+        cancelled = {name: task.cancelled() for name, task in readers.items()}
+        for task in readers.values():
+            task.cancel()
         return cancelled
 
-    assert asyncio.run(scenario()) == (True, False)
+    assert asyncio.run(scenario()) == {"client": end == "client", "server": end == "server"}
 
 
 def test_a_missing_transport_or_reader_is_left_alone() -> None:
