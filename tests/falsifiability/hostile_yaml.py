@@ -1,5 +1,6 @@
-"""What the hostile spec and trace probes share: the hypothesis settings, YAML builders and
-mutators, the FIFO probe, and the check that the real CLI refuses input with exit 2."""
+"""What the hostile spec and trace probes share: the hypothesis settings, the load-or-refuse
+property test, YAML builders and mutators, the FIFO probe, and the check that the real CLI
+refuses input with exit 2."""
 
 from __future__ import annotations
 
