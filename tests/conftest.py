@@ -21,6 +21,8 @@ from tests.fakes.fake_upstream import FakeUpstream
 from tests.namespace_run import run_captured
 
 REPO = Path(__file__).resolve().parent.parent
+#: The Node packages of the agents and CLIs the tests drive (`npm ci` in tests/ fills it).
+NODE_MODULES = REPO / "tests" / "node_modules"
 #: Variables that would leak the developer's real model setup into a test.
 _SCRUBBED = (
     "OPENAI_API_KEY",

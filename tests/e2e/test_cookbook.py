@@ -21,7 +21,7 @@ import pytest
 import yaml
 
 from flowproof_cli import trace as traces
-from tests.conftest import REPO, CliResult, clean_environ
+from tests.conftest import NODE_MODULES, REPO, CliResult, clean_environ
 from tests.e2e.cookbook.fake_model import COOKBOOK, FRAMEWORKS, netns_argv
 
 pytestmark = pytest.mark.slow
@@ -29,7 +29,6 @@ pytestmark = pytest.mark.slow
 COOKBOOK_VENV = REPO / ".deps" / "cookbook"
 #: aider pins its whole dependency tree, so it has a virtualenv of its own.
 AIDER_VENV = REPO / ".deps" / "aider"
-NODE_MODULES = REPO / "tests" / "node_modules"
 SPEC_NAME = "weather.flow.yaml"
 TRACE_NAME = "weather.trace.yaml"
 #: What each spec's `name:` starts with (the PASS line names the flow).

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from flowproof_cli import trace as traces
-from tests.conftest import REPO, computed_once, run_cli
+from tests.conftest import NODE_MODULES, computed_once, run_cli
 from tests.e2e.flows import (
     AGENTS,
     changed_system_prompt_fails,
@@ -27,7 +27,6 @@ from tests.fakes.fake_upstream import FakeUpstream
 
 pytestmark = pytest.mark.slow
 
-NODE_MODULES = REPO / "tests" / "node_modules"
 SYSTEM_PROMPT = "You are a weather assistant. Use the tools."
 PROMPT = "What's the weather in Nairobi right now? Use both tools."
 

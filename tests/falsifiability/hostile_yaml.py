@@ -1,5 +1,6 @@
-"""What the hostile spec and trace probes share: the hypothesis settings, YAML builders and
-mutators, the FIFO probe, and the check that the real CLI refuses input with exit 2."""
+"""What the hostile spec and trace probes share: the hypothesis settings, the load-or-refuse
+property test, YAML builders and mutators, the FIFO probe, and the check that the real CLI
+refuses input with exit 2."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from typing import Any
 
 import pytest
 import yaml
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.conftest import CliResult
@@ -22,6 +23,22 @@ PROPERTY = settings(
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow],
 )
+
+
+def loads_or_refuses_test(
+    texts: st.SearchStrategy[str], loads_or_refuses: Callable[[str], None]
+) -> Callable[..., None]:
+    """A property test (bound to a module name `test_...`): every text `texts` draws passes
+    `loads_or_refuses`, the module's check that it loads usably or is refused with a fix.
+    Like a parametrized property, each such test shares its example database key."""
+
+    @PROPERTY
+    @given(texts)
+    def test(text: str) -> None:
+        loads_or_refuses(text)
+
+    return test
+
 
 #: Characters and bits of YAML syntax a mutation inserts into a committed file's text.
 YAML_SNIPPETS = [

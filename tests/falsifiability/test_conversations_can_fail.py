@@ -22,9 +22,8 @@ from tests.fakes.fake_upstream import Reply
 from tests.falsifiability.twin_runs import (
     TraceEdit,
     Written,
-    assert_fails_as_said,
-    assert_twin_passes,
     replay_cases,
+    verdict_tests,
     verdicts_fixture,
 )
 
@@ -192,14 +191,7 @@ def _all_cases(root: Path) -> dict[str, list[Any]]:
 
 verdicts = verdicts_fixture("conversation-cases", _all_cases)
 
-
-@pytest.mark.parametrize("name", sorted(CASES))
-def test_the_case_fails_with_its_message(name: str, verdicts: dict[str, list[Any]]) -> None:
-    assert_fails_as_said(verdicts[name], CASES[name].code, CASES[name].message)
-
-
-def test_the_twin_of_every_case_passes(verdicts: dict[str, list[Any]]) -> None:
-    assert_twin_passes(verdicts)
+test_the_case_fails_with_its_message, test_the_twin_of_every_case_passes = verdict_tests(CASES)
 
 
 @pytest.mark.parametrize("name", ["turn-never-ends", "exits-mid-conversation"])

@@ -10,17 +10,16 @@ from __future__ import annotations
 
 import shlex
 import sys
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.falsifiability.twin_runs import (
+    FaultCase,
     TraceEdit,
-    assert_fails_as_said,
-    assert_twin_passes,
     replay_cases,
+    verdict_tests,
     verdicts_fixture,
 )
 
@@ -35,7 +34,8 @@ STEPS = [
 ]
 
 
-def spec(faults: list[dict[str, Any]], **agent_env: str) -> dict[str, Any]:
+def spec(faults: list[dict[str, Any]] | None, **agent_env: str) -> dict[str, Any]:
+    """The flow with `faults` (None: the base flow's, a 429 at the first model call)."""
     agent = {"command": f"{shlex.quote(sys.executable)} {shlex.quote(str(AGENT))}"}
     if agent_env:
         agent["env"] = agent_env  # type: ignore[assignment]
@@ -43,7 +43,7 @@ def spec(faults: list[dict[str, Any]], **agent_env: str) -> dict[str, Any]:
         "name": "faulted weather",
         "app": "agent",
         "agent": agent,
-        "faults": faults,
+        "faults": [RATE_LIMIT] if faults is None else faults,
         "steps": STEPS,
     }
 
@@ -64,48 +64,39 @@ def _never_retried(trace: dict[str, Any]) -> None:
     first["response"] = {"status": 429, "body": {"flowproof_fault": "answer: 429"}}
 
 
-@dataclass(frozen=True)
-class Case:
-    code: int
-    message: str
-    faults: list[dict[str, Any]] = field(default_factory=lambda: [RATE_LIMIT])
-    agent_env: dict[str, str] = field(default_factory=dict)
-    trace: TraceEdit | None = None
-
-
 NEVER = {"at": "model call 9", "answer": 429}
 CUT = {"at": "model call 1", "stream": "cut after 1 chunks"}
-CASES: dict[str, Case] = {
-    "fault-never-applied": Case(
+CASES: dict[str, FaultCase] = {
+    "fault-never-applied": FaultCase(
         1,
         "the fault `model call 9: answer: 429` never applied: its call never came (the agent "
         "made 2 distinct model call(s) there)",
         faults=[NEVER],
         trace=_faults_everywhere([NEVER], [{"at": "model call 9", "kind": "answer", "value": 429}]),
     ),
-    "fault-could-not-apply": Case(
+    "fault-could-not-apply": FaultCase(
         1,
         "the fault `model call 1: stream: cut after 1 chunks` could not apply: model call 1 "
         "was not streamed",
         faults=[CUT],
         trace=_faults_everywhere([CUT], [{"at": "model call 1", "kind": "cut", "value": 1}]),
     ),
-    "recorded-with-other-faults": Case(
+    "recorded-with-other-faults": FaultCase(
         2,
         "case.trace.yaml was recorded with other faults than the spec's (recorded: model call 1: answer: 429, "
         "retry_after: 0.05; the spec's: model call 1: answer: 500)",
         faults=[{"at": "model call 1", "answer": 500}],
     ),
-    "retried-where-the-recording-did-not": Case(
+    "retried-where-the-recording-did-not": FaultCase(
         1,
         "turn 1: the agent retried the faulted call (model call 1: answer: 429, retry_after: 0.05); "
         "when recorded it did not retry",
         trace=_never_retried,
     ),
-    "faulted-request-changed": Case(
+    "faulted-request-changed": FaultCase(
         1, "divergence at turn 1: model changed", agent_env={"AGENT_MODEL": "gpt-4o"}
     ),
-    "sdk-gives-up-on-the-fault": Case(
+    "sdk-gives-up-on-the-fault": FaultCase(
         1, "RateLimitError: Error code: 429", agent_env={"AGENT_RETRIES": "0"}
     ),
 }
@@ -120,11 +111,4 @@ def _all_cases(root: Path) -> dict[str, list[Any]]:
 
 verdicts = verdicts_fixture("fault-cases", _all_cases)
 
-
-@pytest.mark.parametrize("name", sorted(CASES))
-def test_the_case_fails_with_its_message(name: str, verdicts: dict[str, list[Any]]) -> None:
-    assert_fails_as_said(verdicts[name], CASES[name].code, CASES[name].message)
-
-
-def test_the_twin_of_every_case_passes(verdicts: dict[str, list[Any]]) -> None:
-    assert_twin_passes(verdicts)
+test_the_case_fails_with_its_message, test_the_twin_of_every_case_passes = verdict_tests(CASES)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import shutil
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -294,6 +294,24 @@ def cli(command: str, spec: Path, upstream: FakeUpstream, *extra: str) -> CliRes
     return run_cli(command, *extra, spec, env=env)
 
 
+#: `refuse(spec, start, note, *extra)`: the spec refused by the fixture's command; its stderr.
+Refuse = Callable[..., str]
+
+
+@pytest.fixture
+def refuse(command: str, upstream: FakeUpstream) -> Refuse:
+    """The test's `command` (parametrized) on a hostile spec: refused with exit 2, stderr
+    starting `start`, and a fix; `note` names the case in a failure."""
+
+    def refused(spec: Path, start: str, note: str, *extra: str) -> str:
+        result = cli(command, spec, upstream, *extra)
+        refused_by_the_cli(result, start, note=note)
+        assert "Fix:" in result.stderr
+        return result.stderr
+
+    return refused
+
+
 def _path_with_python() -> str:
     return os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
 
@@ -311,14 +329,12 @@ def demo_folder(folder: Path, name: str, text: str) -> Path:
 @pytest.mark.parametrize("command", ["run", "record"])
 @pytest.mark.parametrize("case", list(CLI_CASES))
 def test_the_cli_refuses_hostile_values_with_file_line_and_fix(
-    tmp_path: Path, upstream: FakeUpstream, case: str, command: str
+    tmp_path: Path, upstream: FakeUpstream, refuse: Refuse, case: str
 ) -> None:
     text, marker = CLI_CASES[case]
     text = text.replace("PORT", str(free_port()))
     spec = demo_folder(tmp_path, "hostile", text)
-    result = cli(command, spec, upstream)
-    refused_by_the_cli(result, f"error: {spec}:{line_of(text, marker)}: ", note=case)
-    assert "Fix:" in result.stderr
+    refuse(spec, f"error: {spec}:{line_of(text, marker)}: ", case)
     assert not upstream.model_requests()
 
 
@@ -443,14 +459,11 @@ NOT_FILES = {
 @pytest.mark.parametrize("command", ["run", "record"])
 @pytest.mark.parametrize("kind", list(NOT_FILES))
 def test_a_spec_that_is_not_a_regular_file_says_what_it_is(
-    tmp_path: Path, upstream: FakeUpstream, kind: str, command: str
+    tmp_path: Path, refuse: Refuse, kind: str
 ) -> None:
     make, what = NOT_FILES[kind]
     spec = make(tmp_path / "x.flow.yaml")
-    result = cli(command, spec, upstream, "--timeout=60")
-    refused_by_the_cli(result, f"error: {spec}: ", note=kind)
-    assert what in result.stderr
-    assert "Fix:" in result.stderr
+    assert what in refuse(spec, f"error: {spec}: ", kind, "--timeout=60")
 
 
 @pytest.mark.slow

@@ -36,6 +36,7 @@ from tests.falsifiability.hostile_yaml import (
     YAML_SNIPPETS,
     alias_bomb,
     load_a_fifo,
+    loads_or_refuses_test,
     mutated_documents,
     refused_by_the_cli,
     yaml_trees,
@@ -335,22 +336,19 @@ def aliased_texts(draw: st.DrawFn) -> str:
     return in_a_mock("\n".join(lines))
 
 
-@PROPERTY
-@given(st.one_of(tagged_texts(), deep_texts(), aliased_texts()))
-def test_tags_nesting_and_aliases_load_or_are_refused_with_a_line(text: str) -> None:
-    loads_or_refuses(text)
+test_tags_nesting_and_aliases_load_or_are_refused_with_a_line = loads_or_refuses_test(
+    st.one_of(tagged_texts(), deep_texts(), aliased_texts()), loads_or_refuses
+)
 
 
-@PROPERTY
-@given(_MUTATED_DOCUMENTS)
-def test_mutated_specs_load_or_are_refused_with_a_line(text: str) -> None:
-    loads_or_refuses(text)
+test_mutated_specs_load_or_are_refused_with_a_line = loads_or_refuses_test(
+    _MUTATED_DOCUMENTS, loads_or_refuses
+)
 
 
-@PROPERTY
-@given(mutated_texts())
-def test_mutated_spec_texts_load_or_are_refused_with_a_line(text: str) -> None:
-    loads_or_refuses(text)
+test_mutated_spec_texts_load_or_are_refused_with_a_line = loads_or_refuses_test(
+    mutated_texts(), loads_or_refuses
+)
 
 
 @PROPERTY

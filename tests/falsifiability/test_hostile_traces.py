@@ -16,7 +16,6 @@ from pathlib import Path
 
 import pytest
 import yaml
-from hypothesis import given
 from hypothesis import strategies as st
 
 from flowproof_cli.dialects import dialect_named
@@ -30,10 +29,10 @@ from tests.conftest import REPO, run_cli
 from tests.e2e.flows import write_flow
 from tests.fakes.fake_upstream import FakeUpstream
 from tests.falsifiability.hostile_yaml import (
-    PROPERTY,
     YAML_SNIPPETS,
     alias_bomb,
     load_a_fifo,
+    loads_or_refuses_test,
     mutated_documents,
     refused_by_the_cli,
     yaml_trees,
@@ -383,22 +382,20 @@ def mutated_texts(draw: st.DrawFn) -> str:
 _MUTATED_DOCUMENTS = mutated_documents(_DOCUMENTS, _TREES, edits=2, width=1 << 30)
 
 
-@PROPERTY
-@given(_MUTATED_DOCUMENTS)
-def test_mutated_traces_load_usably_or_are_refused(text: str) -> None:
-    loads_or_refuses(text)
+test_mutated_traces_load_usably_or_are_refused = loads_or_refuses_test(
+    _MUTATED_DOCUMENTS, loads_or_refuses
+)
 
 
-@PROPERTY
-@given(mutated_texts())
-def test_mutated_trace_texts_load_usably_or_are_refused(text: str) -> None:
-    loads_or_refuses(text)
+test_mutated_trace_texts_load_usably_or_are_refused = loads_or_refuses_test(
+    mutated_texts(), loads_or_refuses
+)
 
 
-@PROPERTY
-@given(st.one_of(st.text(max_size=200), _TREES.map(lambda tree: yaml.safe_dump(tree))))
-def test_random_text_and_trees_load_usably_or_are_refused(text: str) -> None:
-    loads_or_refuses(text)
+test_random_text_and_trees_load_usably_or_are_refused = loads_or_refuses_test(
+    st.one_of(st.text(max_size=200), _TREES.map(lambda tree: yaml.safe_dump(tree))),
+    loads_or_refuses,
+)
 
 
 # --- through the real CLI: refusals, and `run` never rewrites a trace -------------------

@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import shlex
 import sys
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -20,13 +19,7 @@ import pytest
 
 from tests.e2e.mcp_flows import NOTES_V2
 from tests.fakes.fake_upstream import Reply, sequence
-from tests.falsifiability.twin_runs import (
-    TraceEdit,
-    assert_fails_as_said,
-    assert_twin_passes,
-    replay_cases,
-    verdicts_fixture,
-)
+from tests.falsifiability.twin_runs import FaultCase, replay_cases, verdict_tests, verdicts_fixture
 
 pytestmark = pytest.mark.slow
 
@@ -40,7 +33,8 @@ STEPS = [
 ]
 
 
-def spec(notes: Path, faults: list[dict[str, Any]], **agent_env: str) -> dict[str, Any]:
+def spec(notes: Path, faults: list[dict[str, Any]] | None, **agent_env: str) -> dict[str, Any]:
+    """The flow with `faults` (None: the base flow's, a tool error at the first call)."""
     command = f"{shlex.quote(sys.executable)} {shlex.quote(str(AGENT))}"
     return {
         "name": "faulted notes",
@@ -53,7 +47,7 @@ def spec(notes: Path, faults: list[dict[str, Any]], **agent_env: str) -> dict[st
             "env": {"NOTES_DIR": str(notes), "RETRY_MUST_SUCCEED": "1", **agent_env},
         },
         "mcp": [SERVER],
-        "faults": faults,
+        "faults": [DISK_FULL] if faults is None else faults,
         "steps": STEPS,
     }
 
@@ -68,24 +62,15 @@ def _fault_only_in_the_lane(trace: dict[str, Any]) -> None:
     trace.pop("faults", None)
 
 
-@dataclass(frozen=True)
-class Case:
-    code: int
-    message: str
-    faults: list[dict[str, Any]] = field(default_factory=lambda: [DISK_FULL])
-    agent_env: dict[str, str] = field(default_factory=dict)
-    trace: TraceEdit | None = None
-
-
-CASES: dict[str, Case] = {
-    "mcp-fault-not-applied": Case(
+CASES: dict[str, FaultCase] = {
+    "mcp-fault-not-applied": FaultCase(
         1,
         "it was recorded with the fault `mcp notes call 1: tool_error: disk full`, which this "
         "replay does not apply; re-record the flow",
         faults=[],
         trace=_fault_only_in_the_lane,
     ),
-    "mcp-retried-where-the-recording-did-not": Case(
+    "mcp-retried-where-the-recording-did-not": FaultCase(
         1,
         "the agent retried tools/call write_note after the fault `mcp notes call 1: "
         "tool_error: disk full`, and the recording has no retry of it (the agent did not "
@@ -107,11 +92,4 @@ def _all_cases(root: Path) -> dict[str, list[Any]]:
 
 verdicts = verdicts_fixture("mcp-fault-cases", _all_cases)
 
-
-@pytest.mark.parametrize("name", sorted(CASES))
-def test_the_case_fails_with_its_message(name: str, verdicts: dict[str, list[Any]]) -> None:
-    assert_fails_as_said(verdicts[name], CASES[name].code, CASES[name].message)
-
-
-def test_the_twin_of_every_case_passes(verdicts: dict[str, list[Any]]) -> None:
-    assert_twin_passes(verdicts)
+test_the_case_fails_with_its_message, test_the_twin_of_every_case_passes = verdict_tests(CASES)

@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import pytest
 import yaml
@@ -22,6 +23,28 @@ TWIN = "base.twin"
 TraceEdit = Callable[[dict[str, Any]], None]
 #: A case as written: its flow document and the edit of the recorded trace (None: as recorded).
 Written = tuple[dict[str, Any], TraceEdit | None]
+
+
+class Expected(Protocol):
+    """What a case must end with: its exit code and a fragment of its output."""
+
+    @property
+    def code(self) -> int: ...
+
+    @property
+    def message(self) -> str: ...
+
+
+@dataclass(frozen=True)
+class FaultCase:
+    """A case of the fault modules: the spec's faults (None: the base flow's), the agent's
+    extra environment and the edit of the recorded trace, with what the replay must say."""
+
+    code: int
+    message: str
+    faults: list[dict[str, Any]] | None = None
+    agent_env: dict[str, str] = field(default_factory=dict)
+    trace: TraceEdit | None = None
 
 
 def record_base(folder: Path, document: dict[str, Any], script: Script | None = None) -> dict:
@@ -85,3 +108,19 @@ def assert_fails_as_said(verdict: list[Any], code: int, message: str) -> None:
 def assert_twin_passes(verdicts: dict[str, list[Any]]) -> None:
     code, output = verdicts[TWIN]
     assert code == 0, output
+
+
+def verdict_tests(
+    cases: Mapping[str, Expected],
+) -> tuple[Callable[..., None], Callable[..., None]]:
+    """The two tests every module of cases has, on its `verdicts` fixture: each case fails
+    with its code and message, and the twin passes. Bind them to module names `test_...`."""
+
+    @pytest.mark.parametrize("name", sorted(cases))
+    def test_the_case_fails_with_its_message(name: str, verdicts: dict[str, list[Any]]) -> None:
+        assert_fails_as_said(verdicts[name], cases[name].code, cases[name].message)
+
+    def test_the_twin_of_every_case_passes(verdicts: dict[str, list[Any]]) -> None:
+        assert_twin_passes(verdicts)
+
+    return test_the_case_fails_with_its_message, test_the_twin_of_every_case_passes

@@ -203,65 +203,63 @@ def test_unknown_nested_key(tmp_path: Path) -> None:
     refused_at(tmp_path, text, 5, "unknown key `enviroment` in `agent`", "command, env")
 
 
-def test_unknown_key_in_a_tool(tmp_path: Path) -> None:
-    text = HEAD + "tools:\n  - name: t\n    returns: 1\nsteps:\n  - prompt: hi\n"
-    refused_at(tmp_path, text, 7, "in `tools.0`", "name, result")
-
-
-def test_unknown_step_kind(tmp_path: Path) -> None:
-    text = HEAD + "steps:\n  - prompt: hi\n  - assert_tool_cal: t\n"
-    refused_at(
-        tmp_path, text, 7, "unknown step `assert_tool_cal`", "Did you mean `assert_tool_call`?"
-    )
-
-
-def test_step_with_two_keys(tmp_path: Path) -> None:
-    text = HEAD + "steps:\n  - prompt: hi\n    assert: reply contains x\n"
-    refused_at(tmp_path, text, 6, "2 keys")
-
-
-def test_step_that_is_not_a_mapping(tmp_path: Path) -> None:
-    refused_at(tmp_path, HEAD + "steps:\n  - prompt: hi\n  - just text\n", 7, "one-key mapping")
-
-
-def test_duplicate_key(tmp_path: Path) -> None:
-    refused_at(tmp_path, HEAD + "name: again\nsteps:\n  - prompt: hi\n", 5, "duplicate key `name`")
-
-
-def test_bad_regex(tmp_path: Path) -> None:
-    text = HEAD + "steps:\n  - prompt: hi\n  - assert_tool_call: t where city matches (Nai\n"
-    refused_at(tmp_path, text, 7, "not a valid regular expression", "missing )")
-
-
-def test_bad_matcher(tmp_path: Path) -> None:
-    text = HEAD + "steps:\n  - prompt: hi\n  - assert_no_tool_call: t where city near x\n"
-    refused_at(tmp_path, text, 7, "unknown matcher `near`", "is absent")
-
-
-def test_bad_reply_assertion(tmp_path: Path) -> None:
-    text = HEAD + "steps:\n  - prompt: hi\n  - assert: answer is x\n"
-    refused_at(tmp_path, text, 7, "expected `reply contains TEXT`")
-
-
-def test_no_prompt(tmp_path: Path) -> None:
-    refused_at(tmp_path, HEAD + "steps:\n  - assert: reply contains x\n", 5, "no `prompt` step")
-
-
-def test_empty_steps(tmp_path: Path) -> None:
-    refused_at(tmp_path, HEAD + "steps: []\n", 5, "`steps` is empty")
-
-
-def test_missing_steps(tmp_path: Path) -> None:
-    refused_at(tmp_path, HEAD, 1, "missing required key `steps`")
-
-
-def test_missing_nested_key(tmp_path: Path) -> None:
-    refused_at(
-        tmp_path,
+#: A spec the loader refuses: its text, the line it is refused at, what the message says.
+REFUSED: dict[str, tuple[str, int, tuple[str, ...]]] = {
+    "unknown-key-in-a-tool": (
+        HEAD + "tools:\n  - name: t\n    returns: 1\nsteps:\n  - prompt: hi\n",
+        7,
+        ("in `tools.0`", "name, result"),
+    ),
+    "unknown-step-kind": (
+        HEAD + "steps:\n  - prompt: hi\n  - assert_tool_cal: t\n",
+        7,
+        ("unknown step `assert_tool_cal`", "Did you mean `assert_tool_call`?"),
+    ),
+    "step-with-two-keys": (
+        HEAD + "steps:\n  - prompt: hi\n    assert: reply contains x\n",
+        6,
+        ("2 keys",),
+    ),
+    "step-that-is-not-a-mapping": (
+        HEAD + "steps:\n  - prompt: hi\n  - just text\n",
+        7,
+        ("one-key mapping",),
+    ),
+    "duplicate-key": (
+        HEAD + "name: again\nsteps:\n  - prompt: hi\n",
+        5,
+        ("duplicate key `name`",),
+    ),
+    "bad-regex": (
+        HEAD + "steps:\n  - prompt: hi\n  - assert_tool_call: t where city matches (Nai\n",
+        7,
+        ("not a valid regular expression", "missing )"),
+    ),
+    "bad-matcher": (
+        HEAD + "steps:\n  - prompt: hi\n  - assert_no_tool_call: t where city near x\n",
+        7,
+        ("unknown matcher `near`", "is absent"),
+    ),
+    "bad-reply-assertion": (
+        HEAD + "steps:\n  - prompt: hi\n  - assert: answer is x\n",
+        7,
+        ("expected `reply contains TEXT`",),
+    ),
+    "no-prompt": (HEAD + "steps:\n  - assert: reply contains x\n", 5, ("no `prompt` step",)),
+    "empty-steps": (HEAD + "steps: []\n", 5, ("`steps` is empty",)),
+    "missing-steps": (HEAD, 1, ("missing required key `steps`",)),
+    "missing-nested-key": (
         "name: n\napp: agent\nagent:\n  env: {}\nsteps:\n  - prompt: x\n",
         3,
-        "`agent` needs `command` (a process flowproof starts) or `url`",
-    )
+        ("`agent` needs `command` (a process flowproof starts) or `url`",),
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(REFUSED))
+def test_a_broken_spec_is_refused_at_its_line(tmp_path: Path, case: str) -> None:
+    text, line, said = REFUSED[case]
+    refused_at(tmp_path, text, line, *said)
 
 
 @pytest.mark.parametrize(
