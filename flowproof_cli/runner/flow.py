@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import importlib
 import os
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -23,7 +24,6 @@ from flowproof_cli.cassette.upstreams import Upstreams, upstreams_from_environme
 from flowproof_cli.errors import TraceError
 from flowproof_cli.evidence import secrets as secret_scan
 from flowproof_cli.evidence.records import file_sha256
-from flowproof_cli.evidence.trajectory_diff import intent_of
 from flowproof_cli.faults.model_calls import ModelCalls
 from flowproof_cli.faults.plan import Fault
 from flowproof_cli.match.addons import LoadedScript, ScriptAddon
@@ -45,19 +45,22 @@ from flowproof_cli.runner.fault_verdicts import (
     fault_outcomes,
     fault_report,
 )
-from flowproof_cli.runner.judge import Replayed, judge
 from flowproof_cli.runner.mcp_servers import McpServers, McpVerdict
-from flowproof_cli.runner.rerecord import place_recording
 from flowproof_cli.runner.run_proxy import RunProxy
 from flowproof_cli.runner.termination import cancelled_by_sigterm
-from flowproof_cli.runner.tool_warnings import (
-    handle_warnings,
-    look_alike_warnings,
-    unintercepted_tool_warnings,
-)
-from flowproof_cli.runner.turn_judge import turn_verdicts
 from flowproof_cli.spec import FlowSpec
 from flowproof_cli.verdict import FlowResult
+
+#: What only the verdict needs, once the agent has run: not imported before the agent starts
+#: (that wait is every flow's), but while it runs (`_load_while_the_agent_runs`), beside the
+#: agent's own start on the other core.
+_AFTER_THE_AGENT = (
+    "flowproof_cli.runner.judge",
+    "flowproof_cli.runner.turn_judge",
+    "flowproof_cli.runner.tool_warnings",
+    "flowproof_cli.runner.rerecord",
+    "flowproof_cli.evidence.trajectory_diff",
+)
 
 
 def _record_command(spec_path: Path) -> str:
@@ -299,6 +302,7 @@ async def _drive(setup: _Setup, hub: RunProxy) -> tuple[Driven, McpVerdict]:
         lanes=setup.trace.mcp if setup.trace is not None else None,
         faults=setup.faults,
     )
+    loading = asyncio.ensure_future(_load_while_the_agent_runs(hub))
     try:
         mcp.prepare()
         drive = (
@@ -312,11 +316,30 @@ async def _drive(setup: _Setup, hub: RunProxy) -> tuple[Driven, McpVerdict]:
         )
         return driven, mcp.verdict(setup.session.conversation)
     finally:
+        loading.cancel()
         mcp.close()
+
+
+async def _load_while_the_agent_runs(hub: RunProxy) -> None:
+    """`_AFTER_THE_AGENT` imported once the engine is up (after the agent's spawn, and
+    before its first call is answered is no matter: the agent is still importing its SDK).
+    An engine that did not start fails the flow elsewhere; the verdict then imports them."""
+    try:
+        await hub.start()
+    except Exception:  # the listener that needs the engine raises it
+        return
+    for name in _AFTER_THE_AGENT:
+        importlib.import_module(name)
 
 
 def _observed(setup: _Setup, driven: Driven, mcp: McpVerdict, *, duration_s: float) -> FlowResult:
     """The verdict's record of what ran, before anything is judged."""
+    from flowproof_cli.runner.tool_warnings import (  # noqa: PLC0415 (_AFTER_THE_AGENT)
+        handle_warnings,
+        look_alike_warnings,
+        unintercepted_tool_warnings,
+    )
+
     session, rules = setup.session, setup.rules
     result = FlowResult(setup.spec.name, setup.spec_path, setup.mode.value, setup.trace_path)
     result.duration_s = duration_s
@@ -347,6 +370,9 @@ def _observed(setup: _Setup, driven: Driven, mcp: McpVerdict, *, duration_s: flo
 def _judge(setup: _Setup, result: FlowResult, driven: Driven, mcp: McpVerdict) -> None:
     """The run's facts to the judge (before any trace is written: a leak means none is),
     its judgement into the verdict, then every secret value out of the verdict's text."""
+    from flowproof_cli.runner.judge import Replayed, judge  # noqa: PLC0415 (_AFTER_THE_AGENT)
+    from flowproof_cli.runner.turn_judge import turn_verdicts  # noqa: PLC0415
+
     spec, session, trace = setup.spec, setup.session, setup.trace
     leaks = secret_scan.find_leaks(
         setup.secrets,
@@ -385,6 +411,9 @@ def _judge(setup: _Setup, result: FlowResult, driven: Driven, mcp: McpVerdict) -
 def _keep_recording(setup: _Setup, result: FlowResult, driven: Driven, mcp: McpVerdict) -> None:
     """Record stages a trace only for a passing flow: a first one, or a reviewed
     replacement (runner/rerecord.py); the command moves it into place with the verdict."""
+    from flowproof_cli.evidence.trajectory_diff import intent_of  # noqa: PLC0415 (_AFTER_THE_AGENT)
+    from flowproof_cli.runner.rerecord import place_recording  # noqa: PLC0415
+
     if result.failures:
         result.notes.append("no trace written (record writes a trace only for a passing flow)")
         return
