@@ -4,7 +4,7 @@ import sys
 from collections.abc import Callable
 from functools import partial
 
-from flowproof_cli.cli.entry import quiet_interrupts
+from flowproof_cli.cli.entry import quiet_interrupts, remember_interrupts
 
 command: Callable[[], object]
 with quiet_interrupts():  # a Ctrl-C while loading: `interrupted`, exit 130, no traceback
@@ -15,4 +15,6 @@ with quiet_interrupts():  # a Ctrl-C while loading: `interrupted`, exit 130, no 
         command = partial(mcp_stdio.main, sys.argv[2:], prog_name="flowproof mcp-stdio")
     else:
         from flowproof_cli.cli.main import main as command
+if sys.argv[1:2] != ["mcp-stdio"]:
+    remember_interrupts()  # as the console script does: a lost Ctrl-C still ends the run
 command()

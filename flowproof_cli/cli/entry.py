@@ -41,11 +41,19 @@ def _interrupted_while_loading(signum: int, frame: FrameType | None) -> None:
 
 def main() -> None:
     """The console script's entry point: the command, loaded with interrupts quiet; then an
-    interrupt is remembered as well as raised (`errors.EarlyInterrupt`)."""
+    interrupt is remembered as well as raised (`remember_interrupts`)."""
     with quiet_interrupts():
         from flowproof_cli.cli.main import main as run_command  # noqa: PLC0415
-        from flowproof_cli.errors import EarlyInterrupt  # noqa: PLC0415
+    remember_interrupts()
+    run_command()
+
+
+def remember_interrupts() -> None:
+    """Once flowproof is loaded (by the console script or `python -m flowproof_cli`): a
+    Ctrl-C is remembered as well as raised (`errors.EarlyInterrupt`), so one that Python
+    loses in a weakref callback still ends the run with 130. An ignored SIGINT (a background
+    job) or another handler stays as it is."""
+    from flowproof_cli.errors import EarlyInterrupt  # noqa: PLC0415 (loaded by then)
 
     if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
         signal.signal(signal.SIGINT, EarlyInterrupt.handler)
-    run_command()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
@@ -29,10 +30,12 @@ print("default handler after:", signal.getsignal(signal.SIGINT) is signal.defaul
 """
 
 
-def _probe(*args: str, program: str = PROBE) -> subprocess.CompletedProcess[str]:
+def _probe(
+    *args: str, program: str = PROBE, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-c", program, *args],
-        env=clean_environ(),
+        env=clean_environ(env),
         cwd=REPO,
         stdin=subprocess.DEVNULL,
         capture_output=True,
@@ -143,3 +146,40 @@ def test_an_interrupt_python_lost_before_the_run_still_ends_it_with_130() -> Non
         EarlyInterrupt.pressed = False
     asyncio.run(stopping_once_on_ctrl_c(run()))  # without one, the run runs
     assert started == [True]
+
+
+# -- a Ctrl-C that Python loses once flowproof is loaded, under either entry point ------------
+
+LOST_PROBE = """
+import os, runpy, signal, sys, time, weakref
+entry, spec = sys.argv[1], sys.argv[2]
+lost = []
+def lose_an_interrupt(event, args):
+    # Once `run` loads its runner (before its event loop): a Ctrl-C raised inside a weakref
+    # callback, where Python prints it as ignored and goes on, as under an import's lock.
+    if event == "import" and args[0] == "flowproof_cli.runner.parallel" and not lost:
+        lost.append(True)
+        class Held: pass
+        held = Held()
+        ref = weakref.ref(held, lambda _: (os.kill(os.getpid(), signal.SIGINT), time.sleep(1)))
+        del held
+sys.addaudithook(lose_an_interrupt)
+sys.argv = ["flowproof", "run", spec]
+if entry == "module":
+    runpy.run_module("flowproof_cli", run_name="__main__", alter_sys=True)
+else:
+    from flowproof_cli.cli.entry import main
+    main()
+"""
+
+
+@pytest.mark.parametrize("entry", ["module", "console-script"])
+def test_a_lost_interrupt_ends_the_run_with_130_under_either_entry_point(entry: str) -> None:
+    """`python -m flowproof_cli` went on to run the flow and exit 0 (the random-kill probe
+    caught it): only the console script remembered the interrupt."""
+    spec = REPO / "examples" / "agent-demo" / "weather.flow.yaml"
+    path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"  # its SDK
+    probe = _probe(entry, str(spec), program=LOST_PROBE, env={"PATH": path})
+    assert "Exception ignored" in probe.stderr  # the interrupt was lost as in the probe
+    assert probe.returncode == 130, probe.stdout + probe.stderr
+    assert "PASS" not in probe.stdout
