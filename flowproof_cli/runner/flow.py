@@ -14,57 +14,38 @@ import importlib
 import os
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import cast
 
 from flowproof_cli import trace as traces
 from flowproof_cli.cassette import CassetteSession
-from flowproof_cli.cassette.upstreams import Upstreams, upstreams_from_environment
+from flowproof_cli.cassette.upstreams import upstreams_from_environment
 from flowproof_cli.errors import TraceError
 from flowproof_cli.evidence import secrets as secret_scan
 from flowproof_cli.evidence.records import file_sha256
 from flowproof_cli.faults.model_calls import ModelCalls
 from flowproof_cli.faults.plan import Fault
-from flowproof_cli.match.addons import LoadedScript, ScriptAddon
-from flowproof_cli.match.agents import preset_version_notes
+from flowproof_cli.match.addons import LoadedScript
 from flowproof_cli.match.build import Declared, build_rules
-from flowproof_cli.match.rules import MatchRules, summarize
+from flowproof_cli.match.rules import MatchRules
 from flowproof_cli.match.user_code import Raised, SerialThread, addon_budget
 from flowproof_cli.mode import Mode
 from flowproof_cli.providers import upstream_signers
 from flowproof_cli.runner import orphans
-from flowproof_cli.runner.conversation_trace import (
-    conversation_state,
-    recorded_conversation,
-    recorded_turns,
-)
+from flowproof_cli.runner.conversation_trace import conversation_state, recorded_turns
 from flowproof_cli.runner.drivers import Driven, Wiring, drive_command, drive_service
-from flowproof_cli.runner.fault_verdicts import (
-    check_recorded_faults,
-    fault_outcomes,
-    fault_report,
-)
+from flowproof_cli.runner.fault_verdicts import check_recorded_faults
+from flowproof_cli.runner.flow_setup import FlowSetup, record_command
 from flowproof_cli.runner.mcp_servers import McpServers, McpVerdict
 from flowproof_cli.runner.run_proxy import RunProxy
 from flowproof_cli.runner.termination import cancelled_by_sigterm
 from flowproof_cli.spec import FlowSpec
 from flowproof_cli.verdict import FlowResult
 
-#: What only the verdict needs, once the agent has run: not imported before the agent starts
-#: (that wait is every flow's), but while it runs (`_load_while_the_agent_runs`), beside the
-#: agent's own start on the other core.
-_AFTER_THE_AGENT = (
-    "flowproof_cli.runner.judge",
-    "flowproof_cli.runner.turn_judge",
-    "flowproof_cli.runner.tool_warnings",
-    "flowproof_cli.runner.rerecord",
-    "flowproof_cli.evidence.trajectory_diff",
-)
-
-
-def _record_command(spec_path: Path) -> str:
-    return f"flowproof record {spec_path}"
+#: The verdict's module, with the judge, the re-record and the trajectory diff it imports:
+#: not imported before the agent's spawn (every flow waits for that), but while the agent
+#: runs (`_load_while_the_agent_runs`).
+_VERDICT_PHASE = "flowproof_cli.runner.verdict_phase"
 
 
 def _blocks(spec: FlowSpec, suite_match: Sequence[Declared], cwd: Path) -> list[Declared]:
@@ -114,7 +95,7 @@ def _open_session(
         return session, None
     trace = traces.load(trace_path)
     recorded_turns(spec, trace, trace_path, spec_path)
-    record = _record_command(spec_path)
+    record = record_command(spec_path)
     check_recorded_faults(spec.fault_plan, trace.faults, trace_path, record)
     session = CassetteSession(
         Mode.REPLAY,
@@ -166,10 +147,14 @@ async def run_flow(
             driven, mcp = await _drive_on(setup, hub)
             if setup.session.off_loop is not None:  # what its matcher addons found is judged
                 await setup.session.off_loop.settled()
-            result = _observed(setup, driven, mcp, duration_s=time.monotonic() - started)
-            _judge(setup, result, driven, mcp)
+            from flowproof_cli.runner import verdict_phase  # noqa: PLC0415 (_VERDICT_PHASE)
+
+            result = verdict_phase.observed(
+                setup, driven, mcp, duration_s=time.monotonic() - started
+            )
+            verdict_phase.judged(setup, result, driven, mcp)
             if mode is Mode.RECORD:
-                _keep_recording(setup, result, driven, mcp)
+                verdict_phase.keep_recording(setup, result, driven, mcp)
         finally:
             setup.close()
     if mode is Mode.REPLAY:  # the trace judged; a record's, once written (rerecord.commit)
@@ -195,7 +180,7 @@ async def _off_loop[T](prepare: Callable[[], T]) -> T:
         thread.close()
 
 
-async def _drive_on(setup: _Setup, hub: RunProxy | None) -> tuple[Driven, McpVerdict]:
+async def _drive_on(setup: FlowSetup, hub: RunProxy | None) -> tuple[Driven, McpVerdict]:
     """`_drive` on the run's proxy; without one (a run of one), on a proxy of the flow's
     own, and the run's last orphan sweep."""
     if hub is not None:
@@ -208,41 +193,6 @@ async def _drive_on(setup: _Setup, hub: RunProxy | None) -> tuple[Driven, McpVer
         await asyncio.to_thread(orphans.sweep, adopted_before)
 
 
-@dataclass(frozen=True)
-class _Setup:
-    """Everything a flow settles before its agent starts; each step below reads from it."""
-
-    spec: FlowSpec
-    mode: Mode
-    trace_path: Path
-    spec_path: Path
-    cwd: Path
-    environ: dict[str, str]
-    timeout_s: float
-    secrets: list[secret_scan.Secret]
-    rules: MatchRules
-    scripts: list[LoadedScript]  # the matcher scripts: their addon objects join the proxy
-    session: CassetteSession
-    trace: traces.Trace | None  # the trace replayed; None when recording
-    keep_going: bool = False  # the agent runs to its own end after a divergence
-    injected: tuple[Fault, ...] = ()  # faults beyond the spec's (chaos)
-
-    @property
-    def faults(self) -> tuple[Fault, ...]:
-        """Every fault the flow runs with: the spec's, then any injected."""
-        return (*self.spec.fault_plan, *self.injected)
-
-    @property
-    def user_addons(self) -> list[ScriptAddon]:
-        return [addon for script in self.scripts for addon in script.addons]
-
-    def close(self) -> None:
-        """The threads of its matcher scripts and of its session's rules end."""
-        self.session.close()
-        for script in self.scripts:
-            script.close()
-
-
 def _prepare(
     spec: FlowSpec,
     mode: Mode,
@@ -253,12 +203,12 @@ def _prepare(
     match: Sequence[Declared],
     keep_going: bool = False,
     injected: tuple[Fault, ...] = (),
-) -> _Setup:
+) -> FlowSetup:
     """The checks that fail a flow with exit 2 before any agent runs, then its session."""
     env = dict(os.environ if environ is None else environ)
     spec_path = spec.source_path or Path(f"{spec.name}.flow.yaml")
     if mode is Mode.REPLAY and not trace_path.exists():
-        raise TraceError(f"no trace at {trace_path}; record it first: {_record_command(spec_path)}")
+        raise TraceError(f"no trace at {trace_path}; record it first: {record_command(spec_path)}")
     if mode is Mode.RECORD:  # found out now, not once the agent has run
         traces.check_writable(trace_path)
     secrets = secret_scan.resolve_secrets(spec, env, spec.source_path)
@@ -273,7 +223,7 @@ def _prepare(
         for script in scripts:
             script.close()
         raise
-    return _Setup(
+    return FlowSetup(
         spec=spec,
         mode=mode,
         trace_path=trace_path,
@@ -291,7 +241,7 @@ def _prepare(
     )
 
 
-async def _drive(setup: _Setup, hub: RunProxy) -> tuple[Driven, McpVerdict]:
+async def _drive(setup: FlowSetup, hub: RunProxy) -> tuple[Driven, McpVerdict]:
     """The flow's MCP servers up, the agent driven through the proxy, the servers down."""
     spec = setup.spec
     mcp = McpServers(
@@ -321,113 +271,11 @@ async def _drive(setup: _Setup, hub: RunProxy) -> tuple[Driven, McpVerdict]:
 
 
 async def _load_while_the_agent_runs(hub: RunProxy) -> None:
-    """`_AFTER_THE_AGENT` imported once the engine is up (after the agent's spawn, and
-    before its first call is answered is no matter: the agent is still importing its SDK).
-    An engine that did not start fails the flow elsewhere; the verdict then imports them."""
+    """The verdict's module (`_VERDICT_PHASE`) imported once the engine is up: after the
+    agent's spawn, beside its own start, and done long before the verdict needs it. An
+    engine that did not start is the drive's failure to report, not this one's."""
     try:
         await hub.start()
-    except Exception:  # the listener that needs the engine raises it
+    except Exception:  # the drive's own wait for the engine raises it again
         return
-    for name in _AFTER_THE_AGENT:
-        importlib.import_module(name)
-
-
-def _observed(setup: _Setup, driven: Driven, mcp: McpVerdict, *, duration_s: float) -> FlowResult:
-    """The verdict's record of what ran, before anything is judged."""
-    from flowproof_cli.runner.tool_warnings import (  # noqa: PLC0415 (_AFTER_THE_AGENT)
-        handle_warnings,
-        look_alike_warnings,
-        unintercepted_tool_warnings,
-    )
-
-    session, rules = setup.session, setup.rules
-    result = FlowResult(setup.spec.name, setup.spec_path, setup.mode.value, setup.trace_path)
-    result.duration_s = duration_s
-    result.model_calls = session.requests
-    result.mcp_calls = mcp.per_server
-    result.recorded_turns = len(session.recorded)
-    result.agent_exit_code = driven.exit_code
-    result.stdout_tail = driven.stdout
-    result.stderr_tail = driven.stderr
-    result.match_rules = [usage.to_json() for usage in rules.report()]
-    if isinstance(session.upstream, Upstreams):  # a misspelt provider variable, ...
-        result.notes.extend(session.upstream.notes)
-    result.notes.extend(summarize(rules))
-    result.notes.extend(preset_version_notes(rules, session.agents.seen))
-    lanes = setup.trace.mcp if setup.trace is not None else mcp.lanes
-    warnings = unintercepted_tool_warnings(setup.spec, turns=session.recorded, lanes=lanes)
-    result.notes.extend(warnings)
-    result.notes.extend(handle_warnings(setup.spec))
-    result.notes.extend(look_alike_warnings(setup.spec))
-    result.notes.extend(driven.notes)
-    result.notes.extend(dict.fromkeys(session.notes))  # each said once, however often it held
-    result.divergence = session.divergence.to_json() if session.divergence else None
-    applied, unapplicable = fault_outcomes(session.faults, mcp)
-    result.faults = fault_report(setup.faults, applied, unapplicable)
-    return result
-
-
-def _judge(setup: _Setup, result: FlowResult, driven: Driven, mcp: McpVerdict) -> None:
-    """The run's facts to the judge (before any trace is written: a leak means none is),
-    its judgement into the verdict, then every secret value out of the verdict's text."""
-    from flowproof_cli.runner.judge import Replayed, judge  # noqa: PLC0415 (_AFTER_THE_AGENT)
-    from flowproof_cli.runner.turn_judge import turn_verdicts  # noqa: PLC0415
-
-    spec, session, trace = setup.spec, setup.session, setup.trace
-    leaks = secret_scan.find_leaks(
-        setup.secrets,
-        session,
-        trace.mcp if trace is not None else mcp.lanes,
-        spec.mcp_mocks if trace is not None else None,
-    )
-    replayed = (
-        Replayed(trace, setup.trace_path, setup.rules, _record_command(setup.spec_path))
-        if trace is not None
-        else None
-    )
-    judgement = judge(
-        spec,
-        session=session,
-        driven=driven,
-        mode=setup.mode,
-        environ=setup.environ,
-        mcp=mcp,
-        egress=driven.egress,
-        leaks=leaks,
-        replayed=replayed,
-        faults=setup.faults,
-    )
-    result.failures = judgement.failures
-    result.notes.extend(judgement.notes)
-    result.containment = judgement.containment
-    result.egress_report = judgement.egress_report
-    result.capability_error = judgement.capability_error
-    result.egress_blocked = judgement.egress_blocked
-    secret_scan.redact_result(result, setup.secrets)
-    if session.conversation is not None:
-        result.conversation = turn_verdicts(session, driven.turns, result.failures)
-
-
-def _keep_recording(setup: _Setup, result: FlowResult, driven: Driven, mcp: McpVerdict) -> None:
-    """Record stages a trace only for a passing flow: a first one, or a reviewed
-    replacement (runner/rerecord.py); the command moves it into place with the verdict."""
-    from flowproof_cli.evidence.trajectory_diff import intent_of  # noqa: PLC0415 (_AFTER_THE_AGENT)
-    from flowproof_cli.runner.rerecord import place_recording  # noqa: PLC0415
-
-    if result.failures:
-        result.notes.append("no trace written (record writes a trace only for a passing flow)")
-        return
-    spec, secrets = setup.spec, setup.secrets
-    recording = traces.Trace(
-        flow=spec.name,
-        turns=setup.session.recorded,
-        mocks=dict(spec.mocks),
-        match=setup.rules.snapshot(),
-        egress_blocked=driven.egress.trace_section() if driven.egress else [],
-        mcp=mcp.lanes,
-        conversation=recorded_conversation(setup.session, driven.turns),
-        faults=spec.fault_plan,
-    )
-    # The old trace may predate the spec's secrets: its values are redacted first.
-    scrub = (lambda value: secret_scan.redact_json(value, secrets)) if secrets else None
-    place_recording(setup.trace_path, recording, intent_of(spec), result, scrub=scrub)
+    importlib.import_module(_VERDICT_PHASE)
