@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -14,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.conftest import REPO, clean_environ
+from tests.conftest import REPO, run_command
 
 pytestmark = pytest.mark.slow
 
@@ -49,18 +48,9 @@ def action_run(tmp_path: Path, **inputs: str) -> tuple[int, dict[str, str], str]
     env = {f"INPUT_{key.upper()}": value for key, value in inputs.items()}
     env["GITHUB_OUTPUT"] = str(outputs)
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"
-    done = subprocess.run(
-        ["bash", str(SCRIPT)],
-        env=clean_environ(env),
-        cwd=tmp_path,
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=180,
-        check=False,
-    )
+    done = run_command(["bash", SCRIPT], env, cwd=tmp_path, timeout=180)
     pairs = dict(line.split("=", 1) for line in outputs.read_text().splitlines())
-    return done.returncode, pairs, done.stdout + done.stderr
+    return done.code, pairs, done.output
 
 
 def failed_cases(junit: str) -> list[bool]:

@@ -100,6 +100,11 @@ class Case:
     trace: TraceEdit | None = None
 
 
+def _waits_out_the_timeout(message: str, agent: dict[str, Any]) -> Case:
+    """A case whose agent never does what flowproof waits for: the flow ends at its timeout."""
+    return Case(1, message, spec={"timeout": WAIT_S}, agent=agent)
+
+
 CASES: dict[str, Case] = {
     "turn-reply": Case(
         1,
@@ -139,12 +144,10 @@ CASES: dict[str, Case] = {
         "recording has 3",
         trace=_twice_in_turn_two,
     ),
-    "turn-never-ends": Case(
-        1,
+    "turn-never-ends": _waits_out_the_timeout(
         f'conversation turn 2 ("{CANCEL}") did not end within {WAIT_S} s: no line the agent '
         "printed after the message matched until '^> $'",
-        spec={"timeout": WAIT_S},
-        agent={"env": {"ORDER_CHAT_NO_PROMPT_AFTER": "2"}},
+        {"env": {"ORDER_CHAT_NO_PROMPT_AFTER": "2"}},
     ),
     "exits-mid-conversation": Case(
         1,
@@ -157,19 +160,15 @@ CASES: dict[str, Case] = {
         "the agent exited with code 0 before the conversation's first turn was sent",
         agent={"env": {"ORDER_CHAT_EXIT_AFTER": "0"}},
     ),
-    "does-not-exit-after-the-last-turn": Case(
-        1,
-        f"the agent did not exit within {WAIT_S} s after the conversation's last turn, when flowproof "
-        "closed its stdin",
-        spec={"timeout": WAIT_S},
-        agent={"env": {"ORDER_CHAT_LINGER": "1"}},
+    "does-not-exit-after-the-last-turn": _waits_out_the_timeout(
+        f"the agent did not exit within {WAIT_S} s after the conversation's last turn, when "
+        "flowproof closed its stdin",
+        {"env": {"ORDER_CHAT_LINGER": "1"}},
     ),
-    "first-prompt-never-printed": Case(
-        1,
-        f"the agent did not print its first prompt within {WAIT_S} s (wait_first: no line matched "
-        "until '^>> $')",
-        spec={"timeout": WAIT_S},
-        agent={"conversation": {"until": "^>> $", "wait_first": True}},
+    "first-prompt-never-printed": _waits_out_the_timeout(
+        f"the agent did not print its first prompt within {WAIT_S} s (wait_first: no line "
+        "matched until '^>> $')",
+        {"conversation": {"until": "^>> $", "wait_first": True}},
     ),
     "until-past-its-budget": Case(
         1,

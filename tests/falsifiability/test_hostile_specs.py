@@ -250,14 +250,8 @@ _SPEC_KEYS = [
     "env_from",
     "before_each",
 ]
-_TREES = yaml_trees(
-    ["agent", "reply contains x", "t where a equals 1", "${X}", "~", "-", ""],
-    _SPEC_KEYS,
-    text=30,
-    width=5,
-    key_text=8,
-    leaves=30,
-)
+_SPEC_LEAVES = ["agent", "reply contains x", "t where a equals 1", "${X}", "~", "-", ""]
+_TREES = yaml_trees(_SPEC_LEAVES, _SPEC_KEYS, text=30, width=5, key_text=8, leaves=30)
 _SNIPPETS = st.sampled_from(
     [*YAML_SNIPPETS, "\x7f", "*b ", "!x ", ">", "%YAML 1.1\n", "0x", "\ud800"]
 )

@@ -28,15 +28,7 @@ from flowproof_cli.trace.storage import dumps, load, loads
 from tests.conftest import REPO, run_cli
 from tests.e2e.flows import write_flow
 from tests.fakes.fake_upstream import FakeUpstream
-from tests.falsifiability.hostile_yaml import (
-    YAML_SNIPPETS,
-    alias_bomb,
-    load_a_fifo,
-    loads_or_refuses_test,
-    mutated_documents,
-    refused_by_the_cli,
-    yaml_trees,
-)
+from tests.falsifiability import hostile_yaml as hostile
 
 TRACE_FILES = sorted([*REPO.glob("examples/*/*.trace.yaml"), *REPO.glob("specs/*.trace.yaml")])
 CHAT = REPO / "specs" / "chat.trace.yaml"
@@ -245,9 +237,11 @@ def test_a_broken_mcp_lane_is_refused_at_its_server(section: str, words: str) ->
 
 
 def test_an_alias_bomb_in_a_trace_is_refused_without_expanding_it() -> None:
-    text = edited("mocks:\n", "mocks:\n" + alias_bomb(12, "  "))
+    text = edited("mocks:\n", "mocks:\n" + hostile.alias_bomb(12, "  "))
     assert "alias bomb" in refused(text)
-    turn = edited("    model: gpt-4o-mini\n", "    model: gpt-4o-mini\n" + alias_bomb(12, "    "))
+    turn = edited(
+        "    model: gpt-4o-mini\n", "    model: gpt-4o-mini\n" + hostile.alias_bomb(12, "    ")
+    )
     assert "alias bomb" in refused(turn)
 
 
@@ -308,7 +302,7 @@ def test_a_huge_trace_is_refused_before_it_is_read(tmp_path: Path) -> None:
 
 
 def test_a_fifo_trace_is_refused_without_waiting_for_a_writer(tmp_path: Path) -> None:
-    error = load_a_fifo(load, tmp_path / "pipe.trace.yaml", "a FIFO trace")
+    error = hostile.load_a_fifo(load, tmp_path / "pipe.trace.yaml", "a FIFO trace")
     assert isinstance(error, TraceError)
     assert "not a regular file" in str(error)
 
@@ -338,17 +332,13 @@ _TRACE_KEYS = [
     *("tool_calls", "function", "messages", "after"),
 ]
 _DOCUMENTS = [yaml.safe_load(text) for text in _TEXTS]
-_TREES = yaml_trees(
-    ["openai-chat", "anthropic", "gemini", "tools/call", "200", "", "-"],
-    _TRACE_KEYS,
-    text=20,
-    width=4,
-    key_text=6,
-    leaves=20,
+_TRACE_LEAVES = ["openai-chat", "anthropic", "gemini", "tools/call", "200", "", "-"]
+_TREES = hostile.yaml_trees(_TRACE_LEAVES, _TRACE_KEYS, text=20, width=4, key_text=6, leaves=20)
+
+
+_SNIPPETS = st.sampled_from(
+    [*hostile.YAML_SNIPPETS, "!!binary ", "turns:\n", "flowproof_trace: 2\n"]
 )
-
-
-_SNIPPETS = st.sampled_from([*YAML_SNIPPETS, "!!binary ", "turns:\n", "flowproof_trace: 2\n"])
 
 
 @st.composite
@@ -379,20 +369,20 @@ def mutated_texts(draw: st.DrawFn) -> str:
 
 #: A committed trace with one or two values replaced by random YAML, in the layout the writer
 #: uses (so the turn-by-turn reader, not only the whole parse, meets it).
-_MUTATED_DOCUMENTS = mutated_documents(_DOCUMENTS, _TREES, edits=2, width=1 << 30)
+_MUTATED_DOCUMENTS = hostile.mutated_documents(_DOCUMENTS, _TREES, edits=2, width=1 << 30)
 
 
-test_mutated_traces_load_usably_or_are_refused = loads_or_refuses_test(
+test_mutated_traces_load_usably_or_are_refused = hostile.loads_or_refuses_test(
     _MUTATED_DOCUMENTS, loads_or_refuses
 )
 
 
-test_mutated_trace_texts_load_usably_or_are_refused = loads_or_refuses_test(
+test_mutated_trace_texts_load_usably_or_are_refused = hostile.loads_or_refuses_test(
     mutated_texts(), loads_or_refuses
 )
 
 
-test_random_text_and_trees_load_usably_or_are_refused = loads_or_refuses_test(
+test_random_text_and_trees_load_usably_or_are_refused = hostile.loads_or_refuses_test(
     st.one_of(st.text(max_size=200), _TREES.map(lambda tree: yaml.safe_dump(tree))),
     loads_or_refuses,
 )
@@ -435,7 +425,7 @@ def test_run_show_and_diff_refuse_a_broken_trace_with_exit_2(tmp_path: Path, cas
     before = trace.stat().st_mtime_ns
     for args in (("run", spec), ("show", trace), ("diff", CHAT, trace)):
         result = run_cli(*args)
-        refused_by_the_cli(result, f"error: {trace}", note=args)
+        hostile.refused_by_the_cli(result, f"error: {trace}", note=args)
         assert "Fix:" in result.stderr
     assert trace.read_text(encoding="utf-8") == _CLI_TRACES[case]
     assert trace.stat().st_mtime_ns == before
@@ -555,7 +545,7 @@ def test_run_refuses_a_recorded_trace_with_lines_cut_off_its_end(
     kept = trace.read_text(encoding="utf-8").splitlines(keepends=True)[:-lines]
     trace.write_text("".join(kept), encoding="utf-8")
     result = run_cli("run", spec)
-    refused_by_the_cli(result, f"error: {trace}:{len(kept)}: the trace does not end with ")
+    hostile.refused_by_the_cli(result, f"error: {trace}:{len(kept)}: the trace does not end with ")
     assert "so it was cut short" in result.stderr
 
 
@@ -568,5 +558,5 @@ def test_run_refuses_a_recorded_interim_status_instead_of_waiting(tmp_path: Path
     trace.write_text(text.replace("    status: 200\n", "    status: 100\n", 1), encoding="utf-8")
     result = run_cli("run", spec)
     first = text.splitlines().index("- request:") + 1
-    refused_by_the_cli(result, f"error: {trace}:{first}: turn 1 is malformed: ")
+    hostile.refused_by_the_cli(result, f"error: {trace}:{first}: turn 1 is malformed: ")
     assert "`response.status` is 100, an interim (1xx) status" in result.stderr

@@ -16,16 +16,9 @@ import pytest
 from flowproof_cli.cassette import Turn
 from flowproof_cli.cassette.divergence import Divergence, explain, nearest_turn
 from flowproof_cli.errors import SpecError
+from flowproof_cli.match import rules as match_rules
 from flowproof_cli.match.paths import PathGlob, map_strings
 from flowproof_cli.match.relocate import Relocation
-from flowproof_cli.match.rules import (
-    AddonRule,
-    IgnoreRule,
-    MatcherAddonError,
-    MatchRules,
-    NormalizeRule,
-    summarize,
-)
 from flowproof_cli.spec import load_spec
 
 CHAT = "openai-chat"
@@ -37,17 +30,17 @@ def chat(*contents: str, **extra: Any) -> dict[str, Any]:
     return {"model": "gpt-4o-mini", "messages": messages, **extra}
 
 
-def relaxed_fields(rules: MatchRules, request: dict[str, Any]) -> list[str]:
+def relaxed_fields(rules: match_rules.MatchRules, request: dict[str, Any]) -> list[str]:
     """The verdict notes after one request went through the rules."""
     rules.matched(CHAT, request)
-    return summarize(rules)
+    return match_rules.summarize(rules)
 
 
 # -- ignore: the counts the verdict prints ----------------------------------------------------
 
 
 def test_a_wildcard_ignore_counts_every_field_it_drops() -> None:
-    rules = MatchRules([IgnoreRule(PathGlob.parse("metadata.*"))])
+    rules = match_rules.MatchRules([match_rules.IgnoreRule(PathGlob.parse("metadata.*"))])
     notes = relaxed_fields(rules, chat("hi", metadata={"a": 1, "b": 2, "c": 3}))
     assert notes[0].splitlines()[0] == "match rules relaxed 3 field(s) on 1 request(s):"
 
@@ -64,10 +57,10 @@ def test_a_wildcard_key_in_the_middle_counts_every_field_below_it() -> None:
 def test_an_ignore_that_reaches_nothing_is_reported_unused(glob: str) -> None:
     """A list index past the end, or a path through a string, drops nothing: the verdict
     must say the rule matched nothing, not that it relaxed a field."""
-    rules = MatchRules([IgnoreRule(PathGlob.parse(glob))])
+    rules = match_rules.MatchRules([match_rules.IgnoreRule(PathGlob.parse(glob))])
     request = chat("hi", "there")
     assert rules.matched(CHAT, request) == request
-    assert summarize(rules) == [
+    assert match_rules.summarize(rules) == [
         f"match rules unused (they matched nothing in this run):\n  ignore {glob} (spec)"
     ]
 
@@ -76,7 +69,7 @@ def test_an_ignore_that_reaches_nothing_is_reported_unused(glob: str) -> None:
 
 
 def test_normalize_at_a_string_path_rewrites_exactly_that_string() -> None:
-    rule = NormalizeRule(YEAR, "<year>", at=PathGlob.parse("messages.0.content"))
+    rule = match_rules.NormalizeRule(YEAR, "<year>", at=PathGlob.parse("messages.0.content"))
     request = chat("in 2026", "in 2027", model="gpt-2026", tools=[{"name": "t2026"}])
     changed, count = rule.apply(CHAT, request)
     assert changed == chat("in <year>", "in 2027", model="gpt-2026", tools=[{"name": "t2026"}])
@@ -84,7 +77,9 @@ def test_normalize_at_a_string_path_rewrites_exactly_that_string() -> None:
 
 
 def test_normalize_at_counts_only_the_strings_it_changed() -> None:
-    rules = MatchRules([NormalizeRule(YEAR, "<year>", at=PathGlob.parse("messages.*.content"))])
+    rules = match_rules.MatchRules(
+        [match_rules.NormalizeRule(YEAR, "<year>", at=PathGlob.parse("messages.*.content"))]
+    )
     request = chat("in 2026", "no year", system="2026", tools=[{"name": "t2026"}], n=1)
     notes = relaxed_fields(rules, request)
     assert notes[0].splitlines()[1] == (
@@ -141,8 +136,8 @@ def test_an_ignore_path_with_an_empty_segment_names_it(tmp_path: Path) -> None:
 # -- the rule report: verdict notes and the run record ---------------------------------------
 
 
-def relocating(*rules: Any) -> MatchRules:
-    return MatchRules(
+def relocating(*rules: Any) -> match_rules.MatchRules:
+    return match_rules.MatchRules(
         list(rules), Relocation("/ci/checkout", "/ci/home"), relocation_origin="preset claude"
     )
 
@@ -155,7 +150,7 @@ def test_relocation_rewrites_the_request_as_matched_and_stored() -> None:
 
 
 def test_relocation_is_counted_per_field_and_per_request_of_this_run_only() -> None:
-    rules = relocating(IgnoreRule(PathGlob.parse("metadata")))
+    rules = relocating(match_rules.IgnoreRule(PathGlob.parse("metadata")))
     rules.matched(CHAT, chat("in /ci/checkout", "and /ci/home"))
     rules.matched(CHAT, chat("again in /ci/checkout"))
     rules.matched(CHAT, chat("nothing to move"))
@@ -170,7 +165,7 @@ def test_relocation_is_counted_per_field_and_per_request_of_this_run_only() -> N
         },
         {"rule": "ignore metadata", "origin": "spec", "fields": 0, "turns": 0, "unused": True},
     ]
-    assert summarize(rules) == [
+    assert match_rules.summarize(rules) == [
         "match rules relaxed 3 field(s) on 2 request(s):\n"
         "  relocate ({cwd}=/ci/checkout, {home}=/ci/home) (preset claude): 3 field(s) on "
         "2 request(s)",
@@ -181,16 +176,18 @@ def test_relocation_is_counted_per_field_and_per_request_of_this_run_only() -> N
 def test_relocation_that_changed_nothing_on_the_recorded_side_reports_unused() -> None:
     rules = relocating()
     rules.matched(CHAT, chat("recorded /ci/checkout"), count=False)
-    assert summarize(rules) == [
+    assert match_rules.summarize(rules) == [
         "match rules unused (they matched nothing in this run):\n"
         "  relocate ({cwd}=/ci/checkout, {home}=/ci/home) (preset claude)"
     ]
 
 
 def test_two_used_rules_are_one_note_a_line_each() -> None:
-    rules = MatchRules([IgnoreRule(PathGlob.parse("metadata")), NormalizeRule(YEAR, "<y>")])
+    rules = match_rules.MatchRules(
+        [match_rules.IgnoreRule(PathGlob.parse("metadata")), match_rules.NormalizeRule(YEAR, "<y>")]
+    )
     rules.matched(CHAT, chat("in 2026", metadata={"id": 1}))
-    assert summarize(rules) == [
+    assert match_rules.summarize(rules) == [
         "match rules relaxed 2 field(s) on 1 request(s):\n"
         "  ignore metadata (spec): 1 field(s) on 1 request(s)\n"
         "  normalize /\\d{4}/ (spec): 1 field(s) on 1 request(s)"
@@ -198,7 +195,9 @@ def test_two_used_rules_are_one_note_a_line_each() -> None:
 
 
 def test_a_normalize_rule_snapshot_keeps_its_path() -> None:
-    rule = NormalizeRule(YEAR, "<y>", at=PathGlob.parse("messages.*.content"), origin="suite")
+    rule = match_rules.NormalizeRule(
+        YEAR, "<y>", at=PathGlob.parse("messages.*.content"), origin="suite"
+    )
     assert rule.snapshot() == {
         "normalize": {"pattern": "\\d{4}", "replace": "<y>", "at": "messages.*.content"},
         "from": "suite",
@@ -207,7 +206,7 @@ def test_a_normalize_rule_snapshot_keeps_its_path() -> None:
 
 def test_an_addon_rule_snapshot_names_the_addon_and_where_it_came_from() -> None:
     """What the trace records, so a stock replay can refuse a trace whose addon is missing."""
-    rule = AddonRule("StripSession", lambda request, protocol: request, origin="suite")
+    rule = match_rules.AddonRule("StripSession", lambda request, protocol: request, origin="suite")
     assert rule.snapshot() == {"addon": "StripSession", "from": "suite"}
 
 
@@ -221,7 +220,9 @@ def test_an_addon_is_given_the_protocol_of_the_request() -> None:
         seen.append(protocol)
         return request
 
-    MatchRules([AddonRule("Spy", spy)]).matched("anthropic-messages", chat("hi"))
+    match_rules.MatchRules([match_rules.AddonRule("Spy", spy)]).matched(
+        "anthropic-messages", chat("hi")
+    )
     assert seen == ["anthropic-messages"]
 
 
@@ -232,7 +233,7 @@ def test_an_addon_that_edits_nested_fields_leaves_the_request_it_was_given_alone
         return request
 
     live = chat("hi", metadata={"session": "s-1", "user": "u"})
-    changed, _ = AddonRule("StripSession", strip_session).apply(CHAT, live)
+    changed, _ = match_rules.AddonRule("StripSession", strip_session).apply(CHAT, live)
     assert changed["metadata"] == {"user": "u"}
     assert live == chat("hi", metadata={"session": "s-1", "user": "u"})
 
@@ -247,13 +248,13 @@ def test_an_addon_that_edits_nested_fields_leaves_the_request_it_was_given_alone
     ],
 )
 def test_an_addon_is_counted_by_the_leaves_it_changed(edit: Any, fields: int) -> None:
-    rule = AddonRule("Edit", lambda request, protocol: edit(request))
+    rule = match_rules.AddonRule("Edit", lambda request, protocol: edit(request))
     assert rule.apply(CHAT, chat("one", "two"))[1] == fields
 
 
 def test_an_addon_returning_a_list_is_named_with_its_type_and_the_fix() -> None:
-    rule = AddonRule("Listy", lambda request, protocol: [request])  # type: ignore[arg-type,return-value]
-    with pytest.raises(MatcherAddonError) as info:
+    rule = match_rules.AddonRule("Listy", lambda request, protocol: [request])  # type: ignore[arg-type,return-value]
+    with pytest.raises(match_rules.MatcherAddonError) as info:
         rule.apply(CHAT, chat("hi"))
     assert str(info.value) == (
         "the matcher addon Listy returned list, not the request mapping. Fix: make "
