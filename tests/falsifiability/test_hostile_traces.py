@@ -529,7 +529,7 @@ def test_an_interim_status_is_refused_at_its_turn(status: int) -> None:
 
 def _recorded(folder: Path) -> tuple[Path, Path]:
     """A flow recorded through the CLI against the fake model (its answers carry `usage`)."""
-    spec = write_flow(folder, timeout=5)
+    spec = write_flow(folder, timeout=30)  # a bound on a regression; the refusal is at load
     with FakeUpstream() as fake:
         result = run_cli("record", spec, env={"FLOWPROOF_AGENT_UPSTREAM": f"{fake.base_url}/v1"})
     assert result.code == 0, result.output
